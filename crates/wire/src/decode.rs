@@ -1,0 +1,323 @@
+//! One pass over a frame, from the link layer to the transport header,
+//! filling a [`PacketRecord`].
+
+use crate::flow::flow_hash;
+use crate::ip::{Ipv4Packet, Ipv6Packet, proto, v4_mapped, walk_ipv6_chain};
+use crate::link::{
+    ARPHRD_ETHER, EthernetFrame, LoopbackFamily, Sll2Header, SllHeader, VlanTag, ethertype,
+    loopback_family,
+};
+use crate::linktype::LinkType;
+use crate::record::{Has, PacketRecord, ParseError};
+use crate::transport::{IcmpHeader, SctpHeader, TcpHeader, UdpHeader};
+
+/// How many stacked VLAN tags are followed before giving up.
+const MAX_VLAN_TAGS: usize = 4;
+
+type Step = Result<(), ParseError>;
+
+/// Parses `frame`, captured on a link of type `link`, into `rec`.
+///
+/// `rec` must hold the capture metadata (`ts_ns`, `wire_len`, `cap_len`,
+/// `worker`, `iface`, and the pcap pointer if any) with every parsed field
+/// still clear, as [`PacketRecord::new`] leaves it. `decode` only sets
+/// fields. It never panics and never reads outside `frame`; on a truncated
+/// or malformed frame it keeps what parsed and sets `rec.parse_error`.
+pub fn decode(link: LinkType, frame: &[u8], rec: &mut PacketRecord) {
+    let uncaptured = rec.wire_len.saturating_sub(frame.len() as u32);
+    let mut d = Decoder { rec, uncaptured };
+    let step = match link {
+        LinkType::ETHERNET => d.ethernet(frame),
+        LinkType::LINUX_SLL => d.sll(frame),
+        LinkType::LINUX_SLL2 => d.sll2(frame),
+        LinkType::RAW | LinkType::RAW_BSD12 | LinkType::RAW_BSD14 => d.raw_ip(frame),
+        LinkType::IPV4 => d.ipv4(frame),
+        LinkType::IPV6 => d.ipv6(frame),
+        LinkType::NULL => d.loopback(frame, false),
+        LinkType::LOOP => d.loopback(frame, true),
+        _ => Err(ParseError::UnsupportedLinkType),
+    };
+    if let Err(e) = step {
+        d.rec.parse_error = e;
+    }
+}
+
+struct Decoder<'r> {
+    rec: &'r mut PacketRecord,
+    /// Bytes of the frame on the wire that were not captured: lengths in
+    /// headers may reach this far past the end of the buffer legitimately.
+    uncaptured: u32,
+}
+
+impl Decoder<'_> {
+    fn ethernet(&mut self, frame: &[u8]) -> Step {
+        let eth = EthernetFrame::new_checked(frame).map_err(|_| ParseError::TruncatedLink)?;
+        self.rec.eth_src = eth.src();
+        self.rec.eth_dst = eth.dst();
+        self.rec.has |= Has::ETH;
+        self.ethertype(eth.ethertype(), eth.payload())
+    }
+
+    fn sll(&mut self, frame: &[u8]) -> Step {
+        let sll = SllHeader::new_checked(frame).map_err(|_| ParseError::TruncatedLink)?;
+        if sll.arphrd() == ARPHRD_ETHER && sll.addr_len() == 6 {
+            // Cooked captures know only the sender's address.
+            let a = sll.addr();
+            self.rec.eth_src.copy_from_slice(&a[..6]);
+        }
+        self.ethertype(sll.protocol(), sll.payload())
+    }
+
+    fn sll2(&mut self, frame: &[u8]) -> Step {
+        let sll = Sll2Header::new_checked(frame).map_err(|_| ParseError::TruncatedLink)?;
+        if sll.arphrd() == ARPHRD_ETHER && sll.addr_len() == 6 {
+            let a = sll.addr();
+            self.rec.eth_src.copy_from_slice(&a[..6]);
+        }
+        self.ethertype(sll.protocol(), sll.payload())
+    }
+
+    fn loopback(&mut self, frame: &[u8], network_order: bool) -> Step {
+        let family =
+            loopback_family(frame, network_order).map_err(|_| ParseError::TruncatedLink)?;
+        match family {
+            LoopbackFamily::Ipv4 => self.ipv4(&frame[4..]),
+            LoopbackFamily::Ipv6 => self.ipv6(&frame[4..]),
+            LoopbackFamily::Other(_) => Ok(()),
+        }
+    }
+
+    fn raw_ip(&mut self, frame: &[u8]) -> Step {
+        match frame.first().map(|b| b >> 4) {
+            None => Err(ParseError::TruncatedLink),
+            Some(4) => self.ipv4(frame),
+            Some(6) => self.ipv6(frame),
+            Some(_) => Err(ParseError::BadIpVersion),
+        }
+    }
+
+    /// Follows VLAN tags (keeping the outer id), then the network layer.
+    fn ethertype(&mut self, mut ty: u16, mut payload: &[u8]) -> Step {
+        let mut tags = 0;
+        while ethertype::is_vlan_tag(ty) {
+            if tags == MAX_VLAN_TAGS {
+                return Err(ParseError::TruncatedVlan);
+            }
+            let tag = VlanTag::new_checked(payload).map_err(|_| ParseError::TruncatedVlan)?;
+            if tags == 0 {
+                self.rec.vlan = tag.vlan_id();
+                self.rec.has |= Has::VLAN;
+            }
+            ty = tag.ethertype();
+            payload = tag.payload();
+            tags += 1;
+        }
+        self.rec.ethertype = ty;
+        self.rec.has |= Has::ETHERTYPE;
+        match ty {
+            ethertype::IPV4 => self.ipv4(payload),
+            ethertype::IPV6 => self.ipv6(payload),
+            _ => Ok(()),
+        }
+    }
+
+    fn ipv4(&mut self, buf: &[u8]) -> Step {
+        let ip = Ipv4Packet::new_checked(buf).map_err(|_| ParseError::TruncatedIpv4)?;
+        if ip.version() != 4 {
+            return Err(ParseError::BadIpVersion);
+        }
+        let rec = &mut *self.rec;
+        rec.ip_version = 4;
+        rec.ip_src = v4_mapped(ip.src());
+        rec.ip_dst = v4_mapped(ip.dst());
+        rec.ip_len = ip.total_len() as u32;
+        rec.ip_hdr_len = ip.header_len() as u16;
+        rec.ip_proto = ip.protocol();
+        rec.ttl = ip.ttl();
+        rec.dscp = ip.dscp();
+        rec.ip_id = ip.ident() as u32;
+        rec.frag = ip.frag_field();
+        rec.has |= Has::IP | Has::IP_ID | Has::FRAG;
+
+        let hdr_len = ip.header_len();
+        // A zero total length is what TSO/GSO super-packets carry when
+        // captured on the sending host: the frame itself gives the length.
+        let total = match ip.total_len() as usize {
+            0 => buf.len() + self.uncaptured as usize,
+            n => n,
+        };
+        if hdr_len < Ipv4Packet::MIN_HEADER_LEN || total < hdr_len {
+            return Err(ParseError::BadIpv4Header);
+        }
+        let l4_wire = (total - hdr_len) as u32;
+        let is_fragment = ip.more_fragments() || ip.frag_offset() != 0;
+        if ip.frag_offset() != 0 {
+            // Not the first fragment: what follows is data, not a header.
+            return self.finish_without_transport(l4_wire, is_fragment);
+        }
+        let l4 = ip.after_header().ok_or(ParseError::TruncatedIpv4)?;
+        let l4 = &l4[..l4.len().min(total - hdr_len)];
+        self.transport(ip.protocol(), l4, l4_wire, is_fragment)
+    }
+
+    fn ipv6(&mut self, buf: &[u8]) -> Step {
+        let ip = Ipv6Packet::new_checked(buf).map_err(|_| ParseError::TruncatedIpv6)?;
+        if ip.version() != 6 {
+            return Err(ParseError::BadIpVersion);
+        }
+        let plen = ip.payload_len() as usize;
+        let rec = &mut *self.rec;
+        rec.ip_version = 6;
+        rec.ip_src = ip.src();
+        rec.ip_dst = ip.dst();
+        rec.ip_len = (Ipv6Packet::HEADER_LEN + plen) as u32;
+        rec.ttl = ip.hop_limit();
+        rec.dscp = ip.traffic_class() >> 2;
+        rec.ip_proto = ip.next_header();
+        rec.ip_hdr_len = Ipv6Packet::HEADER_LEN as u16;
+        rec.has |= Has::IP;
+
+        let payload = ip.payload();
+        let payload = &payload[..payload.len().min(plen)];
+        let chain = walk_ipv6_chain(ip.next_header(), payload);
+        let (chain, broken) = match chain {
+            Ok(c) => (c, false),
+            Err(b) => (b.partial, true),
+        };
+        rec.ip_proto = chain.upper_proto;
+        rec.ip_hdr_len = (Ipv6Packet::HEADER_LEN + chain.ext_len).min(u16::MAX as usize) as u16;
+        let mut is_fragment = false;
+        if let Some((id, offset, more)) = chain.fragment {
+            rec.ip_id = id;
+            rec.frag = (offset & 0x1fff) | if more { 0x2000 } else { 0 };
+            rec.has |= Has::IP_ID | Has::FRAG;
+            is_fragment = true;
+        }
+        if broken {
+            return Err(ParseError::BadIpv6ExtHeader);
+        }
+        let l4_wire = plen.saturating_sub(chain.ext_len) as u32;
+        if matches!(chain.fragment, Some((_, off, _)) if off != 0) {
+            return self.finish_without_transport(l4_wire, is_fragment);
+        }
+        let l4 = &payload[chain.ext_len..];
+        self.transport(chain.upper_proto, l4, l4_wire, is_fragment)
+    }
+
+    /// A non-first fragment: the payload is all there is, and the flow is
+    /// hashed without ports, like every fragment.
+    fn finish_without_transport(&mut self, l4_wire: u32, is_fragment: bool) -> Step {
+        self.rec.payload_len = l4_wire;
+        self.rec.has |= Has::PAYLOAD;
+        self.hash_flow(is_fragment);
+        Ok(())
+    }
+
+    /// Parses the transport header in `l4` (captured bytes, trimmed to the IP
+    /// length); `l4_wire` is the transport length the IP header states.
+    fn transport(&mut self, proto_num: u8, l4: &[u8], l4_wire: u32, is_fragment: bool) -> Step {
+        let step = match proto_num {
+            proto::TCP => self.tcp(l4, l4_wire),
+            proto::UDP => self.udp(l4, l4_wire),
+            proto::SCTP => self.sctp(l4, l4_wire),
+            proto::ICMP | proto::ICMPV6 => self.icmp(l4, l4_wire),
+            _ => {
+                self.rec.payload_len = l4_wire;
+                self.rec.has |= Has::PAYLOAD;
+                Ok(())
+            }
+        };
+        self.hash_flow(is_fragment);
+        step
+    }
+
+    fn ports_from_prefix(&mut self, l4: &[u8]) {
+        if l4.len() >= 4 {
+            self.rec.src_port = u16::from_be_bytes([l4[0], l4[1]]);
+            self.rec.dst_port = u16::from_be_bytes([l4[2], l4[3]]);
+            self.rec.has |= Has::PORTS;
+        }
+    }
+
+    fn tcp(&mut self, l4: &[u8], l4_wire: u32) -> Step {
+        let Ok(tcp) = TcpHeader::new_checked(l4) else {
+            self.ports_from_prefix(l4);
+            return Err(ParseError::TruncatedTcp);
+        };
+        let rec = &mut *self.rec;
+        rec.src_port = tcp.src_port();
+        rec.dst_port = tcp.dst_port();
+        rec.tcp_seq = tcp.seq();
+        rec.tcp_ack = tcp.ack();
+        rec.tcp_flags = tcp.flags();
+        rec.tcp_win = tcp.window();
+        rec.tcp_hdr_len = tcp.header_len() as u8;
+        rec.has |= Has::PORTS | Has::TCP;
+        let hdr_len = tcp.header_len() as u32;
+        if hdr_len < TcpHeader::MIN_LEN as u32 || hdr_len > l4_wire {
+            return Err(ParseError::BadTcpHeader);
+        }
+        rec.payload_len = l4_wire - hdr_len;
+        rec.has |= Has::PAYLOAD;
+        Ok(())
+    }
+
+    fn udp(&mut self, l4: &[u8], l4_wire: u32) -> Step {
+        let Ok(udp) = UdpHeader::new_checked(l4) else {
+            self.ports_from_prefix(l4);
+            return Err(ParseError::TruncatedUdp);
+        };
+        let rec = &mut *self.rec;
+        rec.src_port = udp.src_port();
+        rec.dst_port = udp.dst_port();
+        rec.udp_len = udp.len();
+        rec.has |= Has::PORTS | Has::UDP;
+        let len = udp.len() as u32;
+        if len < UdpHeader::LEN as u32 || len > l4_wire {
+            return Err(ParseError::BadUdpLength);
+        }
+        rec.payload_len = len - UdpHeader::LEN as u32;
+        rec.has |= Has::PAYLOAD;
+        Ok(())
+    }
+
+    fn sctp(&mut self, l4: &[u8], l4_wire: u32) -> Step {
+        let Ok(sctp) = SctpHeader::new_checked(l4) else {
+            self.ports_from_prefix(l4);
+            return Err(ParseError::TruncatedSctp);
+        };
+        let rec = &mut *self.rec;
+        rec.src_port = sctp.src_port();
+        rec.dst_port = sctp.dst_port();
+        rec.payload_len = l4_wire.saturating_sub(SctpHeader::LEN as u32);
+        rec.has |= Has::PORTS | Has::PAYLOAD;
+        Ok(())
+    }
+
+    fn icmp(&mut self, l4: &[u8], l4_wire: u32) -> Step {
+        let icmp = IcmpHeader::new_checked(l4).map_err(|_| ParseError::TruncatedIcmp)?;
+        let rec = &mut *self.rec;
+        rec.icmp_type = icmp.msg_type();
+        rec.icmp_code = icmp.code();
+        rec.payload_len = l4_wire.saturating_sub(IcmpHeader::HEADER_LEN as u32);
+        rec.has |= Has::ICMP | Has::PAYLOAD;
+        Ok(())
+    }
+
+    /// Sets `flow_hash` once the IP header (and the ports, if the protocol
+    /// has them) are known. Protocols with ports get no hash when the ports
+    /// were cut off: a portless hash would put the packet in the wrong flow.
+    fn hash_flow(&mut self, is_fragment: bool) {
+        let rec = &mut *self.rec;
+        let has_ports_proto = matches!(rec.ip_proto, proto::TCP | proto::UDP | proto::SCTP);
+        let (sport, dport) = if is_fragment || !has_ports_proto {
+            (0, 0)
+        } else if rec.has(Has::PORTS) {
+            (rec.src_port, rec.dst_port)
+        } else {
+            return;
+        };
+        rec.flow_hash = flow_hash(&rec.ip_src, &rec.ip_dst, sport, dport, rec.ip_proto);
+        rec.has |= Has::FLOW;
+    }
+}

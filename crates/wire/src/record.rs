@@ -1,0 +1,229 @@
+//! The packet record: one row per captured frame.
+
+/// Bits of [`PacketRecord::has`]: which optional fields hold a value.
+///
+/// A field whose bit is clear is absent (null in the dataset) and its value
+/// in the struct is meaningless (usually zero).
+pub struct Has;
+
+impl Has {
+    /// `eth_src`, `eth_dst`.
+    pub const ETH: u32 = 1 << 0;
+    /// `vlan` (the outer tag's VLAN id).
+    pub const VLAN: u32 = 1 << 1;
+    /// `ethertype` (after VLAN tags).
+    pub const ETHERTYPE: u32 = 1 << 2;
+    /// `ip_version`, `ip_src`, `ip_dst`, `ip_len`, `ip_hdr_len`, `ip_proto`,
+    /// `ttl`, `dscp`.
+    pub const IP: u32 = 1 << 3;
+    /// `ip_id`: IPv4's identification, or the IPv6 fragment header's.
+    pub const IP_ID: u32 = 1 << 4;
+    /// `frag`: IPv4 flags + offset, or the IPv6 fragment header's M + offset.
+    pub const FRAG: u32 = 1 << 5;
+    /// `src_port`, `dst_port` (TCP, UDP, SCTP).
+    pub const PORTS: u32 = 1 << 6;
+    /// `tcp_flags`, `tcp_seq`, `tcp_ack`, `tcp_win`, `tcp_hdr_len`.
+    pub const TCP: u32 = 1 << 7;
+    /// `udp_len`.
+    pub const UDP: u32 = 1 << 8;
+    /// `icmp_type`, `icmp_code` (ICMP and ICMPv6).
+    pub const ICMP: u32 = 1 << 9;
+    /// `payload_len`.
+    pub const PAYLOAD: u32 = 1 << 10;
+    /// `flow_hash`.
+    pub const FLOW: u32 = 1 << 11;
+    /// `pcap_file`, `pcap_offset`.
+    pub const PCAP: u32 = 1 << 12;
+}
+
+/// Where parsing of a frame stopped early, and why.
+///
+/// Stored in the dataset as a short string (see [`ParseError::as_str`]);
+/// `None` is stored as null.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[repr(u8)]
+pub enum ParseError {
+    /// The frame parsed as far as weir parses it.
+    #[default]
+    None = 0,
+    /// weir does not decode this link type; only lengths and time are kept.
+    UnsupportedLinkType,
+    /// Shorter than its link-layer header.
+    TruncatedLink,
+    /// Ends inside an 802.1Q/802.1ad tag, or has more tags than weir follows.
+    TruncatedVlan,
+    /// Raw-IP link type, but the version nibble is neither 4 nor 6.
+    BadIpVersion,
+    /// Ends inside the IPv4 header (fixed part or options).
+    TruncatedIpv4,
+    /// IPv4 header length below 20 bytes or total length below header length.
+    BadIpv4Header,
+    /// Ends inside the fixed 40-byte IPv6 header.
+    TruncatedIpv6,
+    /// Ends inside an IPv6 extension header, or the chain is malformed.
+    BadIpv6ExtHeader,
+    /// Ends inside the fixed 20-byte TCP header.
+    TruncatedTcp,
+    /// TCP data offset below 5 words, or beyond the IP payload.
+    BadTcpHeader,
+    /// Ends inside the 8-byte UDP header.
+    TruncatedUdp,
+    /// UDP length below 8 or beyond the IP payload.
+    BadUdpLength,
+    /// Ends inside the 12-byte SCTP common header.
+    TruncatedSctp,
+    /// Ends inside the ICMP/ICMPv6 type and code.
+    TruncatedIcmp,
+}
+
+impl ParseError {
+    /// Every code, in numeric order.
+    pub const ALL: [ParseError; 15] = [
+        ParseError::None,
+        ParseError::UnsupportedLinkType,
+        ParseError::TruncatedLink,
+        ParseError::TruncatedVlan,
+        ParseError::BadIpVersion,
+        ParseError::TruncatedIpv4,
+        ParseError::BadIpv4Header,
+        ParseError::TruncatedIpv6,
+        ParseError::BadIpv6ExtHeader,
+        ParseError::TruncatedTcp,
+        ParseError::BadTcpHeader,
+        ParseError::TruncatedUdp,
+        ParseError::BadUdpLength,
+        ParseError::TruncatedSctp,
+        ParseError::TruncatedIcmp,
+    ];
+
+    /// The name stored in the dataset's `parse_error` column.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ParseError::None => "none",
+            ParseError::UnsupportedLinkType => "unsupported_link_type",
+            ParseError::TruncatedLink => "truncated_link",
+            ParseError::TruncatedVlan => "truncated_vlan",
+            ParseError::BadIpVersion => "bad_ip_version",
+            ParseError::TruncatedIpv4 => "truncated_ipv4",
+            ParseError::BadIpv4Header => "bad_ipv4_header",
+            ParseError::TruncatedIpv6 => "truncated_ipv6",
+            ParseError::BadIpv6ExtHeader => "bad_ipv6_ext_header",
+            ParseError::TruncatedTcp => "truncated_tcp",
+            ParseError::BadTcpHeader => "bad_tcp_header",
+            ParseError::TruncatedUdp => "truncated_udp",
+            ParseError::BadUdpLength => "bad_udp_length",
+            ParseError::TruncatedSctp => "truncated_sctp",
+            ParseError::TruncatedIcmp => "truncated_icmp",
+        }
+    }
+
+    /// The code for a stored name.
+    pub fn from_name(name: &str) -> Option<ParseError> {
+        Self::ALL.into_iter().find(|e| e.as_str() == name)
+    }
+
+    /// The code for its numeric value.
+    pub fn from_u8(v: u8) -> Option<ParseError> {
+        Self::ALL.get(v as usize).copied()
+    }
+}
+
+/// One row per captured frame: the packet record of DESIGN.md.
+///
+/// Fields are plain values; [`PacketRecord::has`] says which optional ones
+/// are present. IPv4 addresses are kept IPv4-mapped in IPv6 space
+/// (`::ffff:a.b.c.d`) so that one 16-byte column holds both families.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PacketRecord {
+    /// Arrival time, nanoseconds since the Unix epoch (UTC).
+    pub ts_ns: i64,
+    /// Length of the frame on the wire.
+    pub wire_len: u32,
+    /// Bytes of the frame that were captured.
+    pub cap_len: u32,
+    /// Worker that saw the frame.
+    pub worker: u16,
+    /// Interface index within the capture or source file.
+    pub iface: u16,
+    /// [`Has`] bits.
+    pub has: u32,
+    pub eth_src: [u8; 6],
+    pub eth_dst: [u8; 6],
+    /// Outer VLAN id (12 bits).
+    pub vlan: u16,
+    /// Ethertype after any VLAN tags (or the SLL protocol field).
+    pub ethertype: u16,
+    /// 4 or 6.
+    pub ip_version: u8,
+    /// The transport protocol: IPv4's protocol field, or for IPv6 the next
+    /// header that follows the extension-header chain.
+    pub ip_proto: u8,
+    /// IPv4 TTL or IPv6 hop limit.
+    pub ttl: u8,
+    /// DSCP, the upper six bits of the TOS / traffic class byte.
+    pub dscp: u8,
+    pub ip_src: [u8; 16],
+    pub ip_dst: [u8; 16],
+    /// Length of the IP packet as the header states it, header included
+    /// (for IPv6: 40 + payload length).
+    pub ip_len: u32,
+    /// IP header length; for IPv6, 40 plus the extension headers before the
+    /// transport header.
+    pub ip_hdr_len: u16,
+    /// Fragment field in IPv4's layout: bit 14 DF, bit 13 MF, bits 0..13 the
+    /// offset in 8-byte units. IPv6 fragment headers map onto the same bits.
+    pub frag: u16,
+    /// IPv4 identification, or the IPv6 fragment header's identification.
+    pub ip_id: u32,
+    pub src_port: u16,
+    pub dst_port: u16,
+    /// The nine TCP flag bits: NS (0x100), CWR, ECE, URG, ACK, PSH, RST, SYN,
+    /// FIN (0x001).
+    pub tcp_flags: u16,
+    pub tcp_win: u16,
+    pub tcp_seq: u32,
+    pub tcp_ack: u32,
+    /// TCP header length in bytes.
+    pub tcp_hdr_len: u8,
+    pub icmp_type: u8,
+    pub icmp_code: u8,
+    /// Where parsing stopped early; [`ParseError::None`] if it did not.
+    pub parse_error: ParseError,
+    /// UDP length field.
+    pub udp_len: u16,
+    /// Transport payload bytes on the wire (from the headers' lengths, not
+    /// from what was captured).
+    pub payload_len: u32,
+    /// [`crate::flow_hash`] of the 5-tuple.
+    pub flow_hash: u32,
+    /// Which pcap file of the dataset holds the frame.
+    pub pcap_file: u32,
+    /// Byte offset of the frame's record header in that pcap file.
+    pub pcap_offset: u64,
+}
+
+impl PacketRecord {
+    /// A record for a frame with only its capture metadata filled.
+    pub fn new(ts_ns: i64, wire_len: u32, cap_len: u32) -> Self {
+        PacketRecord {
+            ts_ns,
+            wire_len,
+            cap_len,
+            ..Default::default()
+        }
+    }
+
+    /// Whether all the given [`Has`] bits are set.
+    #[inline]
+    pub fn has(&self, bits: u32) -> bool {
+        self.has & bits == bits
+    }
+
+    /// True when the (unordered) endpoint pair was swapped to put the smaller
+    /// (address, port) first, i.e. this packet travels from the "high" end to
+    /// the "low" end of its flow. Used to group a flow's two directions.
+    #[inline]
+    pub fn flow_reversed(&self) -> bool {
+        (self.ip_src, self.src_port) > (self.ip_dst, self.dst_port)
+    }
+}
