@@ -1,0 +1,887 @@
+//! The chunking trace reader.
+
+use std::fs::File;
+use std::io::{self, BufReader, Read};
+use std::path::{Path, PathBuf};
+
+use pcap_parser::PcapError;
+use pcap_parser::pcap::{parse_pcap_frame, parse_pcap_frame_be, parse_pcap_frame_modified};
+use pcap_parser::pcapng::{Block, parse_block_be, parse_block_le};
+use pcap_parser::traits::PcapNGPacketBlock;
+use wire::LinkType;
+
+use crate::error::{ReadError, ReadErrorKind};
+
+/// Largest captured frame accepted from a pcap record, unless the file's
+/// snap length asks for more (libpcap's own ceiling is 256 KiB).
+pub const MAX_FRAME_LEN: u32 = 256 * 1024;
+/// Largest pcapng block accepted. Bounds the memory one block may claim.
+pub const MAX_BLOCK_LEN: u32 = 16 * 1024 * 1024;
+
+const PCAP_MAGIC_US: u32 = 0xa1b2_c3d4;
+const PCAP_MAGIC_NS: u32 = 0xa1b2_3c4d;
+const PCAP_MAGIC_MODIFIED: u32 = 0xa1b2_cd34;
+const PCAPNG_SHB: u32 = 0x0a0d_0d0a;
+const PCAPNG_BOM: u32 = 0x1a2b_3c4d;
+
+/// How the trace bytes are compressed on disk.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Compression {
+    None,
+    Gzip,
+    Zstd,
+}
+
+impl Compression {
+    pub fn name(self) -> &'static str {
+        match self {
+            Compression::None => "none",
+            Compression::Gzip => "gzip",
+            Compression::Zstd => "zstd",
+        }
+    }
+}
+
+/// The container format of the trace.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Container {
+    Pcap {
+        big_endian: bool,
+        nanosecond: bool,
+        /// The "modified" format with 24-byte record headers.
+        modified: bool,
+        link: LinkType,
+        snaplen: u32,
+    },
+    PcapNg,
+}
+
+impl Container {
+    pub fn name(&self) -> &'static str {
+        match self {
+            Container::Pcap { .. } => "pcap",
+            Container::PcapNg => "pcapng",
+        }
+    }
+}
+
+/// An interface as the trace describes it. For pcap there is one; for
+/// pcapng one per Interface Description Block, numbered across sections in
+/// the order they appear.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct InterfaceInfo {
+    pub link: LinkType,
+    pub snaplen: u32,
+    pub name: Option<String>,
+    pub description: Option<String>,
+    /// Timestamp units per second.
+    pub ts_units_per_sec: u64,
+    /// Seconds added to every timestamp (`if_tsoffset`).
+    pub ts_offset_s: i64,
+    /// Packets the capturing system reported dropped for this interface
+    /// (pcapng Interface Statistics Blocks: `isb_ifdrop` + `isb_osdrop`).
+    pub dropped: Option<u64>,
+    /// Packets the capturing system reported received (`isb_ifrecv`).
+    pub received: Option<u64>,
+}
+
+/// One frame inside a [`Chunk`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FrameDesc {
+    /// Arrival time, nanoseconds since the Unix epoch.
+    pub ts_ns: i64,
+    /// Offset in the trace stream of the record (pcap) or block (pcapng)
+    /// that holds the frame.
+    pub record_offset: u64,
+    /// Where the frame's bytes start in [`Chunk::data`].
+    pub start: u32,
+    pub cap_len: u32,
+    pub wire_len: u32,
+    pub link: LinkType,
+    /// Index into [`TraceReader::interfaces`].
+    pub iface: u16,
+}
+
+/// A run of whole records read from a trace, with one descriptor per frame.
+#[derive(Debug, Default)]
+pub struct Chunk {
+    /// Raw trace bytes; the frames point into it.
+    pub data: Vec<u8>,
+    pub frames: Vec<FrameDesc>,
+    /// Sequence number of the chunk within its trace, from 0.
+    pub seq: u64,
+    /// Number of frames in the trace before this chunk.
+    pub first_frame: u64,
+}
+
+impl Chunk {
+    /// The bytes of frame `i`.
+    #[inline]
+    pub fn frame_bytes(&self, f: &FrameDesc) -> &[u8] {
+        &self.data[f.start as usize..f.start as usize + f.cap_len as usize]
+    }
+
+    /// Each frame's descriptor with its bytes.
+    pub fn iter(&self) -> impl Iterator<Item = (&FrameDesc, &[u8])> {
+        self.frames.iter().map(move |f| (f, self.frame_bytes(f)))
+    }
+}
+
+/// Tunables of a [`TraceReader`].
+#[derive(Clone, Copy, Debug)]
+pub struct ReaderOptions {
+    /// Bytes of trace per chunk (a chunk grows past this only to hold one
+    /// record that is larger).
+    pub chunk_bytes: usize,
+}
+
+impl Default for ReaderOptions {
+    fn default() -> Self {
+        ReaderOptions {
+            chunk_bytes: 4 << 20,
+        }
+    }
+}
+
+/// pcapng state of the current section.
+#[derive(Debug, Default)]
+struct NgSection {
+    big_endian: bool,
+    /// Global interface index of each of this section's interfaces.
+    ifaces: Vec<u16>,
+}
+
+/// Reads a pcap or pcapng trace in validated chunks.
+pub struct TraceReader {
+    path: PathBuf,
+    input: Box<dyn Read + Send>,
+    compression: Compression,
+    container: Container,
+    options: ReaderOptions,
+    /// Bytes read but not yet part of a chunk (an incomplete record).
+    carry: Vec<u8>,
+    /// Stream offset of `carry[0]`.
+    offset: u64,
+    eof: bool,
+    /// An error found after the frames before it were handed out.
+    pending: Option<ReadError>,
+    finished: bool,
+    interfaces: Vec<InterfaceInfo>,
+    ng: NgSection,
+    last_ts: i64,
+    chunks: u64,
+    frames: u64,
+    spare: Vec<Vec<u8>>,
+}
+
+impl TraceReader {
+    /// Opens a trace file, detecting compression and format.
+    pub fn open(path: impl AsRef<Path>, options: ReaderOptions) -> Result<Self, ReadError> {
+        let path = path.as_ref().to_path_buf();
+        let file = File::open(&path).map_err(|e| ReadError {
+            path: path.clone(),
+            offset: 0,
+            decompressed: false,
+            kind: ReadErrorKind::Io(e),
+        })?;
+        Self::from_read(path, Box::new(file), options)
+    }
+
+    /// Reads a trace from any byte stream (a pipe, standard input); `name`
+    /// is used in messages.
+    pub fn from_read(
+        name: PathBuf,
+        raw: Box<dyn Read + Send>,
+        options: ReaderOptions,
+    ) -> Result<Self, ReadError> {
+        let mut raw = raw;
+        let err = |kind, decompressed| ReadError {
+            path: name.clone(),
+            offset: 0,
+            decompressed,
+            kind,
+        };
+        // Sniff the first bytes, then put them back in front of the stream.
+        let mut head = Vec::with_capacity(8);
+        read_to_len(&mut raw, &mut head, 6).map_err(|e| err(ReadErrorKind::Io(e), false))?;
+        if head.is_empty() {
+            return Err(err(ReadErrorKind::Empty, false));
+        }
+        let sniffed = head.clone();
+        let buffered = BufReader::with_capacity(256 * 1024, io::Cursor::new(head).chain(raw));
+        let (compression, input): (Compression, Box<dyn Read + Send>) = match sniffed.as_slice() {
+            [0x1f, 0x8b, ..] => (
+                Compression::Gzip,
+                Box::new(flate2::read::MultiGzDecoder::new(buffered)),
+            ),
+            [0x28, 0xb5, 0x2f, 0xfd, ..] => {
+                let dec = zstd::stream::read::Decoder::with_buffer(buffered)
+                    .map_err(|e| err(ReadErrorKind::Io(e), false))?;
+                (Compression::Zstd, Box::new(dec))
+            }
+            [0xfd, b'7', b'z', b'X', b'Z', 0x00] => {
+                return Err(err(
+                    ReadErrorKind::Unsupported(
+                        "xz-compressed; decompress it first (xz -dk FILE) or recompress with zstd"
+                            .into(),
+                    ),
+                    false,
+                ));
+            }
+            [b'B', b'Z', b'h', ..] => {
+                return Err(err(
+                    ReadErrorKind::Unsupported(
+                        "bzip2-compressed; decompress it first (bunzip2 -k FILE) or recompress \
+                         with zstd"
+                            .into(),
+                    ),
+                    false,
+                ));
+            }
+            [0x04, 0x22, 0x4d, 0x18, ..] => {
+                return Err(err(
+                    ReadErrorKind::Unsupported(
+                        "lz4-compressed; decompress it first (lz4 -d FILE) or recompress with \
+                         zstd"
+                            .into(),
+                    ),
+                    false,
+                ));
+            }
+            _ => (Compression::None, Box::new(buffered)),
+        };
+        let mut reader = TraceReader {
+            path: name,
+            input,
+            compression,
+            container: Container::PcapNg,
+            options,
+            carry: Vec::new(),
+            offset: 0,
+            eof: false,
+            pending: None,
+            finished: false,
+            interfaces: Vec::new(),
+            ng: NgSection::default(),
+            last_ts: 0,
+            chunks: 0,
+            frames: 0,
+            spare: Vec::new(),
+        };
+        reader.read_file_header()?;
+        Ok(reader)
+    }
+
+    /// The file (or stream name) being read.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    pub fn compression(&self) -> Compression {
+        self.compression
+    }
+
+    pub fn container(&self) -> Container {
+        self.container
+    }
+
+    /// The interfaces described so far (all of them once the trace is read).
+    pub fn interfaces(&self) -> &[InterfaceInfo] {
+        &self.interfaces
+    }
+
+    /// Frames handed out so far.
+    pub fn frames_read(&self) -> u64 {
+        self.frames
+    }
+
+    /// Bytes of the trace stream consumed so far.
+    pub fn bytes_read(&self) -> u64 {
+        self.offset
+    }
+
+    /// Returns a chunk's buffer for reuse, so that steady reading touches no
+    /// fresh memory.
+    pub fn recycle(&mut self, mut buf: Vec<u8>) {
+        if self.spare.len() < 4 {
+            buf.clear();
+            self.spare.push(buf);
+        }
+    }
+
+    fn error(&self, offset: u64, kind: ReadErrorKind) -> ReadError {
+        ReadError {
+            path: self.path.clone(),
+            offset,
+            decompressed: self.compression != Compression::None,
+            kind,
+        }
+    }
+
+    /// Reads into `carry` until it holds `want` bytes or the input ends.
+    fn fill_carry(&mut self, want: usize) -> Result<(), ReadError> {
+        if self.carry.len() >= want || self.eof {
+            return Ok(());
+        }
+        let mut buf = std::mem::take(&mut self.carry);
+        let r = read_to_len(&mut self.input, &mut buf, want);
+        self.carry = buf;
+        match r {
+            Ok(true) => Ok(()),
+            Ok(false) => {
+                self.eof = true;
+                Ok(())
+            }
+            Err(e) => {
+                let at = self.offset + self.carry.len() as u64;
+                Err(self.error(at, ReadErrorKind::Io(e)))
+            }
+        }
+    }
+
+    fn read_file_header(&mut self) -> Result<(), ReadError> {
+        self.fill_carry(24)?;
+        if self.carry.len() < 4 {
+            return Err(self.error(
+                0,
+                ReadErrorKind::Truncated {
+                    what: "file header",
+                    needed: 24,
+                    have: self.carry.len() as u64,
+                },
+            ));
+        }
+        let magic_le = u32::from_le_bytes(self.carry[..4].try_into().unwrap_or([0; 4]));
+        let magic_be = magic_le.swap_bytes();
+        if magic_le == PCAPNG_SHB {
+            self.container = Container::PcapNg;
+            // The Section Header Block stays in `carry`; the block loop reads it.
+            return Ok(());
+        }
+        let (big_endian, nanosecond, modified) = match (magic_le, magic_be) {
+            (PCAP_MAGIC_US, _) => (false, false, false),
+            (PCAP_MAGIC_NS, _) => (false, true, false),
+            (PCAP_MAGIC_MODIFIED, _) => (false, false, true),
+            (_, PCAP_MAGIC_US) => (true, false, false),
+            (_, PCAP_MAGIC_NS) => (true, true, false),
+            (_, PCAP_MAGIC_MODIFIED) => {
+                return Err(self.error(
+                    0,
+                    ReadErrorKind::Unsupported(
+                        "big-endian \"modified\" pcap is not supported".into(),
+                    ),
+                ));
+            }
+            _ => {
+                let mut magic = [0u8; 4];
+                magic.copy_from_slice(&self.carry[..4]);
+                return Err(self.error(0, ReadErrorKind::NotATrace { magic }));
+            }
+        };
+        if self.carry.len() < 24 {
+            return Err(self.error(
+                0,
+                ReadErrorKind::Truncated {
+                    what: "pcap file header",
+                    needed: 24,
+                    have: self.carry.len() as u64,
+                },
+            ));
+        }
+        let h = &self.carry[..24];
+        let u32_at = |at: usize| {
+            let b = [h[at], h[at + 1], h[at + 2], h[at + 3]];
+            if big_endian {
+                u32::from_be_bytes(b)
+            } else {
+                u32::from_le_bytes(b)
+            }
+        };
+        let snaplen = u32_at(16);
+        // The upper bits of the link-type field carry FCS information.
+        let link = LinkType((u32_at(20) & 0xffff) as u16);
+        self.container = Container::Pcap {
+            big_endian,
+            nanosecond,
+            modified,
+            link,
+            snaplen,
+        };
+        self.interfaces.push(InterfaceInfo {
+            link,
+            snaplen,
+            name: None,
+            description: None,
+            ts_units_per_sec: if nanosecond { 1_000_000_000 } else { 1_000_000 },
+            ts_offset_s: 0,
+            dropped: None,
+            received: None,
+        });
+        self.carry.drain(..24);
+        self.offset = 24;
+        Ok(())
+    }
+
+    /// The next chunk of frames, `Ok(None)` at the end of the trace, or the
+    /// error that stopped reading (after every frame before it was handed
+    /// out in earlier chunks).
+    pub fn next_chunk(&mut self) -> Result<Option<Chunk>, ReadError> {
+        loop {
+            if let Some(chunk) = self.try_chunk()? {
+                return Ok(Some(chunk));
+            }
+            if self.finished {
+                return Ok(None);
+            }
+        }
+    }
+
+    /// One round of reading: a chunk, or `None` when the round found only
+    /// metadata blocks (or the end, which sets `finished`).
+    fn try_chunk(&mut self) -> Result<Option<Chunk>, ReadError> {
+        if let Some(e) = self.pending.take() {
+            self.finished = true;
+            return Err(e);
+        }
+        if self.finished {
+            return Ok(None);
+        }
+        let target = self.options.chunk_bytes.max(64 * 1024);
+        let mut data = self.spare.pop().unwrap_or_default();
+        data.clear();
+        data.reserve(target.max(self.carry.len()));
+        data.extend_from_slice(&self.carry);
+        self.carry.clear();
+        let base = self.offset;
+        if !self.eof {
+            match read_to_len(&mut self.input, &mut data, target) {
+                Ok(true) => {}
+                Ok(false) => self.eof = true,
+                Err(e) => {
+                    let at = base + data.len() as u64;
+                    self.pending = Some(self.error(at, ReadErrorKind::Io(e)));
+                    self.eof = true;
+                }
+            }
+        }
+        let mut frames = Vec::with_capacity(data.len() / 80 + 1);
+        let mut pos = 0usize;
+        loop {
+            let step = match self.container {
+                Container::Pcap { .. } => self.parse_pcap_record(&data, pos, base, &mut frames),
+                Container::PcapNg => self.parse_ng_block(&data, pos, base, &mut frames),
+            };
+            match step {
+                Step::Consumed(n) => pos += n,
+                Step::NeedBytes(total) => {
+                    // Nothing complete yet and more input exists: read the rest
+                    // of this (possibly large, but bounded) record and go on.
+                    if frames.is_empty() && !self.eof && self.pending.is_none() {
+                        match read_to_len(&mut self.input, &mut data, pos + total) {
+                            Ok(true) => continue,
+                            Ok(false) => {
+                                self.eof = true;
+                                continue;
+                            }
+                            Err(e) => {
+                                let at = base + data.len() as u64;
+                                self.pending = Some(self.error(at, ReadErrorKind::Io(e)));
+                                self.eof = true;
+                                break;
+                            }
+                        }
+                    }
+                    if self.eof && self.pending.is_none() {
+                        let have = (data.len() - pos) as u64;
+                        if have > 0 {
+                            let what = match self.container {
+                                Container::Pcap { .. } => "pcap record",
+                                Container::PcapNg => "pcapng block",
+                            };
+                            self.pending = Some(self.error(
+                                base + pos as u64,
+                                ReadErrorKind::Truncated {
+                                    what,
+                                    needed: total as u64,
+                                    have,
+                                },
+                            ));
+                        }
+                    }
+                    break;
+                }
+                Step::End => break,
+                Step::Fail(e) => {
+                    self.pending = Some(e);
+                    break;
+                }
+            }
+        }
+        self.carry.extend_from_slice(&data[pos..]);
+        data.truncate(pos);
+        self.offset = base + pos as u64;
+        if frames.is_empty() {
+            // Only metadata blocks, an error, or the end: never hand out an
+            // empty chunk.
+            self.recycle(data);
+            if self.pending.is_none() && self.eof && self.carry.is_empty() {
+                self.finished = true;
+            }
+            return Ok(None);
+        }
+        let chunk = Chunk {
+            data,
+            seq: self.chunks,
+            first_frame: self.frames,
+            frames,
+        };
+        self.chunks += 1;
+        self.frames += chunk.frames.len() as u64;
+        if self.eof && self.carry.is_empty() && self.pending.is_none() {
+            self.finished = true;
+        }
+        Ok(Some(chunk))
+    }
+
+    fn parse_pcap_record(
+        &mut self,
+        data: &[u8],
+        pos: usize,
+        base: u64,
+        frames: &mut Vec<FrameDesc>,
+    ) -> Step {
+        let Container::Pcap {
+            big_endian,
+            nanosecond,
+            modified,
+            link,
+            snaplen,
+        } = self.container
+        else {
+            return Step::End;
+        };
+        let rest = &data[pos..];
+        if rest.is_empty() {
+            return Step::End;
+        }
+        let hdr_len = if modified { 24 } else { 16 };
+        if rest.len() < hdr_len {
+            return Step::NeedBytes(hdr_len);
+        }
+        // Check the claimed length before asking for that many bytes.
+        let caplen = {
+            let b = [rest[8], rest[9], rest[10], rest[11]];
+            if big_endian {
+                u32::from_be_bytes(b)
+            } else {
+                u32::from_le_bytes(b)
+            }
+        };
+        let limit = MAX_FRAME_LEN.max(snaplen.min(MAX_BLOCK_LEN));
+        if caplen > limit {
+            return Step::Fail(self.error(
+                base + pos as u64,
+                ReadErrorKind::BogusLength {
+                    what: "pcap record with a captured length",
+                    len: caplen as u64,
+                    limit: limit as u64,
+                },
+            ));
+        }
+        let parsed = if modified {
+            parse_pcap_frame_modified(rest)
+        } else if big_endian {
+            parse_pcap_frame_be(rest)
+        } else {
+            parse_pcap_frame(rest)
+        };
+        match parsed {
+            Ok((remaining, block)) => {
+                let frac_ns = if nanosecond {
+                    block.ts_usec as i64
+                } else {
+                    block.ts_usec as i64 * 1000
+                };
+                let ts_ns = block.ts_sec as i64 * 1_000_000_000 + frac_ns;
+                let start = pos + (block.data.as_ptr() as usize - rest.as_ptr() as usize);
+                frames.push(FrameDesc {
+                    ts_ns,
+                    record_offset: base + pos as u64,
+                    start: start as u32,
+                    cap_len: block.caplen,
+                    wire_len: block.origlen,
+                    link,
+                    iface: 0,
+                });
+                self.last_ts = ts_ns;
+                Step::Consumed(rest.len() - remaining.len())
+            }
+            Err(nom::Err::Incomplete(_)) => Step::NeedBytes(hdr_len + caplen as usize),
+            Err(_) => Step::Fail(self.error(
+                base + pos as u64,
+                ReadErrorKind::Malformed("pcap record".into()),
+            )),
+        }
+    }
+
+    fn parse_ng_block(
+        &mut self,
+        data: &[u8],
+        pos: usize,
+        base: u64,
+        frames: &mut Vec<FrameDesc>,
+    ) -> Step {
+        let rest = &data[pos..];
+        if rest.is_empty() {
+            return Step::End;
+        }
+        if rest.len() < 12 {
+            return Step::NeedBytes(12);
+        }
+        let at = base + pos as u64;
+        let word = |i: usize, be: bool| {
+            let b = [rest[i], rest[i + 1], rest[i + 2], rest[i + 3]];
+            if be {
+                u32::from_be_bytes(b)
+            } else {
+                u32::from_le_bytes(b)
+            }
+        };
+        // A Section Header Block sets the byte order of its section.
+        if word(0, false) == PCAPNG_SHB {
+            let bom = word(8, false);
+            if bom == PCAPNG_BOM {
+                self.ng.big_endian = false;
+            } else if bom == PCAPNG_BOM.swap_bytes() {
+                self.ng.big_endian = true;
+            } else {
+                return Step::Fail(self.error(
+                    at,
+                    ReadErrorKind::Malformed(format!(
+                        "pcapng section header (byte-order magic {bom:#010x})"
+                    )),
+                ));
+            }
+        }
+        let be = self.ng.big_endian;
+        let block_len = word(4, be);
+        if block_len > MAX_BLOCK_LEN {
+            return Step::Fail(self.error(
+                at,
+                ReadErrorKind::BogusLength {
+                    what: "pcapng block with a length",
+                    len: block_len as u64,
+                    limit: MAX_BLOCK_LEN as u64,
+                },
+            ));
+        }
+        if block_len < 12 || block_len % 4 != 0 {
+            return Step::Fail(self.error(
+                at,
+                ReadErrorKind::Malformed(format!("pcapng block (length {block_len})")),
+            ));
+        }
+        if rest.len() < block_len as usize {
+            return Step::NeedBytes(block_len as usize);
+        }
+        let parsed = if be {
+            parse_block_be(rest)
+        } else {
+            parse_block_le(rest)
+        };
+        let block = match parsed {
+            Ok((_, block)) => block,
+            Err(nom::Err::Incomplete(_)) => return Step::NeedBytes(block_len as usize),
+            Err(e) => {
+                let what = match e {
+                    nom::Err::Error(PcapError::HeaderNotRecognized)
+                    | nom::Err::Failure(PcapError::HeaderNotRecognized) => {
+                        "pcapng section header".to_string()
+                    }
+                    _ => format!("pcapng block of type {:#010x}", word(0, be)),
+                };
+                return Step::Fail(self.error(at, ReadErrorKind::Malformed(what)));
+            }
+        };
+        match block {
+            Block::SectionHeader(shb) => {
+                if shb.major_version != 1 {
+                    return Step::Fail(self.error(
+                        at,
+                        ReadErrorKind::Unsupported(format!(
+                            "pcapng version {}.{} (only 1.x exists)",
+                            shb.major_version, shb.minor_version
+                        )),
+                    ));
+                }
+                self.ng.ifaces.clear();
+            }
+            Block::InterfaceDescription(idb) => {
+                if self.interfaces.len() > u16::MAX as usize {
+                    return Step::Fail(self.error(
+                        at,
+                        ReadErrorKind::Unsupported("more than 65536 interfaces".into()),
+                    ));
+                }
+                let Some(units) = ts_units_per_sec(idb.if_tsresol) else {
+                    return Step::Fail(self.error(
+                        at,
+                        ReadErrorKind::Malformed(format!(
+                            "interface description (if_tsresol {:#04x})",
+                            idb.if_tsresol
+                        )),
+                    ));
+                };
+                let text = |o: Option<Result<&str, _>>| o.and_then(|r| r.ok()).map(str::to_owned);
+                self.ng.ifaces.push(self.interfaces.len() as u16);
+                self.interfaces.push(InterfaceInfo {
+                    link: LinkType(idb.linktype.0 as u16),
+                    snaplen: idb.snaplen,
+                    name: text(idb.if_name()),
+                    description: text(idb.if_description()),
+                    ts_units_per_sec: units,
+                    ts_offset_s: option_u64(&idb.options, OPT_IF_TSOFFSET, be).unwrap_or(0) as i64,
+                    dropped: None,
+                    received: None,
+                });
+            }
+            Block::EnhancedPacket(epb) => {
+                let Some(&iface) = self.ng.ifaces.get(epb.if_id as usize) else {
+                    return Step::Fail(self.error(
+                        at,
+                        ReadErrorKind::Malformed(format!(
+                            "enhanced packet block for interface {} (the section declares {})",
+                            epb.if_id,
+                            self.ng.ifaces.len()
+                        )),
+                    ));
+                };
+                let info = &self.interfaces[iface as usize];
+                let raw = ((epb.ts_high as u64) << 32) | epb.ts_low as u64;
+                let ts_ns = ts_to_ns(raw, info.ts_units_per_sec, info.ts_offset_s);
+                let bytes = epb.packet_data();
+                let start = pos + (bytes.as_ptr() as usize - rest.as_ptr() as usize);
+                frames.push(FrameDesc {
+                    ts_ns,
+                    record_offset: at,
+                    start: start as u32,
+                    cap_len: bytes.len() as u32,
+                    wire_len: epb.origlen,
+                    link: info.link,
+                    iface,
+                });
+                self.last_ts = ts_ns;
+            }
+            Block::SimplePacket(spb) => {
+                let Some(&iface) = self.ng.ifaces.first() else {
+                    return Step::Fail(self.error(
+                        at,
+                        ReadErrorKind::Malformed(
+                            "simple packet block before any interface description".into(),
+                        ),
+                    ));
+                };
+                let info = &self.interfaces[iface as usize];
+                let bytes = spb.packet_data();
+                let start = pos + (bytes.as_ptr() as usize - rest.as_ptr() as usize);
+                // Simple packets carry no time: they inherit the last one seen.
+                frames.push(FrameDesc {
+                    ts_ns: self.last_ts,
+                    record_offset: at,
+                    start: start as u32,
+                    cap_len: bytes.len() as u32,
+                    wire_len: spb.origlen,
+                    link: info.link,
+                    iface,
+                });
+            }
+            Block::InterfaceStatistics(isb) => {
+                if let Some(&iface) = self.ng.ifaces.get(isb.if_id as usize) {
+                    let opt = |code| option_u64(&isb.options, code, be);
+                    let info = &mut self.interfaces[iface as usize];
+                    let drops = [opt(OPT_ISB_IFDROP), opt(OPT_ISB_OSDROP)];
+                    if drops.iter().any(Option::is_some) {
+                        info.dropped = Some(
+                            drops
+                                .iter()
+                                .flatten()
+                                .fold(0u64, |a, b| a.saturating_add(*b)),
+                        );
+                    }
+                    if let Some(r) = opt(OPT_ISB_IFRECV) {
+                        info.received = Some(r);
+                    }
+                }
+            }
+            _ => {}
+        }
+        Step::Consumed(block_len as usize)
+    }
+}
+
+enum Step {
+    /// A record or block of this many bytes was taken.
+    Consumed(usize),
+    /// The record at the position needs this many bytes in all.
+    NeedBytes(usize),
+    /// No more bytes at the position.
+    End,
+    Fail(ReadError),
+}
+
+/// The first 8-byte option with `code`, in the section's byte order
+/// (pcap-parser's own accessors for these assume little-endian).
+fn option_u64(options: &[pcap_parser::PcapNGOption], code: u16, big_endian: bool) -> Option<u64> {
+    options
+        .iter()
+        .find(|o| o.code.0 == code)
+        .and_then(|o| <[u8; 8]>::try_from(o.value.get(..8)?).ok())
+        .map(|b| {
+            if big_endian {
+                u64::from_be_bytes(b)
+            } else {
+                u64::from_le_bytes(b)
+            }
+        })
+}
+
+/// pcapng option codes read with [`option_u64`].
+const OPT_IF_TSOFFSET: u16 = 14;
+const OPT_ISB_IFRECV: u16 = 4;
+const OPT_ISB_IFDROP: u16 = 5;
+const OPT_ISB_OSDROP: u16 = 7;
+
+/// Units per second of a pcapng `if_tsresol` value: a power of ten, or of
+/// two when the top bit is set. `None` when it does not fit in 64 bits.
+fn ts_units_per_sec(tsresol: u8) -> Option<u64> {
+    let exp = (tsresol & 0x7f) as u32;
+    if tsresol & 0x80 == 0 {
+        10u64.checked_pow(exp)
+    } else {
+        1u64.checked_shl(exp).filter(|_| exp < 64)
+    }
+}
+
+/// A pcapng timestamp in nanoseconds, saturating instead of overflowing on
+/// absurd values.
+fn ts_to_ns(raw: u64, units_per_sec: u64, offset_s: i64) -> i64 {
+    let units = units_per_sec.max(1) as u128;
+    let secs = raw as u128 / units;
+    let frac = raw as u128 % units;
+    let ns = secs * 1_000_000_000 + frac * 1_000_000_000 / units;
+    let ns = i64::try_from(ns).unwrap_or(i64::MAX);
+    ns.saturating_add(offset_s.saturating_mul(1_000_000_000))
+}
+
+/// Reads until `buf` holds `len` bytes; `Ok(false)` if the input ended first.
+/// Reads into spare capacity without zero-filling it first.
+fn read_to_len(input: &mut dyn Read, buf: &mut Vec<u8>, len: usize) -> io::Result<bool> {
+    if buf.len() >= len {
+        return Ok(true);
+    }
+    let remaining = len - buf.len();
+    buf.reserve(remaining);
+    // read_to_end retries interrupted reads itself.
+    Read::take(input, remaining as u64).read_to_end(buf)?;
+    Ok(buf.len() >= len)
+}
