@@ -64,6 +64,7 @@ impl Decoder<'_> {
             // Cooked captures know only the sender's address.
             let a = sll.addr();
             self.rec.eth_src.copy_from_slice(&a[..6]);
+            self.rec.has |= Has::ETH_SRC;
         }
         self.ethertype(sll.protocol(), sll.payload())
     }
@@ -73,6 +74,7 @@ impl Decoder<'_> {
         if sll.arphrd() == ARPHRD_ETHER && sll.addr_len() == 6 {
             let a = sll.addr();
             self.rec.eth_src.copy_from_slice(&a[..6]);
+            self.rec.has |= Has::ETH_SRC;
         }
         self.ethertype(sll.protocol(), sll.payload())
     }

@@ -7,8 +7,12 @@
 pub struct Has;
 
 impl Has {
-    /// `eth_src`, `eth_dst`.
-    pub const ETH: u32 = 1 << 0;
+    /// `eth_src` (Ethernet, and cooked captures that know the sender).
+    pub const ETH_SRC: u32 = 1 << 0;
+    /// `eth_dst` (Ethernet only).
+    pub const ETH_DST: u32 = 1 << 13;
+    /// Both MAC addresses.
+    pub const ETH: u32 = Self::ETH_SRC | Self::ETH_DST;
     /// `vlan` (the outer tag's VLAN id).
     pub const VLAN: u32 = 1 << 1;
     /// `ethertype` (after VLAN tags).

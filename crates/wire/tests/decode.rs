@@ -286,7 +286,10 @@ fn cooked_captures_and_raw_ip() {
         (ParseError::None, 0x0800, MAC_A)
     );
     assert_eq!((r.src_port, r.dst_port), (22, 50000));
-    assert!(!r.has(Has::ETH), "cooked captures have no destination MAC");
+    assert!(
+        r.has(Has::ETH_SRC) && !r.has(Has::ETH_DST),
+        "cooked captures have no destination MAC"
+    );
 
     let mut sll2 = vec![0x08, 0x00, 0, 0, 0, 0, 0, 3, 0, 1, 4, 6];
     sll2.extend_from_slice(&MAC_A);

@@ -1,0 +1,124 @@
+//! The dataset directory.
+
+use std::fs;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use crate::error::StoreError;
+use crate::manifest::{DATASET_FORMAT, Manifest};
+
+pub const MANIFEST: &str = "manifest.json";
+pub const PACKETS_DIR: &str = "packets";
+
+/// A dataset directory on disk.
+#[derive(Clone, Debug)]
+pub struct Dataset {
+    root: PathBuf,
+}
+
+impl Dataset {
+    /// Makes a new, empty dataset at `root`. An existing directory is used
+    /// only if it is empty, or if `replace` is set and it is a weir dataset
+    /// (its files are removed first); anything else is refused so that no
+    /// unrelated files are ever deleted.
+    pub fn create(root: &Path, replace: bool) -> Result<Dataset, StoreError> {
+        if root.exists() {
+            let entries: Vec<_> = fs::read_dir(root)
+                .map_err(|e| StoreError::io(root, e))?
+                .collect::<Result<_, _>>()
+                .map_err(|e| StoreError::io(root, e))?;
+            if !entries.is_empty() {
+                let is_dataset = root.join(MANIFEST).is_file();
+                if !(replace && is_dataset) {
+                    let message = if is_dataset {
+                        "is already a weir dataset; pass --force to replace it, or choose a new \
+                         directory"
+                    } else {
+                        "exists and is not empty; choose a new or empty directory for the \
+                         dataset"
+                    };
+                    return Err(StoreError::Invalid {
+                        path: root.to_path_buf(),
+                        message: message.into(),
+                    });
+                }
+                fs::remove_file(root.join(MANIFEST)).map_err(|e| StoreError::io(root, e))?;
+                let packets = root.join(PACKETS_DIR);
+                if packets.exists() {
+                    fs::remove_dir_all(&packets).map_err(|e| StoreError::io(&packets, e))?;
+                }
+            }
+        }
+        let packets = root.join(PACKETS_DIR);
+        fs::create_dir_all(&packets).map_err(|e| StoreError::io(&packets, e))?;
+        Ok(Dataset {
+            root: root.to_path_buf(),
+        })
+    }
+
+    /// Opens an existing dataset (it must have a manifest).
+    pub fn open(root: &Path) -> Result<Dataset, StoreError> {
+        if !root.join(MANIFEST).is_file() {
+            let message = if root.is_dir() {
+                "is not a weir dataset (no manifest.json); make one with `weir convert` or \
+                 `weir capture`"
+            } else {
+                "does not exist; give the directory of a dataset made by `weir convert` or \
+                 `weir capture`"
+            };
+            return Err(StoreError::Invalid {
+                path: root.to_path_buf(),
+                message: message.into(),
+            });
+        }
+        Ok(Dataset {
+            root: root.to_path_buf(),
+        })
+    }
+
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    /// Absolute and dataset-relative path of a worker's packet file.
+    pub fn packet_file(&self, worker: u16, seq: u32) -> (PathBuf, String) {
+        let rel = format!("{PACKETS_DIR}/w{worker:03}-{seq:05}.parquet");
+        (self.root.join(&rel), rel)
+    }
+
+    /// Writes the manifest atomically (temporary file, sync, rename).
+    pub fn write_manifest(&self, manifest: &Manifest) -> Result<(), StoreError> {
+        let path = self.root.join(MANIFEST);
+        let tmp = self.root.join(format!(".{MANIFEST}.part"));
+        let json = serde_json::to_vec_pretty(manifest).map_err(|e| StoreError::Invalid {
+            path: path.clone(),
+            message: e.to_string(),
+        })?;
+        let mut f = fs::File::create(&tmp).map_err(|e| StoreError::io(&tmp, e))?;
+        f.write_all(&json).map_err(|e| StoreError::io(&tmp, e))?;
+        f.write_all(b"\n").map_err(|e| StoreError::io(&tmp, e))?;
+        f.sync_data().map_err(|e| StoreError::io(&tmp, e))?;
+        fs::rename(&tmp, &path).map_err(|e| StoreError::io(&path, e))?;
+        // Make the rename itself durable.
+        if let Ok(dir) = fs::File::open(&self.root) {
+            let _ = dir.sync_all();
+        }
+        Ok(())
+    }
+
+    pub fn read_manifest(&self) -> Result<Manifest, StoreError> {
+        let path = self.root.join(MANIFEST);
+        let bytes = fs::read(&path).map_err(|e| StoreError::io(&path, e))?;
+        let m: Manifest = serde_json::from_slice(&bytes).map_err(|e| StoreError::Invalid {
+            path: path.clone(),
+            message: format!("unreadable manifest: {e}"),
+        })?;
+        if m.format != DATASET_FORMAT {
+            return Err(StoreError::Invalid {
+                path,
+                message: format!("format is {:?}, not {DATASET_FORMAT:?}", m.format),
+            });
+        }
+        Ok(m)
+    }
+}

@@ -1,0 +1,44 @@
+use std::path::PathBuf;
+
+/// An error writing or reading a dataset; always names the file.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("{path}: {source}")]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{path}: {source}")]
+    Parquet {
+        path: PathBuf,
+        #[source]
+        source: parquet::errors::ParquetError,
+    },
+    #[error("{path}: {message}")]
+    Invalid { path: PathBuf, message: String },
+}
+
+impl StoreError {
+    pub(crate) fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
+        let path = path.into();
+        // Say what to do about the errors people actually hit.
+        let source = match source.raw_os_error() {
+            // ENOSPC
+            Some(28) => std::io::Error::new(
+                source.kind(),
+                "no space left on the device; free space or write the dataset elsewhere \
+                 (files completed so far are intact)",
+            ),
+            _ => source,
+        };
+        StoreError::Io { path, source }
+    }
+
+    pub(crate) fn parquet(path: impl Into<PathBuf>, source: parquet::errors::ParquetError) -> Self {
+        StoreError::Parquet {
+            path: path.into(),
+            source,
+        }
+    }
+}

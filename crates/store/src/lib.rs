@@ -1,0 +1,26 @@
+//! The weir dataset: a directory of standard files that DuckDB, Polars,
+//! pandas, Spark, tshark and Wireshark read without weir.
+//!
+//! ```text
+//! DATASET/
+//!   manifest.json          what the dataset holds and how it was made
+//!   packets/*.parquet      one row per frame (see [`schema`])
+//! ```
+//!
+//! Files are written under a hidden temporary name and renamed into place
+//! when complete, so a reader never sees half a file.
+
+pub mod dataset;
+pub mod encode;
+mod error;
+pub mod manifest;
+pub mod packets;
+pub mod read;
+pub mod schema;
+pub mod time;
+
+pub use dataset::Dataset;
+pub use error::StoreError;
+pub use manifest::Manifest;
+pub use packets::{PacketFileSummary, PacketWriter, PacketWriterOptions, RowOrder};
+pub use schema::{PACKET_COLUMNS, PACKET_SCHEMA_VERSION, packet_schema};

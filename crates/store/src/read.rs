@@ -1,0 +1,131 @@
+//! Reading packet records back, through the standard Arrow reader (the
+//! same path any other Parquet client takes).
+
+use std::fs::File;
+use std::path::Path;
+
+use arrow_array::cast::AsArray;
+use arrow_array::types::{TimestampNanosecondType, UInt8Type, UInt16Type, UInt32Type, UInt64Type};
+use arrow_array::{Array, RecordBatch};
+use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+use wire::{Has, PacketRecord, ParseError};
+
+use crate::error::StoreError;
+
+/// Every record of one packet file, in file order.
+pub fn read_packet_file(path: &Path) -> Result<Vec<PacketRecord>, StoreError> {
+    let file = File::open(path).map_err(|e| StoreError::io(path, e))?;
+    let reader = ParquetRecordBatchReaderBuilder::try_new(file)
+        .map_err(|e| StoreError::parquet(path, e))?
+        .with_batch_size(64 * 1024)
+        .build()
+        .map_err(|e| StoreError::parquet(path, e))?;
+    let mut out = Vec::new();
+    for batch in reader {
+        let batch = batch.map_err(|e| StoreError::Invalid {
+            path: path.to_path_buf(),
+            message: e.to_string(),
+        })?;
+        append_records(&batch, &mut out).map_err(|message| StoreError::Invalid {
+            path: path.to_path_buf(),
+            message,
+        })?;
+    }
+    Ok(out)
+}
+
+/// Converts a batch of the packet table back into records.
+pub fn append_records(batch: &RecordBatch, out: &mut Vec<PacketRecord>) -> Result<(), String> {
+    let col = |name: &str| {
+        batch
+            .column_by_name(name)
+            .ok_or_else(|| format!("column {name} is missing"))
+    };
+    let n = batch.num_rows();
+    let base = out.len();
+    out.resize(base + n, PacketRecord::default());
+    let rows = &mut out[base..];
+
+    let ts = col("ts")?
+        .as_primitive_opt::<TimestampNanosecondType>()
+        .ok_or("ts type")?;
+    for (r, v) in rows.iter_mut().zip(ts.values()) {
+        r.ts_ns = *v;
+    }
+    macro_rules! prim {
+        ($name:literal, $ty:ty, $bit:expr, |$r:ident, $v:ident| $set:expr) => {{
+            let a = col($name)?
+                .as_primitive_opt::<$ty>()
+                .ok_or(concat!($name, " has the wrong type"))?;
+            for (i, $r) in rows.iter_mut().enumerate() {
+                if a.is_valid(i) {
+                    let $v = a.value(i);
+                    $set;
+                    $r.has |= $bit;
+                }
+            }
+        }};
+    }
+    macro_rules! fixed {
+        ($name:literal, $bit:expr, |$r:ident, $v:ident| $set:expr) => {{
+            let a = col($name)?
+                .as_fixed_size_binary_opt()
+                .ok_or(concat!($name, " has the wrong type"))?;
+            for (i, $r) in rows.iter_mut().enumerate() {
+                if a.is_valid(i) {
+                    let $v = a.value(i);
+                    $set;
+                    $r.has |= $bit;
+                }
+            }
+        }};
+    }
+    prim!("wire_len", UInt32Type, 0, |r, v| r.wire_len = v);
+    prim!("cap_len", UInt32Type, 0, |r, v| r.cap_len = v);
+    prim!("worker", UInt16Type, 0, |r, v| r.worker = v);
+    prim!("iface", UInt16Type, 0, |r, v| r.iface = v);
+    fixed!("eth_src", Has::ETH_SRC, |r, v| r.eth_src.copy_from_slice(v));
+    fixed!("eth_dst", Has::ETH_DST, |r, v| r.eth_dst.copy_from_slice(v));
+    prim!("vlan", UInt16Type, Has::VLAN, |r, v| r.vlan = v);
+    prim!("ethertype", UInt16Type, Has::ETHERTYPE, |r, v| r
+        .ethertype =
+        v);
+    prim!("ip_version", UInt8Type, Has::IP, |r, v| r.ip_version = v);
+    fixed!("ip_src", Has::IP, |r, v| r.ip_src.copy_from_slice(v));
+    fixed!("ip_dst", Has::IP, |r, v| r.ip_dst.copy_from_slice(v));
+    prim!("ip_len", UInt32Type, Has::IP, |r, v| r.ip_len = v);
+    prim!("ip_hdr_len", UInt16Type, Has::IP, |r, v| r.ip_hdr_len = v);
+    prim!("ip_proto", UInt8Type, Has::IP, |r, v| r.ip_proto = v);
+    prim!("ttl", UInt8Type, Has::IP, |r, v| r.ttl = v);
+    prim!("dscp", UInt8Type, Has::IP, |r, v| r.dscp = v);
+    prim!("ip_id", UInt32Type, Has::IP_ID, |r, v| r.ip_id = v);
+    prim!("frag", UInt16Type, Has::FRAG, |r, v| r.frag = v);
+    prim!("src_port", UInt16Type, Has::PORTS, |r, v| r.src_port = v);
+    prim!("dst_port", UInt16Type, Has::PORTS, |r, v| r.dst_port = v);
+    prim!("tcp_flags", UInt16Type, Has::TCP, |r, v| r.tcp_flags = v);
+    prim!("tcp_seq", UInt32Type, Has::TCP, |r, v| r.tcp_seq = v);
+    prim!("tcp_ack", UInt32Type, Has::TCP, |r, v| r.tcp_ack = v);
+    prim!("tcp_win", UInt16Type, Has::TCP, |r, v| r.tcp_win = v);
+    prim!("tcp_hdr_len", UInt8Type, Has::TCP, |r, v| r.tcp_hdr_len = v);
+    prim!("udp_len", UInt16Type, Has::UDP, |r, v| r.udp_len = v);
+    prim!("icmp_type", UInt8Type, Has::ICMP, |r, v| r.icmp_type = v);
+    prim!("icmp_code", UInt8Type, Has::ICMP, |r, v| r.icmp_code = v);
+    prim!("payload_len", UInt32Type, Has::PAYLOAD, |r, v| r
+        .payload_len =
+        v);
+    prim!("flow_hash", UInt32Type, Has::FLOW, |r, v| r.flow_hash = v);
+    prim!("pcap_file", UInt32Type, Has::PCAP, |r, v| r.pcap_file = v);
+    prim!("pcap_offset", UInt64Type, Has::PCAP, |r, v| r.pcap_offset =
+        v);
+    let pe = col("parse_error")?;
+    let pe = pe
+        .as_string_opt::<i32>()
+        .ok_or("parse_error has the wrong type")?;
+    for (i, r) in rows.iter_mut().enumerate() {
+        if pe.is_valid(i) {
+            r.parse_error = ParseError::from_name(pe.value(i))
+                .ok_or_else(|| format!("unknown parse_error {:?}", pe.value(i)))?;
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,192 @@
+//! The packet table's schema: one row per frame (DESIGN.md, "The packet
+//! record").
+
+use std::sync::Arc;
+
+use arrow_schema::{DataType, Field, Schema, SchemaRef, TimeUnit};
+use wire::Has;
+
+/// Version of the packet table's columns; bumped when a column changes.
+pub const PACKET_SCHEMA_VERSION: u32 = 1;
+
+/// Presence bit for `parse_error` in the writer's per-row flags (above the
+/// [`Has`] bits, which stop at bit 13).
+pub(crate) const PARSE_ERROR_BIT: u32 = 1 << 31;
+
+/// One column of the packet table.
+#[derive(Clone, Copy, Debug)]
+pub struct PacketColumn {
+    pub name: &'static str,
+    pub doc: &'static str,
+    pub data_type: fn() -> DataType,
+    /// The presence bit; `None` for columns that are never null.
+    pub presence: Option<u32>,
+}
+
+fn ts_type() -> DataType {
+    DataType::Timestamp(TimeUnit::Nanosecond, Some("UTC".into()))
+}
+fn u8t() -> DataType {
+    DataType::UInt8
+}
+fn u16t() -> DataType {
+    DataType::UInt16
+}
+fn u32t() -> DataType {
+    DataType::UInt32
+}
+fn u64t() -> DataType {
+    DataType::UInt64
+}
+fn mac() -> DataType {
+    DataType::FixedSizeBinary(6)
+}
+fn addr() -> DataType {
+    DataType::FixedSizeBinary(16)
+}
+fn text() -> DataType {
+    DataType::Utf8
+}
+
+macro_rules! col {
+    ($name:literal, $ty:ident, $presence:expr, $doc:literal) => {
+        PacketColumn {
+            name: $name,
+            doc: $doc,
+            data_type: $ty,
+            presence: $presence,
+        }
+    };
+}
+
+/// The columns, in file order.
+pub const PACKET_COLUMNS: &[PacketColumn] = &[
+    col!("ts", ts_type, None, "arrival time, ns since the epoch, UTC"),
+    col!("wire_len", u32t, None, "frame length on the wire"),
+    col!("cap_len", u32t, None, "bytes of the frame captured"),
+    col!("worker", u16t, None, "worker that saw the frame"),
+    col!(
+        "iface",
+        u16t,
+        None,
+        "interface index (manifest: interfaces)"
+    ),
+    col!("eth_src", mac, Some(Has::ETH_SRC), "source MAC"),
+    col!("eth_dst", mac, Some(Has::ETH_DST), "destination MAC"),
+    col!("vlan", u16t, Some(Has::VLAN), "outer VLAN id"),
+    col!(
+        "ethertype",
+        u16t,
+        Some(Has::ETHERTYPE),
+        "ethertype after VLAN tags"
+    ),
+    col!("ip_version", u8t, Some(Has::IP), "4 or 6"),
+    col!(
+        "ip_src",
+        addr,
+        Some(Has::IP),
+        "source address, IPv4 mapped into IPv6"
+    ),
+    col!(
+        "ip_dst",
+        addr,
+        Some(Has::IP),
+        "destination address, IPv4 mapped into IPv6"
+    ),
+    col!(
+        "ip_len",
+        u32t,
+        Some(Has::IP),
+        "IP length incl. header (IPv6: 40 + payload length)"
+    ),
+    col!(
+        "ip_hdr_len",
+        u16t,
+        Some(Has::IP),
+        "IP header bytes (IPv6: incl. extension headers)"
+    ),
+    col!(
+        "ip_proto",
+        u8t,
+        Some(Has::IP),
+        "transport protocol (IPv6: after extension headers)"
+    ),
+    col!("ttl", u8t, Some(Has::IP), "TTL / hop limit"),
+    col!("dscp", u8t, Some(Has::IP), "DSCP"),
+    col!(
+        "ip_id",
+        u32t,
+        Some(Has::IP_ID),
+        "IPv4 id, or IPv6 fragment id"
+    ),
+    col!(
+        "frag",
+        u16t,
+        Some(Has::FRAG),
+        "DF 0x4000 | MF 0x2000 | offset/8"
+    ),
+    col!(
+        "src_port",
+        u16t,
+        Some(Has::PORTS),
+        "TCP/UDP/SCTP source port"
+    ),
+    col!(
+        "dst_port",
+        u16t,
+        Some(Has::PORTS),
+        "TCP/UDP/SCTP destination port"
+    ),
+    col!("tcp_flags", u16t, Some(Has::TCP), "NS..FIN, 9 bits"),
+    col!("tcp_seq", u32t, Some(Has::TCP), "TCP sequence number"),
+    col!(
+        "tcp_ack",
+        u32t,
+        Some(Has::TCP),
+        "TCP acknowledgement number"
+    ),
+    col!("tcp_win", u16t, Some(Has::TCP), "TCP window (unscaled)"),
+    col!("tcp_hdr_len", u8t, Some(Has::TCP), "TCP header bytes"),
+    col!("udp_len", u16t, Some(Has::UDP), "UDP length field"),
+    col!("icmp_type", u8t, Some(Has::ICMP), "ICMP / ICMPv6 type"),
+    col!("icmp_code", u8t, Some(Has::ICMP), "ICMP / ICMPv6 code"),
+    col!(
+        "payload_len",
+        u32t,
+        Some(Has::PAYLOAD),
+        "transport payload bytes on the wire"
+    ),
+    col!(
+        "flow_hash",
+        u32t,
+        Some(Has::FLOW),
+        "symmetric 5-tuple hash (wire::flow_hash)"
+    ),
+    col!(
+        "pcap_file",
+        u32t,
+        Some(Has::PCAP),
+        "pcap file of the dataset holding the frame"
+    ),
+    col!(
+        "pcap_offset",
+        u64t,
+        Some(Has::PCAP),
+        "offset of the frame's record in that file"
+    ),
+    col!(
+        "parse_error",
+        text,
+        Some(PARSE_ERROR_BIT),
+        "where parsing stopped, null if it did not"
+    ),
+];
+
+/// The Arrow schema of the packet table.
+pub fn packet_schema() -> SchemaRef {
+    let fields: Vec<Field> = PACKET_COLUMNS
+        .iter()
+        .map(|c| Field::new(c.name, (c.data_type)(), c.presence.is_some()))
+        .collect();
+    Arc::new(Schema::new(fields))
+}
