@@ -117,3 +117,135 @@ pub struct RunInfo {
     pub elapsed_s: f64,
     pub frames_per_s: f64,
 }
+
+/// `1234567` as `1,234,567`.
+pub fn group_digits(n: u64) -> String {
+    let s = n.to_string();
+    let mut out = String::with_capacity(s.len() + s.len() / 3);
+    for (i, c) in s.chars().enumerate() {
+        if i > 0 && (s.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// Bytes in B/kB/MB/GB (decimal, as networks count).
+pub fn human_bytes(n: u64) -> String {
+    let f = n as f64;
+    match n {
+        0..1_000 => format!("{n} B"),
+        1_000..1_000_000 => format!("{:.1} kB", f / 1e3),
+        1_000_000..1_000_000_000 => format!("{:.1} MB", f / 1e6),
+        _ => format!("{:.2} GB", f / 1e9),
+    }
+}
+
+impl Manifest {
+    /// Bytes of all packet files.
+    pub fn packet_bytes(&self) -> u64 {
+        self.files.packets.iter().map(|f| f.bytes).sum()
+    }
+
+    /// The human summary printed by `weir convert` and `weir info`.
+    pub fn describe(&self) -> String {
+        use std::fmt::Write;
+        let c = &self.counts;
+        let mut s = String::new();
+        let _ = writeln!(
+            s,
+            "frames     {} ({} on the wire, {} captured)",
+            group_digits(c.frames),
+            human_bytes(c.wire_bytes),
+            human_bytes(c.captured_bytes)
+        );
+        match &self.time_span {
+            Some(t) => {
+                let _ = writeln!(
+                    s,
+                    "span       {} .. {} ({:.3} s)",
+                    t.first,
+                    t.last,
+                    t.duration_s()
+                );
+            }
+            None => {
+                let _ = writeln!(s, "span       (no frames)");
+            }
+        }
+        if c.frames > 0 {
+            let mut mix: Vec<_> = c.protocols.iter().collect();
+            mix.sort_by(|a, b| b.1.cmp(a.1));
+            let mix: Vec<String> = mix
+                .iter()
+                .map(|(k, v)| format!("{k} {:.1}%", **v as f64 * 100.0 / c.frames as f64))
+                .collect();
+            let _ = writeln!(s, "protocols  {}", mix.join(", "));
+        }
+        if c.parse_errors.is_empty() {
+            let _ = writeln!(s, "parse      every frame parsed fully");
+        } else {
+            let total: u64 = c.parse_errors.values().sum();
+            let list: Vec<String> = c
+                .parse_errors
+                .iter()
+                .map(|(k, v)| format!("{k} {}", group_digits(*v)))
+                .collect();
+            let _ = writeln!(
+                s,
+                "parse      {} frames stopped early: {}",
+                group_digits(total),
+                list.join(", ")
+            );
+        }
+        let drops: u64 = self.interfaces.iter().filter_map(|i| i.dropped).sum();
+        if self.interfaces.iter().any(|i| i.dropped.is_some()) {
+            let _ = writeln!(
+                s,
+                "drops      {} reported by the capturing system",
+                group_digits(drops)
+            );
+        }
+        let bytes = self.packet_bytes();
+        let per = if c.frames > 0 {
+            bytes as f64 / c.frames as f64
+        } else {
+            0.0
+        };
+        let _ = writeln!(
+            s,
+            "records    {} packet files, {} ({per:.2} B/frame), rows in {} order",
+            self.files.packets.len(),
+            human_bytes(bytes),
+            match self.row_order {
+                crate::RowOrder::Flow => "flow",
+                crate::RowOrder::Arrival => "arrival",
+            }
+        );
+        let sources_failed = self.sources.iter().filter(|x| x.error.is_some()).count();
+        let _ = writeln!(
+            s,
+            "sources    {} file(s){}",
+            self.sources.len(),
+            if sources_failed > 0 {
+                format!(", {sources_failed} stopped early (see errors)")
+            } else {
+                String::new()
+            }
+        );
+        for src in self.sources.iter().filter(|x| x.error.is_some()) {
+            let _ = writeln!(s, "  error    {}", src.error.as_deref().unwrap_or_default());
+        }
+        if let Some(run) = &self.run {
+            let _ = writeln!(
+                s,
+                "run        {} worker(s), {:.3} s, {} frames/s",
+                run.workers,
+                run.elapsed_s,
+                group_digits(run.frames_per_s as u64)
+            );
+        }
+        s
+    }
+}

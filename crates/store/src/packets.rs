@@ -17,9 +17,9 @@ use parquet::file::writer::{SerializedFileWriter, SerializedPageWriter, TrackedW
 use parquet::schema::types::SchemaDescriptor;
 use wire::{Has, PacketRecord, ParseError};
 
-use crate::encode::{EncodeOptions, Levels, Prefer, Values, encode_chunk};
+use crate::encode::{ColumnEncoder, ColumnSpec, EncodeOptions, EncodedChunk, Mode};
 use crate::error::StoreError;
-use crate::schema::{PACKET_COLUMNS, PACKET_SCHEMA_VERSION, PARSE_ERROR_BIT, packet_schema};
+use crate::schema::{PACKET_COLUMNS, PACKET_SCHEMA_VERSION, packet_schema};
 
 /// Order of rows inside a row group.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -75,8 +75,9 @@ pub struct PacketWriter {
     schema: Arc<SchemaDescriptor>,
     opts: PacketWriterOptions,
     zstd: zstd::bulk::Compressor<'static>,
-    rows: Vec<PacketRecord>,
-    cols: Columns,
+    rows: RowBuffer,
+    enc: Encoders,
+    order: Vec<u32>,
     summary: PacketFileSummary,
 }
 
@@ -148,8 +149,9 @@ impl PacketWriter {
             schema,
             opts,
             zstd,
-            rows: Vec::with_capacity(opts.row_group_rows.min(1 << 20)),
-            cols: Columns::default(),
+            rows: RowBuffer::new(opts.order, opts.row_group_rows),
+            enc: Encoders::new(&opts.encode),
+            order: Vec::new(),
             summary: PacketFileSummary {
                 path: relative.to_string(),
                 ..Default::default()
@@ -165,7 +167,20 @@ impl PacketWriter {
     /// Adds one record; writes a row group when enough have gathered.
     #[inline]
     pub fn push(&mut self, rec: &PacketRecord) -> Result<(), StoreError> {
-        self.rows.push(*rec);
+        self.rows.push(rec);
+        if self.rows.len() >= self.opts.row_group_rows {
+            self.flush_row_group()?;
+        }
+        Ok(())
+    }
+
+    /// Adds a record that `fill` builds in place (no copy of the record);
+    /// `fill` receives a default record.
+    #[inline]
+    pub fn push_with(&mut self, fill: impl FnOnce(&mut PacketRecord)) -> Result<(), StoreError> {
+        let mut rec = PacketRecord::default();
+        fill(&mut rec);
+        self.rows.push(&rec);
         if self.rows.len() >= self.opts.row_group_rows {
             self.flush_row_group()?;
         }
@@ -177,15 +192,12 @@ impl PacketWriter {
         if self.rows.is_empty() {
             return Ok(());
         }
-        let order = sort_order(&self.rows, self.opts.order);
-        self.cols.extract(&self.rows, &order);
-        let n = self.rows.len();
-        let (lo, hi) = self.rows.iter().fold((i64::MAX, i64::MIN), |(lo, hi), r| {
-            (lo.min(r.ts_ns), hi.max(r.ts_ns))
-        });
+        let (lo, hi) = self.rows.ts_range();
         self.summary.ts_min = Some(self.summary.ts_min.map_or(lo, |m| m.min(lo)));
         self.summary.ts_max = Some(self.summary.ts_max.map_or(hi, |m| m.max(hi)));
-        self.write_columns(n)
+        let n = self.rows.len();
+        self.encode_rows()
+            .and_then(|chunks| self.write_chunks(n, chunks))
             .map_err(|e| StoreError::parquet(&self.part_path, e))?;
         self.summary.rows += n as u64;
         self.summary.row_groups += 1;
@@ -193,101 +205,40 @@ impl PacketWriter {
         Ok(())
     }
 
-    fn write_columns(&mut self, n: usize) -> PqResult<()> {
+    /// Feeds the rows, in write order, through the column encoders.
+    fn encode_rows(&mut self) -> PqResult<Vec<EncodedChunk>> {
+        // Rows are visited out of order (grouped by flow): fetch a few ahead
+        // so that the loads overlap instead of stalling one by one.
+        const AHEAD: usize = 12;
+        let page_rows = self.opts.encode.page_rows.max(8);
+        let enc = &mut self.enc;
+        let mut written = 0usize;
+        for bucket in &mut self.rows.buckets {
+            if bucket.rows.is_empty() {
+                continue;
+            }
+            bucket.sort_into(&mut self.order);
+            let rows = &bucket.rows;
+            let order = &self.order;
+            for (k, &i) in order.iter().enumerate() {
+                if let Some(&next) = order.get(k + AHEAD) {
+                    prefetch(&rows[next as usize]);
+                }
+                enc.push(&rows[i as usize]);
+                written += 1;
+                if written % page_rows == 0 {
+                    enc.end_page(&mut self.zstd)?;
+                }
+            }
+        }
+        enc.finish(&mut self.zstd)
+    }
+
+    /// Writes the encoded chunks as one row group.
+    fn write_chunks(&mut self, n: usize, chunks: Vec<EncodedChunk>) -> PqResult<()> {
         let mut rg = self.writer.next_row_group()?;
-        let c = &self.cols;
-        let lv = |bit| Some(Levels { has: &c.has, bit });
-        let enc = &self.opts.encode;
-        let zstd = &mut self.zstd;
-        for (i, col) in PACKET_COLUMNS.iter().enumerate() {
-            let levels = col.presence.and_then(lv);
-            let (values, prefer, bloom) = match col.name {
-                "ts" => (
-                    Values::Int64 {
-                        vals: &c.ts,
-                        signed: true,
-                    },
-                    Prefer::Delta,
-                    false,
-                ),
-                "wire_len" => (u32v(&c.wire_len), Prefer::Dictionary, false),
-                "cap_len" => (u32v(&c.cap_len), Prefer::Dictionary, false),
-                "worker" => (u32v(&c.worker), Prefer::Dictionary, false),
-                "iface" => (u32v(&c.iface), Prefer::Dictionary, false),
-                "eth_src" => (
-                    Values::Fixed {
-                        vals: &c.eth_src,
-                        width: 6,
-                    },
-                    Prefer::Dictionary,
-                    false,
-                ),
-                "eth_dst" => (
-                    Values::Fixed {
-                        vals: &c.eth_dst,
-                        width: 6,
-                    },
-                    Prefer::Dictionary,
-                    false,
-                ),
-                "vlan" => (u32v(&c.vlan), Prefer::Dictionary, false),
-                "ethertype" => (u32v(&c.ethertype), Prefer::Dictionary, false),
-                "ip_version" => (u32v(&c.ip_version), Prefer::Dictionary, false),
-                "ip_src" => (
-                    Values::Fixed {
-                        vals: &c.ip_src,
-                        width: 16,
-                    },
-                    Prefer::Dictionary,
-                    true,
-                ),
-                "ip_dst" => (
-                    Values::Fixed {
-                        vals: &c.ip_dst,
-                        width: 16,
-                    },
-                    Prefer::Dictionary,
-                    true,
-                ),
-                "ip_len" => (u32v(&c.ip_len), Prefer::Dictionary, false),
-                "ip_hdr_len" => (u32v(&c.ip_hdr_len), Prefer::Dictionary, false),
-                "ip_proto" => (u32v(&c.ip_proto), Prefer::Dictionary, false),
-                "ttl" => (u32v(&c.ttl), Prefer::Dictionary, false),
-                "dscp" => (u32v(&c.dscp), Prefer::Dictionary, false),
-                "ip_id" => (u32v(&c.ip_id), Prefer::Delta, false),
-                "frag" => (u32v(&c.frag), Prefer::Dictionary, false),
-                "src_port" => (u32v(&c.src_port), Prefer::Dictionary, false),
-                "dst_port" => (u32v(&c.dst_port), Prefer::Dictionary, false),
-                "tcp_flags" => (u32v(&c.tcp_flags), Prefer::Dictionary, false),
-                "tcp_seq" => (u32v(&c.tcp_seq), Prefer::Delta, false),
-                "tcp_ack" => (u32v(&c.tcp_ack), Prefer::Delta, false),
-                "tcp_win" => (u32v(&c.tcp_win), Prefer::Dictionary, false),
-                "tcp_hdr_len" => (u32v(&c.tcp_hdr_len), Prefer::Dictionary, false),
-                "udp_len" => (u32v(&c.udp_len), Prefer::Dictionary, false),
-                "icmp_type" => (u32v(&c.icmp_type), Prefer::Dictionary, false),
-                "icmp_code" => (u32v(&c.icmp_code), Prefer::Dictionary, false),
-                "payload_len" => (u32v(&c.payload_len), Prefer::Dictionary, false),
-                "flow_hash" => (u32v(&c.flow_hash), Prefer::Dictionary, false),
-                "pcap_file" => (u32v(&c.pcap_file), Prefer::Dictionary, false),
-                "pcap_offset" => (
-                    Values::Int64 {
-                        vals: &c.pcap_offset,
-                        signed: false,
-                    },
-                    Prefer::Delta,
-                    false,
-                ),
-                "parse_error" => (
-                    Values::Names {
-                        codes: &c.parse_error,
-                        name: |code| ParseError::from_u8(code).unwrap_or_default().as_str(),
-                    },
-                    Prefer::Dictionary,
-                    false,
-                ),
-                other => unreachable!("column {other} has no encoder"),
-            };
-            let chunk = encode_chunk(n, levels, values, prefer, bloom, enc, zstd)?;
+        let level = ZstdLevel::try_new(self.opts.encode.zstd_level).unwrap_or_default();
+        for (i, chunk) in chunks.into_iter().enumerate() {
             let descr = self.schema.column(i);
             let mut sink = TrackedWrite::new(Vec::new());
             let mut dict_offset = None;
@@ -309,9 +260,7 @@ impl PacketWriter {
             let bytes_written = sink.bytes_written() as u64;
             let buf = Bytes::from(sink.into_inner()?);
             let metadata = ColumnChunkMetaData::builder(descr)
-                .set_compression(Compression::ZSTD(
-                    ZstdLevel::try_new(enc.zstd_level).unwrap_or_default(),
-                ))
+                .set_compression(Compression::ZSTD(level))
                 .set_encodings(chunk.encodings)
                 .set_num_values(n as i64)
                 .set_total_compressed_size(bytes_written as i64)
@@ -357,76 +306,146 @@ impl PacketWriter {
     }
 }
 
-fn u32v(vals: &[u32]) -> Values<'_> {
-    Values::Int32 {
-        vals,
-        signed: false,
-    }
+/// Buckets by the top bits of the flow hash: grouping a row group by flow
+/// then sorts and visits one cache-sized bucket at a time instead of a
+/// random walk over a million rows.
+const BUCKET_BITS: u32 = 4;
+const FLOW_BUCKETS: usize = 1 << BUCKET_BITS;
+
+/// The rows of the row group being gathered.
+struct RowBuffer {
+    order: RowOrder,
+    /// For [`RowOrder::Flow`], one bucket per top-bits value of the flow
+    /// hash and a last one for rows without a flow; otherwise one bucket.
+    buckets: Vec<Bucket>,
+    len: usize,
 }
 
-/// The order in which to write the buffered rows.
-fn sort_order(rows: &[PacketRecord], order: RowOrder) -> Vec<u32> {
-    match order {
-        RowOrder::Arrival => (0..rows.len() as u32).collect(),
-        RowOrder::Flow => {
-            let mut keys: Vec<u64> = rows
-                .iter()
-                .enumerate()
-                .map(|(i, r)| {
-                    let flow = if r.has & Has::FLOW != 0 {
-                        r.flow_hash as u64
-                    } else {
-                        u32::MAX as u64
-                    };
-                    let dir = r.flow_reversed() as u64;
-                    (flow << 32) | (dir << 31) | i as u64
-                })
-                .collect();
-            keys.sort_unstable();
-            keys.iter().map(|k| (*k as u32) & 0x7fff_ffff).collect()
+/// Rows in arrival order, with each row's sort key beside it.
+struct Bucket {
+    rows: Vec<PacketRecord>,
+    keys: Vec<u64>,
+}
+
+impl Bucket {
+    fn with_capacity(rows: usize) -> Self {
+        Bucket {
+            rows: huge_vec(rows),
+            keys: Vec::with_capacity(rows),
         }
     }
+
+    /// The bucket's rows in write order, as indices into `order`.
+    fn sort_into(&mut self, order: &mut Vec<u32>) {
+        order.clear();
+        self.keys.sort_unstable();
+        order.extend(self.keys.iter().map(|k| (*k as u32) & 0x7fff_ffff));
+    }
 }
 
-/// The row group as columns: per row the presence flags, per column the
-/// values of the rows where it is present.
-#[derive(Default)]
-struct Columns {
-    has: Vec<u32>,
-    ts: Vec<u64>,
-    wire_len: Vec<u32>,
-    cap_len: Vec<u32>,
-    worker: Vec<u32>,
-    iface: Vec<u32>,
-    eth_src: Vec<u128>,
-    eth_dst: Vec<u128>,
-    vlan: Vec<u32>,
-    ethertype: Vec<u32>,
-    ip_version: Vec<u32>,
-    ip_src: Vec<u128>,
-    ip_dst: Vec<u128>,
-    ip_len: Vec<u32>,
-    ip_hdr_len: Vec<u32>,
-    ip_proto: Vec<u32>,
-    ttl: Vec<u32>,
-    dscp: Vec<u32>,
-    ip_id: Vec<u32>,
-    frag: Vec<u32>,
-    src_port: Vec<u32>,
-    dst_port: Vec<u32>,
-    tcp_flags: Vec<u32>,
-    tcp_seq: Vec<u32>,
-    tcp_ack: Vec<u32>,
-    tcp_win: Vec<u32>,
-    tcp_hdr_len: Vec<u32>,
-    udp_len: Vec<u32>,
-    icmp_type: Vec<u32>,
-    icmp_code: Vec<u32>,
-    payload_len: Vec<u32>,
-    flow_hash: Vec<u32>,
-    pcap_file: Vec<u32>,
-    pcap_offset: Vec<u64>,
-    parse_error: Vec<u8>,
+impl RowBuffer {
+    fn new(order: RowOrder, row_group_rows: usize) -> Self {
+        let buckets = match order {
+            RowOrder::Arrival => vec![Bucket::with_capacity(row_group_rows)],
+            RowOrder::Flow => {
+                // Room for a fair share and then some; skewed traffic grows
+                // a bucket past it.
+                let share = row_group_rows / FLOW_BUCKETS + row_group_rows / (4 * FLOW_BUCKETS);
+                (0..=FLOW_BUCKETS)
+                    .map(|_| Bucket::with_capacity(share))
+                    .collect()
+            }
+        };
+        RowBuffer {
+            order,
+            buckets,
+            len: 0,
+        }
+    }
+
+    fn len(&self) -> usize {
+        self.len
+    }
+
+    fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    #[inline]
+    fn push(&mut self, r: &PacketRecord) {
+        let (b, key) = match self.order {
+            RowOrder::Arrival => (0, 0),
+            RowOrder::Flow if r.has & Has::FLOW != 0 => {
+                let b = (r.flow_hash >> (32 - BUCKET_BITS)) as usize;
+                let dir = r.flow_reversed() as u64;
+                (b, (r.flow_hash as u64) << 32 | dir << 31)
+            }
+            RowOrder::Flow => (FLOW_BUCKETS, 0),
+        };
+        let bucket = &mut self.buckets[b];
+        bucket.keys.push(key | bucket.rows.len() as u64);
+        bucket.rows.push(*r);
+        self.len += 1;
+    }
+
+    fn ts_range(&self) -> (i64, i64) {
+        self.buckets
+            .iter()
+            .flat_map(|b| b.rows.iter())
+            .fold((i64::MAX, i64::MIN), |(lo, hi), r| {
+                (lo.min(r.ts_ns), hi.max(r.ts_ns))
+            })
+    }
+
+    fn clear(&mut self) {
+        for b in &mut self.buckets {
+            b.rows.clear();
+            b.keys.clear();
+        }
+        self.len = 0;
+    }
+}
+
+/// A vector of fixed initial capacity. On Linux its memory is advised to use
+/// transparent huge pages: visiting rows out of order through 4 KiB pages
+/// misses the TLB on almost every row.
+fn huge_vec(rows: usize) -> Vec<PacketRecord> {
+    let v: Vec<PacketRecord> = Vec::with_capacity(rows);
+    #[cfg(target_os = "linux")]
+    {
+        const HUGE: usize = 2 << 20;
+        let start = v.as_ptr() as usize;
+        let end = start + v.capacity() * std::mem::size_of::<PacketRecord>();
+        let aligned = start.next_multiple_of(HUGE);
+        if end > aligned + HUGE {
+            let len = (end - aligned) / HUGE * HUGE;
+            // SAFETY: the range lies inside the vector's own, not yet touched
+            // allocation; MADV_HUGEPAGE only changes how the kernel backs it.
+            unsafe {
+                libc::madvise(aligned as *mut libc::c_void, len, libc::MADV_HUGEPAGE);
+            }
+        }
+    }
+    v
+}
+
+#[inline(always)]
+fn prefetch(r: &PacketRecord) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        use std::arch::x86_64::{_MM_HINT_T0, _mm_prefetch};
+        let p = r as *const PacketRecord as *const i8;
+        // SAFETY: a prefetch is only a hint to the cache; it reads nothing
+        // and cannot fault, and SSE is part of the x86_64 baseline. A record
+        // spans up to three cache lines.
+        unsafe {
+            _mm_prefetch::<_MM_HINT_T0>(p);
+            _mm_prefetch::<_MM_HINT_T0>(p.wrapping_add(64));
+            _mm_prefetch::<_MM_HINT_T0>(p.wrapping_add(128));
+        }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = r;
 }
 
 fn mac_num(m: &[u8; 6]) -> u128 {
@@ -435,120 +454,116 @@ fn mac_num(m: &[u8; 6]) -> u128 {
     u128::from_be_bytes(b)
 }
 
-impl Columns {
-    fn clear(&mut self) {
-        macro_rules! clear { ($($f:ident),*) => { $( self.$f.clear(); )* } }
-        clear!(
-            has,
-            ts,
-            wire_len,
-            cap_len,
-            worker,
-            iface,
-            eth_src,
-            eth_dst,
-            vlan,
-            ethertype,
-            ip_version,
-            ip_src,
-            ip_dst,
-            ip_len,
-            ip_hdr_len,
-            ip_proto,
-            ttl,
-            dscp,
-            ip_id,
-            frag,
-            src_port,
-            dst_port,
-            tcp_flags,
-            tcp_seq,
-            tcp_ack,
-            tcp_win,
-            tcp_hdr_len,
-            udp_len,
-            icmp_type,
-            icmp_code,
-            payload_len,
-            flow_hash,
-            pcap_file,
-            pcap_offset,
-            parse_error
-        );
-    }
+fn parse_error_name(code: u8) -> &'static str {
+    ParseError::from_u8(code).unwrap_or_default().as_str()
+}
 
-    /// One pass over the rows in `order`, filling every column.
-    fn extract(&mut self, rows: &[PacketRecord], order: &[u32]) {
-        self.clear();
-        for &i in order {
-            let r = &rows[i as usize];
-            let mut has = r.has;
-            self.ts.push(r.ts_ns as u64);
-            self.wire_len.push(r.wire_len);
-            self.cap_len.push(r.cap_len);
-            self.worker.push(r.worker as u32);
-            self.iface.push(r.iface as u32);
-            if has & Has::ETH_SRC != 0 {
-                self.eth_src.push(mac_num(&r.eth_src));
-            }
-            if has & Has::ETH_DST != 0 {
-                self.eth_dst.push(mac_num(&r.eth_dst));
-            }
-            if has & Has::VLAN != 0 {
-                self.vlan.push(r.vlan as u32);
-            }
-            if has & Has::ETHERTYPE != 0 {
-                self.ethertype.push(r.ethertype as u32);
-            }
-            if has & Has::IP != 0 {
-                self.ip_version.push(r.ip_version as u32);
-                self.ip_src.push(u128::from_be_bytes(r.ip_src));
-                self.ip_dst.push(u128::from_be_bytes(r.ip_dst));
-                self.ip_len.push(r.ip_len);
-                self.ip_hdr_len.push(r.ip_hdr_len as u32);
-                self.ip_proto.push(r.ip_proto as u32);
-                self.ttl.push(r.ttl as u32);
-                self.dscp.push(r.dscp as u32);
-            }
-            if has & Has::IP_ID != 0 {
-                self.ip_id.push(r.ip_id);
-            }
-            if has & Has::FRAG != 0 {
-                self.frag.push(r.frag as u32);
-            }
-            if has & Has::PORTS != 0 {
-                self.src_port.push(r.src_port as u32);
-                self.dst_port.push(r.dst_port as u32);
-            }
-            if has & Has::TCP != 0 {
-                self.tcp_flags.push(r.tcp_flags as u32);
-                self.tcp_seq.push(r.tcp_seq);
-                self.tcp_ack.push(r.tcp_ack);
-                self.tcp_win.push(r.tcp_win as u32);
-                self.tcp_hdr_len.push(r.tcp_hdr_len as u32);
-            }
-            if has & Has::UDP != 0 {
-                self.udp_len.push(r.udp_len as u32);
-            }
-            if has & Has::ICMP != 0 {
-                self.icmp_type.push(r.icmp_type as u32);
-                self.icmp_code.push(r.icmp_code as u32);
-            }
-            if has & Has::PAYLOAD != 0 {
-                self.payload_len.push(r.payload_len);
-            }
-            if has & Has::FLOW != 0 {
-                self.flow_hash.push(r.flow_hash);
-            }
-            if has & Has::PCAP != 0 {
-                self.pcap_file.push(r.pcap_file);
-                self.pcap_offset.push(r.pcap_offset);
-            }
-            if r.parse_error != ParseError::None {
-                self.parse_error.push(r.parse_error as u8);
-                has |= PARSE_ERROR_BIT;
-            }
-            self.has.push(has);
+/// Declares the encoders of the packet table's columns, in file order, and
+/// how each takes its value from a record.
+macro_rules! encoders {
+    ($( $name:ident : $ty:ty = $spec:expr , |$r:ident| $get:expr , $present:expr ; )*) => {
+        /// One encoder per column of the packet table.
+        struct Encoders {
+            $( $name: ColumnEncoder<$ty>, )*
         }
+
+        impl Encoders {
+            fn new(opts: &EncodeOptions) -> Self {
+                debug_assert_eq!(
+                    [$( stringify!($name) ),*].as_slice(),
+                    PACKET_COLUMNS.iter().map(|c| c.name).collect::<Vec<_>>().as_slice()
+                );
+                Encoders { $( $name: ColumnEncoder::new($spec, opts), )* }
+            }
+
+            #[inline(always)]
+            fn push(&mut self, rec: &PacketRecord) {
+                $(
+                    let $r = rec;
+                    if $present {
+                        self.$name.push($get);
+                    } else {
+                        self.$name.push_null();
+                    }
+                )*
+            }
+
+            fn end_page(&mut self, zstd: &mut zstd::bulk::Compressor<'static>) -> PqResult<()> {
+                $( self.$name.end_page(zstd)?; )*
+                Ok(())
+            }
+
+            fn finish(
+                &mut self,
+                zstd: &mut zstd::bulk::Compressor<'static>,
+            ) -> PqResult<Vec<EncodedChunk>> {
+                Ok(vec![ $( self.$name.finish(zstd)?, )* ])
+            }
+        }
+    };
+}
+
+const fn spec(nullable: bool, mode: Mode) -> ColumnSpec {
+    ColumnSpec {
+        nullable,
+        mode,
+        fallback: Mode::Delta,
+        width: 0,
+        signed: false,
+        bloom: false,
+        names: None,
     }
+}
+
+const fn fixed(width: usize, bloom: bool) -> ColumnSpec {
+    ColumnSpec {
+        nullable: true,
+        mode: Mode::Dictionary,
+        fallback: Mode::Plain,
+        width,
+        signed: false,
+        bloom,
+        names: None,
+    }
+}
+
+const DICT: Mode = Mode::Dictionary;
+const DELTA: Mode = Mode::Delta;
+
+encoders! {
+    ts: u64 = ColumnSpec { signed: true, ..spec(false, DELTA) }, |r| r.ts_ns as u64, true;
+    wire_len: u32 = spec(false, DICT), |r| r.wire_len, true;
+    cap_len: u32 = spec(false, DICT), |r| r.cap_len, true;
+    worker: u32 = spec(false, DICT), |r| r.worker as u32, true;
+    iface: u32 = spec(false, DICT), |r| r.iface as u32, true;
+    eth_src: u128 = fixed(6, false), |r| mac_num(&r.eth_src), r.has & Has::ETH_SRC != 0;
+    eth_dst: u128 = fixed(6, false), |r| mac_num(&r.eth_dst), r.has & Has::ETH_DST != 0;
+    vlan: u32 = spec(true, DICT), |r| r.vlan as u32, r.has & Has::VLAN != 0;
+    ethertype: u32 = spec(true, DICT), |r| r.ethertype as u32, r.has & Has::ETHERTYPE != 0;
+    ip_version: u32 = spec(true, DICT), |r| r.ip_version as u32, r.has & Has::IP != 0;
+    ip_src: u128 = fixed(16, true), |r| u128::from_be_bytes(r.ip_src), r.has & Has::IP != 0;
+    ip_dst: u128 = fixed(16, true), |r| u128::from_be_bytes(r.ip_dst), r.has & Has::IP != 0;
+    ip_len: u32 = spec(true, DICT), |r| r.ip_len, r.has & Has::IP != 0;
+    ip_hdr_len: u32 = spec(true, DICT), |r| r.ip_hdr_len as u32, r.has & Has::IP != 0;
+    ip_proto: u32 = spec(true, DICT), |r| r.ip_proto as u32, r.has & Has::IP != 0;
+    ttl: u32 = spec(true, DICT), |r| r.ttl as u32, r.has & Has::IP != 0;
+    dscp: u32 = spec(true, DICT), |r| r.dscp as u32, r.has & Has::IP != 0;
+    ip_id: u32 = spec(true, DELTA), |r| r.ip_id, r.has & Has::IP_ID != 0;
+    frag: u32 = spec(true, DICT), |r| r.frag as u32, r.has & Has::FRAG != 0;
+    src_port: u32 = spec(true, DICT), |r| r.src_port as u32, r.has & Has::PORTS != 0;
+    dst_port: u32 = spec(true, DICT), |r| r.dst_port as u32, r.has & Has::PORTS != 0;
+    tcp_flags: u32 = spec(true, DICT), |r| r.tcp_flags as u32, r.has & Has::TCP != 0;
+    tcp_seq: u32 = spec(true, DELTA), |r| r.tcp_seq, r.has & Has::TCP != 0;
+    tcp_ack: u32 = spec(true, DELTA), |r| r.tcp_ack, r.has & Has::TCP != 0;
+    tcp_win: u32 = spec(true, DICT), |r| r.tcp_win as u32, r.has & Has::TCP != 0;
+    tcp_hdr_len: u32 = spec(true, DICT), |r| r.tcp_hdr_len as u32, r.has & Has::TCP != 0;
+    udp_len: u32 = spec(true, DICT), |r| r.udp_len as u32, r.has & Has::UDP != 0;
+    icmp_type: u32 = spec(true, DICT), |r| r.icmp_type as u32, r.has & Has::ICMP != 0;
+    icmp_code: u32 = spec(true, DICT), |r| r.icmp_code as u32, r.has & Has::ICMP != 0;
+    payload_len: u32 = spec(true, DICT), |r| r.payload_len, r.has & Has::PAYLOAD != 0;
+    flow_hash: u32 = spec(true, DICT), |r| r.flow_hash, r.has & Has::FLOW != 0;
+    pcap_file: u32 = spec(true, DICT), |r| r.pcap_file, r.has & Has::PCAP != 0;
+    pcap_offset: u64 = spec(true, DELTA), |r| r.pcap_offset, r.has & Has::PCAP != 0;
+    parse_error: u8 = ColumnSpec { names: Some(parse_error_name), ..spec(true, DICT) },
+        |r| r.parse_error as u8, r.parse_error != ParseError::None;
 }

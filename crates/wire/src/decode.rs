@@ -1,7 +1,7 @@
 //! One pass over a frame, from the link layer to the transport header,
 //! filling a [`PacketRecord`].
 
-use crate::flow::flow_hash;
+use crate::flow::{addr_words, flow_hash_words};
 use crate::ip::{Ipv4Packet, Ipv6Packet, proto, v4_mapped, walk_ipv6_chain};
 use crate::link::{
     ARPHRD_ETHER, EthernetFrame, LoopbackFamily, Sll2Header, SllHeader, VlanTag, ethertype,
@@ -10,6 +10,10 @@ use crate::link::{
 use crate::linktype::LinkType;
 use crate::record::{Has, PacketRecord, ParseError};
 use crate::transport::{IcmpHeader, SctpHeader, TcpHeader, UdpHeader};
+
+/// The low half of `::ffff:a.b.c.d` without the address: IPv4 addresses
+/// live in the 16-byte columns mapped into `::ffff:0:0/96`.
+const V4_MAPPED_LOW: u64 = 0xffff_0000_0000;
 
 /// How many stacked VLAN tags are followed before giving up.
 const MAX_VLAN_TAGS: usize = 4;
@@ -25,7 +29,12 @@ type Step = Result<(), ParseError>;
 /// or malformed frame it keeps what parsed and sets `rec.parse_error`.
 pub fn decode(link: LinkType, frame: &[u8], rec: &mut PacketRecord) {
     let uncaptured = rec.wire_len.saturating_sub(frame.len() as u32);
-    let mut d = Decoder { rec, uncaptured };
+    let mut d = Decoder {
+        rec,
+        uncaptured,
+        src: [0; 2],
+        dst: [0; 2],
+    };
     let step = match link {
         LinkType::ETHERNET => d.ethernet(frame),
         LinkType::LINUX_SLL => d.sll(frame),
@@ -47,6 +56,10 @@ struct Decoder<'r> {
     /// Bytes of the frame on the wire that were not captured: lengths in
     /// headers may reach this far past the end of the buffer legitimately.
     uncaptured: u32,
+    /// The IP addresses as numbers, kept for the flow hash rather than read
+    /// back from the record just written.
+    src: [u64; 2],
+    dst: [u64; 2],
 }
 
 impl Decoder<'_> {
@@ -128,6 +141,8 @@ impl Decoder<'_> {
         if ip.version() != 4 {
             return Err(ParseError::BadIpVersion);
         }
+        self.src = [0, V4_MAPPED_LOW | u32::from_be_bytes(ip.src()) as u64];
+        self.dst = [0, V4_MAPPED_LOW | u32::from_be_bytes(ip.dst()) as u64];
         let rec = &mut *self.rec;
         rec.ip_version = 4;
         rec.ip_src = v4_mapped(ip.src());
@@ -168,6 +183,8 @@ impl Decoder<'_> {
             return Err(ParseError::BadIpVersion);
         }
         let plen = ip.payload_len() as usize;
+        self.src = addr_words(&ip.src());
+        self.dst = addr_words(&ip.dst());
         let rec = &mut *self.rec;
         rec.ip_version = 6;
         rec.ip_src = ip.src();
@@ -311,6 +328,7 @@ impl Decoder<'_> {
     /// were cut off: a portless hash would put the packet in the wrong flow.
     fn hash_flow(&mut self, is_fragment: bool) {
         let rec = &mut *self.rec;
+        debug_assert_eq!(addr_words(&rec.ip_src), self.src);
         let has_ports_proto = matches!(rec.ip_proto, proto::TCP | proto::UDP | proto::SCTP);
         let (sport, dport) = if is_fragment || !has_ports_proto {
             (0, 0)
@@ -319,7 +337,7 @@ impl Decoder<'_> {
         } else {
             return;
         };
-        rec.flow_hash = flow_hash(&rec.ip_src, &rec.ip_dst, sport, dport, rec.ip_proto);
+        rec.flow_hash = flow_hash_words(self.src, self.dst, sport, dport, rec.ip_proto);
         rec.has |= Has::FLOW;
     }
 }

@@ -38,20 +38,20 @@ impl FlowKey {
     /// The canonical key of a packet from `src:sport` to `dst:dport`.
     #[inline]
     pub fn new(src: &[u8; 16], dst: &[u8; 16], sport: u16, dport: u16, proto: u8) -> Self {
-        if (src, sport) <= (dst, dport) {
-            FlowKey {
-                lo_addr: *src,
-                hi_addr: *dst,
-                lo_port: sport,
-                hi_port: dport,
-                proto,
-            }
-        } else {
+        if is_reversed(src, dst, sport, dport) {
             FlowKey {
                 lo_addr: *dst,
                 hi_addr: *src,
                 lo_port: dport,
                 hi_port: sport,
+                proto,
+            }
+        } else {
+            FlowKey {
+                lo_addr: *src,
+                hi_addr: *dst,
+                lo_port: sport,
+                hi_port: dport,
                 proto,
             }
         }
@@ -60,25 +60,58 @@ impl FlowKey {
     /// The weir flow hash of this key.
     #[inline]
     pub fn hash(&self) -> u32 {
-        let word = |a: &[u8; 16], half: usize| {
-            let mut b = [0u8; 8];
-            b.copy_from_slice(&a[half * 8..half * 8 + 8]);
-            u64::from_be_bytes(b)
-        };
-        let words = [
-            word(&self.lo_addr, 0),
-            word(&self.lo_addr, 1),
-            word(&self.hi_addr, 0),
-            word(&self.hi_addr, 1),
-            (self.lo_port as u64) << 32 | (self.hi_port as u64) << 16 | self.proto as u64,
-        ];
-        let mut h = SEED;
-        for w in words {
-            h = (h ^ w).wrapping_mul(M);
-            h ^= h >> 29;
-        }
-        (splitmix64_finish(h) >> 32) as u32
+        hash_words(
+            addr_words(&self.lo_addr),
+            addr_words(&self.hi_addr),
+            self.lo_port,
+            self.hi_port,
+            self.proto,
+        )
     }
+}
+
+/// An address as big-endian halves `[high, low]`.
+#[inline]
+pub fn addr_words(a: &[u8; 16]) -> [u64; 2] {
+    let v = u128::from_be_bytes(*a);
+    [(v >> 64) as u64, v as u64]
+}
+
+/// Whether `src:sport` is the "high" end of its flow, i.e. the canonical
+/// order swaps the endpoints.
+#[inline]
+pub fn is_reversed(src: &[u8; 16], dst: &[u8; 16], sport: u16, dport: u16) -> bool {
+    let (s, d) = (addr_words(src), addr_words(dst));
+    (s[0], s[1], sport) > (d[0], d[1], dport)
+}
+
+/// [`flow_hash`] of addresses given as big-endian halves `[high, low]`, for
+/// callers that hold them so. Only 64-bit compares: a decoder that has just
+/// stored the address does not wait on a wide reload of it.
+#[inline]
+pub fn flow_hash_words(src: [u64; 2], dst: [u64; 2], sport: u16, dport: u16, proto: u8) -> u32 {
+    if (src[0], src[1], sport) <= (dst[0], dst[1], dport) {
+        hash_words(src, dst, sport, dport, proto)
+    } else {
+        hash_words(dst, src, dport, sport, proto)
+    }
+}
+
+#[inline]
+fn hash_words(lo: [u64; 2], hi: [u64; 2], lo_port: u16, hi_port: u16, proto: u8) -> u32 {
+    let words = [
+        lo[0],
+        lo[1],
+        hi[0],
+        hi[1],
+        (lo_port as u64) << 32 | (hi_port as u64) << 16 | proto as u64,
+    ];
+    let mut h = SEED;
+    for w in words {
+        h = (h ^ w).wrapping_mul(M);
+        h ^= h >> 29;
+    }
+    (splitmix64_finish(h) >> 32) as u32
 }
 
 #[inline]
@@ -92,5 +125,5 @@ fn splitmix64_finish(mut z: u64) -> u64 {
 /// for the reply direction.
 #[inline]
 pub fn flow_hash(src: &[u8; 16], dst: &[u8; 16], sport: u16, dport: u16, proto: u8) -> u32 {
-    FlowKey::new(src, dst, sport, dport, proto).hash()
+    flow_hash_words(addr_words(src), addr_words(dst), sport, dport, proto)
 }

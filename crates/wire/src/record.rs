@@ -228,6 +228,6 @@ impl PacketRecord {
     /// the "low" end of its flow. Used to group a flow's two directions.
     #[inline]
     pub fn flow_reversed(&self) -> bool {
-        (self.ip_src, self.src_port) > (self.ip_dst, self.dst_port)
+        crate::flow::is_reversed(&self.ip_src, &self.ip_dst, self.src_port, self.dst_port)
     }
 }

@@ -95,39 +95,32 @@ pub fn pack64(values: &[u64], width: u32, out: &mut Vec<u8>) {
     out.extend_from_slice(&acc.to_le_bytes()[..tail]);
 }
 
-/// Encodes `values` with Parquet's RLE / bit-packing hybrid at `width`
-/// bits: runs of 8 or more equal values become RLE runs, everything else
-/// bit-packed groups of 8 (the last group zero-padded).
-pub fn rle_hybrid(values: &[u32], width: u32, out: &mut Vec<u8>) {
-    let n = values.len();
+/// Encodes runs of `(value, length)` with Parquet's RLE / bit-packing
+/// hybrid at `width` bits: runs of 8 or more become RLE runs, shorter ones
+/// bit-packed groups of 8 (the last group zero-padded). Working from runs
+/// keeps the cost proportional to the number of runs on sorted data.
+pub fn encode_runs(runs: &[(u32, u32)], width: u32, out: &mut Vec<u8>) {
     let value_bytes = width.div_ceil(8) as usize;
-    let mut lit_start = 0;
-    let mut i = 0;
-    while i < n {
-        let v = values[i];
-        let mut j = i + 1;
-        while j < n && values[j] == v {
-            j += 1;
-        }
-        let run = j - i;
-        if run >= 8 {
-            // Literal groups hold multiples of 8 values: lend the run's
-            // first few values to the pending literals if needed.
-            let pad = (8 - (i - lit_start) % 8) % 8;
-            if run - pad >= 8 {
-                let lit_end = i + pad;
-                if lit_end > lit_start {
-                    literal_groups(&values[lit_start..lit_end], width, out);
-                }
-                put_uleb(out, ((run - pad) as u64) << 1);
-                out.extend_from_slice(&v.to_le_bytes()[..value_bytes]);
-                lit_start = j;
+    let mut pending: Vec<u32> = Vec::new();
+    for &(v, len) in runs {
+        let len = len as usize;
+        // Literal groups hold multiples of 8 values: lend the run's first
+        // few values to the pending literals if needed.
+        let pad = (8 - pending.len() % 8) % 8;
+        if len >= 8 + pad {
+            pending.extend(std::iter::repeat_n(v, pad));
+            if !pending.is_empty() {
+                literal_groups(&pending, width, out);
+                pending.clear();
             }
+            put_uleb(out, ((len - pad) as u64) << 1);
+            out.extend_from_slice(&v.to_le_bytes()[..value_bytes]);
+        } else {
+            pending.extend(std::iter::repeat_n(v, len));
         }
-        i = j;
     }
-    if lit_start < n {
-        literal_groups(&values[lit_start..n], width, out);
+    if !pending.is_empty() {
+        literal_groups(&pending, width, out);
     }
 }
 
@@ -140,39 +133,6 @@ fn literal_groups(values: &[u32], width: u32, out: &mut Vec<u8>) {
         let mut last = [0u32; 8];
         last[..values.len() - full].copy_from_slice(&values[full..]);
         pack32(&last, width, out);
-    }
-}
-
-/// RLE-hybrid encoding of definition levels (width 1) given as a
-/// presence predicate over `rows` rows, without materialising the levels.
-pub fn rle_levels(rows: usize, present: impl Fn(usize) -> bool, out: &mut Vec<u8>) {
-    // Levels come in long runs (a flow's packets are together), so scan runs
-    // directly and only materialise short mixed stretches.
-    let mut pending: Vec<u32> = Vec::new();
-    let mut i = 0;
-    while i < rows {
-        let v = present(i);
-        let mut j = i + 1;
-        while j < rows && present(j) == v {
-            j += 1;
-        }
-        let run = j - i;
-        let pad = (8 - pending.len() % 8) % 8;
-        if run >= 8 + pad {
-            pending.extend(std::iter::repeat_n(v as u32, pad));
-            if !pending.is_empty() {
-                literal_groups(&pending, 1, out);
-                pending.clear();
-            }
-            put_uleb(out, ((run - pad) as u64) << 1);
-            out.push(v as u8);
-        } else {
-            pending.extend(std::iter::repeat_n(v as u32, run));
-        }
-        i = j;
-    }
-    if !pending.is_empty() {
-        literal_groups(&pending, 1, out);
     }
 }
 
@@ -246,14 +206,16 @@ mod tests {
                 vals.extend(std::iter::repeat_n(v, run.max(1)));
             }
             vals.truncate(n);
-            let mut buf = Vec::new();
-            rle_hybrid(&vals, width, &mut buf);
-            assert_eq!(decode_hybrid(&buf, width, n), vals, "width {width}");
-            if width == 1 {
-                let mut lv = Vec::new();
-                rle_levels(n, |i| vals[i] == 1, &mut lv);
-                assert_eq!(decode_hybrid(&lv, 1, n), vals);
+            let mut runs: Vec<(u32, u32)> = Vec::new();
+            for &v in &vals {
+                match runs.last_mut() {
+                    Some((last, len)) if *last == v && s % 2 == 0 => *len += 1,
+                    _ => runs.push((v, 1)),
+                }
             }
+            let mut buf = Vec::new();
+            encode_runs(&runs, width, &mut buf);
+            assert_eq!(decode_hybrid(&buf, width, n), vals, "width {width}");
         }
     }
 

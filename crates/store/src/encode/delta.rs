@@ -1,7 +1,7 @@
-//! Parquet's DELTA_BINARY_PACKED encoding, for INT32 and INT64 columns.
+//! Parquet's DELTA_BINARY_PACKED encoding, streamed: blocks of 128 deltas
+//! in 4 miniblocks of 32 are packed as values arrive; the page header, which
+//! needs the count, is written when the page ends.
 //!
-//! Blocks of 128 deltas in 4 miniblocks of 32; each block stores its
-//! smallest delta and each miniblock the residuals at its own bit width.
 //! Arithmetic wraps in the column's own width, as the format requires, so
 //! unsigned 32-bit values stored as INT32 (TCP sequence numbers) delta-encode
 //! in at most 32 bits.
@@ -12,70 +12,72 @@ const BLOCK: usize = 128;
 const MINIBLOCKS: usize = 4;
 const MINI: usize = BLOCK / MINIBLOCKS;
 
-/// Encodes 32-bit values (their bit patterns as INT32).
-pub fn encode_i32(values: &[u32], out: &mut Vec<u8>) {
-    put_uleb(out, BLOCK as u64);
-    put_uleb(out, MINIBLOCKS as u64);
-    put_uleb(out, values.len() as u64);
-    put_zigzag(out, values.first().map_or(0, |&v| v as i32 as i64));
-    if values.len() < 2 {
-        return;
-    }
-    let mut deltas = [0i32; BLOCK];
-    let mut residuals = [0u32; BLOCK];
-    let mut start = 1;
-    while start < values.len() {
-        let n = (values.len() - start).min(BLOCK);
-        for (k, d) in deltas.iter_mut().enumerate().take(n) {
-            let i = start + k;
-            *d = (values[i] as i32).wrapping_sub(values[i - 1] as i32);
-        }
-        let min = deltas[..n].iter().copied().min().unwrap_or(0);
-        put_zigzag(out, min as i64);
-        for (r, d) in residuals.iter_mut().zip(&deltas[..n]) {
-            *r = d.wrapping_sub(min) as u32;
-        }
-        residuals[n..].fill(0);
-        let used = n.div_ceil(MINI);
-        let mut widths = [0u8; MINIBLOCKS];
-        for (m, w) in widths.iter_mut().enumerate().take(used) {
-            let max = residuals[m * MINI..(m + 1) * MINI]
-                .iter()
-                .fold(0u32, |a, &b| a | b);
-            *w = bit_width(max as u64) as u8;
-        }
-        out.extend_from_slice(&widths);
-        for (m, &w) in widths.iter().enumerate().take(used) {
-            pack32(&residuals[m * MINI..(m + 1) * MINI], w as u32, out);
-        }
-        start += n;
-    }
+/// A page of DELTA_BINARY_PACKED values being built.
+#[derive(Clone, Debug)]
+pub struct DeltaPage {
+    /// Values are 32-bit (INT32) rather than 64-bit (INT64).
+    narrow: bool,
+    count: u64,
+    first: u64,
+    prev: u64,
+    block: [i64; BLOCK],
+    in_block: usize,
+    body: Vec<u8>,
 }
 
-/// Encodes 64-bit values (their bit patterns as INT64).
-pub fn encode_i64(values: &[u64], out: &mut Vec<u8>) {
-    put_uleb(out, BLOCK as u64);
-    put_uleb(out, MINIBLOCKS as u64);
-    put_uleb(out, values.len() as u64);
-    put_zigzag(out, values.first().map_or(0, |&v| v as i64));
-    if values.len() < 2 {
-        return;
+impl DeltaPage {
+    pub fn new(narrow: bool) -> Self {
+        DeltaPage {
+            narrow,
+            count: 0,
+            first: 0,
+            prev: 0,
+            block: [0; BLOCK],
+            in_block: 0,
+            body: Vec::new(),
+        }
     }
-    let mut deltas = [0i64; BLOCK];
-    let mut residuals = [0u64; BLOCK];
-    let mut start = 1;
-    while start < values.len() {
-        let n = (values.len() - start).min(BLOCK);
-        for (k, d) in deltas.iter_mut().enumerate().take(n) {
-            let i = start + k;
-            *d = (values[i] as i64).wrapping_sub(values[i - 1] as i64);
+
+    pub fn count(&self) -> u64 {
+        self.count
+    }
+
+    #[inline]
+    pub fn push(&mut self, v: u64) {
+        if self.count == 0 {
+            self.first = v;
+        } else {
+            let d = if self.narrow {
+                (v as u32 as i32).wrapping_sub(self.prev as u32 as i32) as i64
+            } else {
+                (v as i64).wrapping_sub(self.prev as i64)
+            };
+            self.block[self.in_block] = d;
+            self.in_block += 1;
+            if self.in_block == BLOCK {
+                self.flush_block();
+            }
         }
-        let min = deltas[..n].iter().copied().min().unwrap_or(0);
-        put_zigzag(out, min);
-        for (r, d) in residuals.iter_mut().zip(&deltas[..n]) {
-            *r = d.wrapping_sub(min) as u64;
+        self.prev = v;
+        self.count += 1;
+    }
+
+    fn flush_block(&mut self) {
+        let n = self.in_block;
+        if n == 0 {
+            return;
         }
-        residuals[n..].fill(0);
+        let deltas = &self.block[..n];
+        let min = deltas.iter().copied().min().unwrap_or(0);
+        put_zigzag(&mut self.body, min);
+        let mut residuals = [0u64; BLOCK];
+        for (r, d) in residuals.iter_mut().zip(deltas) {
+            *r = if self.narrow {
+                (*d as i32).wrapping_sub(min as i32) as u32 as u64
+            } else {
+                d.wrapping_sub(min) as u64
+            };
+        }
         let used = n.div_ceil(MINI);
         let mut widths = [0u8; MINIBLOCKS];
         for (m, w) in widths.iter_mut().enumerate().take(used) {
@@ -84,10 +86,36 @@ pub fn encode_i64(values: &[u64], out: &mut Vec<u8>) {
                 .fold(0u64, |a, &b| a | b);
             *w = bit_width(max) as u8;
         }
-        out.extend_from_slice(&widths);
+        self.body.extend_from_slice(&widths);
         for (m, &w) in widths.iter().enumerate().take(used) {
-            pack64(&residuals[m * MINI..(m + 1) * MINI], w as u32, out);
+            let mini = &residuals[m * MINI..(m + 1) * MINI];
+            if self.narrow {
+                let mut narrow = [0u32; MINI];
+                for (o, v) in narrow.iter_mut().zip(mini) {
+                    *o = *v as u32;
+                }
+                pack32(&narrow, w as u32, &mut self.body);
+            } else {
+                pack64(mini, w as u32, &mut self.body);
+            }
         }
-        start += n;
+        self.in_block = 0;
+    }
+
+    /// Appends the encoded page to `out` and starts a new one.
+    pub fn finish(&mut self, out: &mut Vec<u8>) {
+        self.flush_block();
+        put_uleb(out, BLOCK as u64);
+        put_uleb(out, MINIBLOCKS as u64);
+        put_uleb(out, self.count);
+        let first = if self.narrow {
+            self.first as u32 as i32 as i64
+        } else {
+            self.first as i64
+        };
+        put_zigzag(out, first);
+        out.extend_from_slice(&self.body);
+        self.body.clear();
+        self.count = 0;
     }
 }

@@ -1,5 +1,5 @@
-//! Dictionary building: distinct values in first-seen order and one index
-//! per value, with a fast path for runs (rows sorted by flow repeat values).
+//! Incremental dictionaries: distinct values in first-seen order, found
+//! again by an open-addressing hash table.
 
 /// A value that can be a dictionary key.
 pub trait DictKey: Copy + Eq {
@@ -14,6 +14,20 @@ impl DictKey for u64 {
     }
 }
 
+impl DictKey for u32 {
+    #[inline]
+    fn hash(self) -> u64 {
+        (self as u64).hash()
+    }
+}
+
+impl DictKey for u8 {
+    #[inline]
+    fn hash(self) -> u64 {
+        self as u64
+    }
+}
+
 impl DictKey for u128 {
     #[inline]
     fn hash(self) -> u64 {
@@ -21,62 +35,73 @@ impl DictKey for u128 {
     }
 }
 
-/// Distinct values in order of first appearance, and the index of each
-/// input value into them.
-pub struct Dictionary<K> {
-    pub values: Vec<K>,
-    pub indices: Vec<u32>,
-}
-
 const EMPTY: u32 = u32::MAX;
 
-/// Builds the dictionary of `vals`, or `None` once it would exceed `limit`
-/// distinct values (the caller then falls back to another encoding).
-pub fn build<K: DictKey>(vals: &[K], limit: usize) -> Option<Dictionary<K>> {
-    let mut slots: Vec<u32> = vec![EMPTY; 1024];
-    let mut mask = slots.len() - 1;
-    let mut values: Vec<K> = Vec::new();
-    let mut indices: Vec<u32> = Vec::with_capacity(vals.len());
-    let mut prev: Option<(K, u32)> = None;
-    for &v in vals {
-        if let Some((pv, pi)) = prev
-            && pv == v
-        {
-            indices.push(pi);
-            continue;
+/// A dictionary being built.
+#[derive(Clone, Debug)]
+pub struct Dict<K> {
+    pub values: Vec<K>,
+    slots: Vec<u32>,
+}
+
+impl<K: DictKey> Default for Dict<K> {
+    fn default() -> Self {
+        Dict {
+            values: Vec::new(),
+            slots: vec![EMPTY; 256],
         }
+    }
+}
+
+impl<K: DictKey> Dict<K> {
+    /// Forgets every value, keeping the allocations.
+    pub fn clear(&mut self) {
+        self.values.clear();
+        self.slots.fill(EMPTY);
+    }
+
+    pub fn len(&self) -> usize {
+        self.values.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.values.is_empty()
+    }
+
+    /// The index of `v`, adding it if new.
+    #[inline]
+    pub fn index(&mut self, v: K) -> u32 {
+        let mask = self.slots.len() - 1;
         let mut at = v.hash() as usize & mask;
-        let idx = loop {
-            let s = slots[at];
+        loop {
+            let s = self.slots[at];
             if s == EMPTY {
-                if values.len() >= limit {
-                    return None;
+                let idx = self.values.len() as u32;
+                self.values.push(v);
+                self.slots[at] = idx;
+                if self.values.len() * 2 > self.slots.len() {
+                    self.grow();
                 }
-                let idx = values.len() as u32;
-                values.push(v);
-                slots[at] = idx;
-                if values.len() * 2 > slots.len() {
-                    slots = vec![EMPTY; slots.len() * 2];
-                    mask = slots.len() - 1;
-                    for (i, &k) in values.iter().enumerate() {
-                        let mut a = k.hash() as usize & mask;
-                        while slots[a] != EMPTY {
-                            a = (a + 1) & mask;
-                        }
-                        slots[a] = i as u32;
-                    }
-                }
-                break idx;
+                return idx;
             }
-            if values[s as usize] == v {
-                break s;
+            if self.values[s as usize] == v {
+                return s;
             }
             at = (at + 1) & mask;
-        };
-        indices.push(idx);
-        prev = Some((v, idx));
+        }
     }
-    Some(Dictionary { values, indices })
+
+    fn grow(&mut self) {
+        self.slots = vec![EMPTY; self.slots.len() * 2];
+        let mask = self.slots.len() - 1;
+        for (i, &k) in self.values.iter().enumerate() {
+            let mut a = k.hash() as usize & mask;
+            while self.slots[a] != EMPTY {
+                a = (a + 1) & mask;
+            }
+            self.slots[a] = i as u32;
+        }
+    }
 }
 
 #[cfg(test)]
@@ -84,17 +109,20 @@ mod tests {
     use super::*;
 
     #[test]
-    fn dictionary_round_trip_and_limit() {
+    fn indices_are_stable_and_distinct() {
         let vals: Vec<u64> = (0..10_000u64).map(|i| (i * 7919) % 3001).collect();
-        let d = build(&vals, 5000).unwrap();
-        assert_eq!(d.values.len(), 3001);
-        for (v, i) in vals.iter().zip(&d.indices) {
+        let mut d = Dict::default();
+        let idx: Vec<u32> = vals.iter().map(|&v| d.index(v)).collect();
+        assert_eq!(d.len(), 3001);
+        for (v, i) in vals.iter().zip(&idx) {
             assert_eq!(d.values[*i as usize], *v);
         }
-        assert!(build(&vals, 3000).is_none());
-        let wide: Vec<u128> = vals.iter().map(|&v| (v as u128) << 70 | 5).collect();
-        let d = build(&wide, 5000).unwrap();
-        assert_eq!(d.values.len(), 3001);
-        assert_eq!(d.values[d.indices[17] as usize], wide[17]);
+        let mut w: Dict<u128> = Dict::default();
+        let a = w.index(5 << 70);
+        let b = w.index(5);
+        assert_eq!((a, b, w.index(5 << 70)), (0, 1, 0));
+        d.clear();
+        assert!(d.is_empty());
+        assert_eq!(d.index(9), 0);
     }
 }

@@ -1,13 +1,16 @@
-//! A Parquet column-chunk encoder specialised for weir's packet table.
+//! A Parquet column encoder specialised for weir's packet table.
 //!
 //! arrow-rs's generic column writers cost 200–550 ns per packet row for
 //! this schema (measured by `bench/encode`), several times the budget of a
-//! 10 M packets/s worker. This module encodes whole column chunks from
-//! plain vectors: dictionary + RLE/bit-packing where values repeat,
-//! DELTA_BINARY_PACKED where they climb (time, sequence numbers), zstd on
-//! top. The parquet crate still writes the pages' headers, the column
-//! metadata, the footer and the bloom filters, so the container is the
-//! standard one.
+//! 10 M packets/s worker. These encoders take one value at a time and keep
+//! only what the file needs: for dictionary columns the dictionary and the
+//! runs of indices (rows grouped by flow repeat values for long stretches),
+//! for climbing values (time, sequence numbers) DELTA_BINARY_PACKED blocks
+//! packed as they fill. Nothing per row is materialised, so the memory a
+//! row group touches is the rows themselves and the encoded pages.
+//!
+//! The parquet crate still writes the page headers, column metadata, footer
+//! and bloom filters, so the container is the standard one.
 
 pub mod bits;
 pub mod delta;
@@ -21,51 +24,118 @@ use parquet::data_type::{ByteArray, FixedLenByteArray};
 use parquet::errors::{ParquetError, Result};
 use parquet::file::statistics::Statistics;
 
-use bits::{bit_width, rle_hybrid, rle_levels};
+use bits::{bit_width, encode_runs};
+use delta::DeltaPage;
+use dict::{Dict, DictKey};
 
-/// The values of one column chunk: only the rows where the column is not
-/// null, in row order.
-pub enum Values<'a> {
-    /// INT32 column; `signed` says how min/max compare.
-    Int32 { vals: &'a [u32], signed: bool },
-    /// INT64 column.
-    Int64 { vals: &'a [u64], signed: bool },
-    /// FIXED_LEN_BYTE_ARRAY of `width` ≤ 16 bytes, held as the big-endian
-    /// number the bytes spell (so numeric order is byte order).
-    Fixed { vals: &'a [u128], width: usize },
-    /// Strings from a small table, given by their codes.
-    Names {
-        codes: &'a [u8],
-        name: fn(u8) -> &'static str,
-    },
+/// A value type of a column: how it is written plainly and ordered.
+pub trait Value: DictKey + Ord + Default + std::fmt::Debug {
+    /// Appends the PLAIN encoding (`width` is the FIXED_LEN_BYTE_ARRAY
+    /// length, ignored for integers).
+    fn put_plain(self, width: usize, out: &mut Vec<u8>);
+    /// The value for delta encoding.
+    fn as_u64(self) -> u64;
+    /// `self < other` in the column's statistics order.
+    #[inline]
+    fn less(self, other: Self, signed: bool) -> bool {
+        let _ = signed;
+        self < other
+    }
 }
 
-/// Which encoding to try first for integers.
+impl Value for u32 {
+    fn put_plain(self, _: usize, out: &mut Vec<u8>) {
+        out.extend_from_slice(&self.to_le_bytes());
+    }
+    fn as_u64(self) -> u64 {
+        self as u64
+    }
+    #[inline]
+    fn less(self, other: Self, signed: bool) -> bool {
+        if signed {
+            (self as i32) < (other as i32)
+        } else {
+            self < other
+        }
+    }
+}
+
+impl Value for u64 {
+    fn put_plain(self, _: usize, out: &mut Vec<u8>) {
+        out.extend_from_slice(&self.to_le_bytes());
+    }
+    fn as_u64(self) -> u64 {
+        self
+    }
+    #[inline]
+    fn less(self, other: Self, signed: bool) -> bool {
+        if signed {
+            (self as i64) < (other as i64)
+        } else {
+            self < other
+        }
+    }
+}
+
+/// FIXED_LEN_BYTE_ARRAY values up to 16 bytes, held as the big-endian
+/// number the bytes spell, so that numeric order is byte order.
+impl Value for u128 {
+    fn put_plain(self, width: usize, out: &mut Vec<u8>) {
+        out.extend_from_slice(&self.to_be_bytes()[16 - width..]);
+    }
+    fn as_u64(self) -> u64 {
+        self as u64
+    }
+}
+
+/// Codes of a small table of names (stored as strings).
+impl Value for u8 {
+    fn put_plain(self, _: usize, out: &mut Vec<u8>) {
+        out.push(self);
+    }
+    fn as_u64(self) -> u64 {
+        self as u64
+    }
+}
+
+/// How a column encodes its values.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Prefer {
-    /// Dictionary + RLE; falls back to delta when there are too many
-    /// distinct values.
+pub enum Mode {
+    /// Dictionary + RLE runs of indices; falls back to `fallback` once the
+    /// dictionary outgrows its limit.
     Dictionary,
-    /// DELTA_BINARY_PACKED.
+    /// DELTA_BINARY_PACKED (integers only).
     Delta,
+    /// PLAIN.
+    Plain,
 }
 
-/// Definition levels: row `i` is present when `has[i] & bit != 0`.
-#[derive(Clone, Copy)]
-pub struct Levels<'a> {
-    pub has: &'a [u32],
-    pub bit: u32,
+/// What a column is, for encoding and statistics.
+#[derive(Clone, Copy, Debug)]
+pub struct ColumnSpec {
+    pub nullable: bool,
+    pub mode: Mode,
+    /// The mode a dictionary column falls back to.
+    pub fallback: Mode,
+    /// FIXED_LEN_BYTE_ARRAY length (0 for integers).
+    pub width: usize,
+    /// INT32/INT64 values compare as signed in statistics.
+    pub signed: bool,
+    /// Build a bloom filter of the values.
+    pub bloom: bool,
+    /// For code columns: the string each code is stored as.
+    pub names: Option<fn(u8) -> &'static str>,
 }
 
-/// Knobs of the encoder.
+/// Knobs of the encoders.
 #[derive(Clone, Copy, Debug)]
 pub struct EncodeOptions {
     /// Rows per data page.
     pub page_rows: usize,
     pub zstd_level: i32,
-    /// Most distinct values a dictionary may hold, as a fraction of the
-    /// chunk's rows (1/N) and never below 256.
-    pub dict_fraction: usize,
+    /// Most distinct values a dictionary may hold before the column falls
+    /// back to its other encoding.
+    pub dict_limit: usize,
 }
 
 impl Default for EncodeOptions {
@@ -73,7 +143,7 @@ impl Default for EncodeOptions {
         EncodeOptions {
             page_rows: 128 * 1024,
             zstd_level: 1,
-            dict_fraction: 8,
+            dict_limit: 64 * 1024,
         }
     }
 }
@@ -87,279 +157,362 @@ pub struct EncodedChunk {
     pub bloom: Option<Sbbf>,
 }
 
-/// Encodes one column chunk of `rows` rows.
-pub fn encode_chunk(
-    rows: usize,
-    levels: Option<Levels<'_>>,
-    values: Values<'_>,
-    prefer: Prefer,
-    bloom: bool,
-    opts: &EncodeOptions,
-    zstd: &mut zstd::bulk::Compressor<'static>,
-) -> Result<EncodedChunk> {
-    let n_values = match &values {
-        Values::Int32 { vals, .. } => vals.len(),
-        Values::Int64 { vals, .. } => vals.len(),
-        Values::Fixed { vals, .. } => vals.len(),
-        Values::Names { codes, .. } => codes.len(),
-    };
-    let nulls = (rows - n_values) as u64;
-    let limit = (rows / opts.dict_fraction.max(1)).max(256);
-    let mut pages = Pager {
-        rows,
-        levels,
-        opts,
-        zstd,
-        pages: Vec::new(),
-    };
-    match values {
-        Values::Int32 { vals, signed } => {
-            let (min, max) = min_max(
-                vals.iter()
-                    .map(|&v| if signed { (v as i32) as i64 } else { v as i64 }),
-            );
-            let statistics = Statistics::int32(
-                min.map(|v| v as i32),
-                max.map(|v| v as i32),
-                None,
-                Some(nulls),
-                false,
-            );
-            let dict = if prefer == Prefer::Dictionary {
-                let wide: Vec<u64> = vals.iter().map(|&v| v as u64).collect();
-                dict::build(&wide, limit)
-            } else {
-                None
-            };
-            match dict {
-                Some(d) => {
-                    let mut plain = Vec::with_capacity(d.values.len() * 4);
-                    for &v in &d.values {
-                        plain.extend_from_slice(&(v as u32).to_le_bytes());
-                    }
-                    let dict_page = pages.dict_page(plain, d.values.len())?;
-                    pages.dict_data_pages(&d.indices, d.values.len())?;
-                    Ok(pages.finish(Some(dict_page), Encoding::RLE_DICTIONARY, statistics, None))
-                }
-                None => {
-                    pages.data_pages(Encoding::DELTA_BINARY_PACKED, |r, out| {
-                        delta::encode_i32(&vals[r], out)
-                    })?;
-                    Ok(pages.finish(None, Encoding::DELTA_BINARY_PACKED, statistics, None))
-                }
-            }
+/// Definition levels of one page, as runs.
+#[derive(Default)]
+struct LevelRuns {
+    runs: Vec<(u32, u32)>,
+    cur: bool,
+    len: u32,
+}
+
+impl LevelRuns {
+    #[inline(always)]
+    fn push(&mut self, present: bool) {
+        if present == self.cur {
+            self.len += 1;
+        } else {
+            self.switch(present);
         }
-        Values::Int64 { vals, signed } => {
-            let statistics = if signed {
-                let (min, max) = min_max(vals.iter().map(|&v| v as i64));
-                Statistics::int64(min, max, None, Some(nulls), false)
-            } else {
-                let (min, max) = min_max(vals.iter().copied());
-                Statistics::int64(
-                    min.map(|v| v as i64),
-                    max.map(|v| v as i64),
-                    None,
-                    Some(nulls),
-                    false,
-                )
-            };
-            pages.data_pages(Encoding::DELTA_BINARY_PACKED, |r, out| {
-                delta::encode_i64(&vals[r], out)
-            })?;
-            Ok(pages.finish(None, Encoding::DELTA_BINARY_PACKED, statistics, None))
+    }
+
+    #[inline(never)]
+    fn switch(&mut self, present: bool) {
+        if self.len > 0 {
+            self.runs.push((self.cur as u32, self.len));
         }
-        Values::Fixed { vals, width } => {
-            let be = |v: u128| v.to_be_bytes()[16 - width..].to_vec();
-            let dict = dict::build(vals, limit);
-            let distinct: &[u128] = match &dict {
-                Some(d) => &d.values,
-                None => vals,
-            };
-            let (min, max) = min_max(distinct.iter().copied());
-            let statistics = Statistics::fixed_len_byte_array(
-                min.map(|v| FixedLenByteArray::from(be(v))),
-                max.map(|v| FixedLenByteArray::from(be(v))),
-                None,
-                Some(nulls),
-                false,
-            );
-            let bloom = if bloom {
-                let ndv = match &dict {
-                    Some(d) => d.values.len(),
-                    None => vals.len(),
-                };
-                let mut f = Sbbf::new_with_ndv_fpp(ndv.max(1) as u64, 0.01)?;
-                let mut last = None;
-                for &v in distinct {
-                    if last != Some(v) {
-                        f.insert(be(v).as_slice());
-                        last = Some(v);
-                    }
-                }
-                Some(f)
-            } else {
-                None
-            };
-            match dict {
-                Some(d) => {
-                    let mut plain = Vec::with_capacity(d.values.len() * width);
-                    for &v in &d.values {
-                        plain.extend_from_slice(&v.to_be_bytes()[16 - width..]);
-                    }
-                    let dict_page = pages.dict_page(plain, d.values.len())?;
-                    pages.dict_data_pages(&d.indices, d.values.len())?;
-                    Ok(pages.finish(Some(dict_page), Encoding::RLE_DICTIONARY, statistics, bloom))
-                }
-                None => {
-                    pages.data_pages(Encoding::PLAIN, |r, out| {
-                        for &v in &vals[r] {
-                            out.extend_from_slice(&v.to_be_bytes()[16 - width..]);
-                        }
-                    })?;
-                    Ok(pages.finish(None, Encoding::PLAIN, statistics, bloom))
-                }
-            }
+        self.cur = present;
+        self.len = 1;
+    }
+
+    /// Appends the page's levels, prefixed by their length as data page v1
+    /// requires.
+    fn finish(&mut self, out: &mut Vec<u8>) {
+        if self.len > 0 {
+            self.runs.push((self.cur as u32, self.len));
         }
-        Values::Names { codes, name } => {
-            let wide: Vec<u64> = codes.iter().map(|&c| c as u64).collect();
-            let d = dict::build(&wide, 256)
-                .ok_or_else(|| ParquetError::General("more than 256 names".into()))?;
-            let mut names: Vec<&str> = d.values.iter().map(|&c| name(c as u8)).collect();
-            let mut plain = Vec::new();
-            for n in &names {
-                plain.extend_from_slice(&(n.len() as u32).to_le_bytes());
-                plain.extend_from_slice(n.as_bytes());
-            }
-            names.sort_unstable();
-            let statistics = Statistics::byte_array(
-                names.first().map(|s| ByteArray::from(*s)),
-                names.last().map(|s| ByteArray::from(*s)),
-                None,
-                Some(nulls),
-                false,
-            );
-            let dict_page = pages.dict_page(plain, d.values.len())?;
-            pages.dict_data_pages(&d.indices, d.values.len())?;
-            Ok(pages.finish(Some(dict_page), Encoding::RLE_DICTIONARY, statistics, None))
-        }
+        let at = out.len();
+        out.extend_from_slice(&[0; 4]);
+        encode_runs(&self.runs, 1, out);
+        let len = (out.len() - at - 4) as u32;
+        out[at..at + 4].copy_from_slice(&len.to_le_bytes());
+        self.runs.clear();
+        self.len = 0;
     }
 }
 
-fn min_max<T: Ord + Copy>(it: impl Iterator<Item = T>) -> (Option<T>, Option<T>) {
-    it.fold((None, None), |(lo, hi), v| {
-        (
-            Some(lo.map_or(v, |l: T| l.min(v))),
-            Some(hi.map_or(v, |h: T| h.max(v))),
-        )
-    })
-}
-
-/// Splits a chunk into data pages of `page_rows` rows, writing each page's
-/// definition levels and values and compressing it.
-struct Pager<'a, 'z> {
-    rows: usize,
-    levels: Option<Levels<'a>>,
-    opts: &'a EncodeOptions,
-    zstd: &'z mut zstd::bulk::Compressor<'static>,
+/// One column of a row group, encoded as the rows arrive.
+pub struct ColumnEncoder<K: Value> {
+    spec: ColumnSpec,
+    dict_limit: usize,
+    mode: Mode,
+    levels: LevelRuns,
+    dict: Dict<K>,
+    /// Runs of dictionary indices in the current page.
+    runs: Vec<(u32, u32)>,
+    cur_val: K,
+    cur_idx: u32,
+    cur_len: u32,
+    delta: DeltaPage,
+    plain: Vec<u8>,
+    rows_in_page: u32,
+    min: Option<K>,
+    max: Option<K>,
+    nulls: u64,
+    used_dict: bool,
+    encodings: Vec<Encoding>,
     pages: Vec<CompressedPage>,
+    bloom: Option<Sbbf>,
+    raw: Vec<u8>,
 }
 
-impl Pager<'_, '_> {
-    fn compress(&mut self, raw: &[u8]) -> Result<Bytes> {
-        self.zstd
-            .compress(raw)
-            .map(Bytes::from)
-            .map_err(|e| ParquetError::General(format!("zstd: {e}")))
-    }
-
-    fn dict_page(&mut self, plain: Vec<u8>, entries: usize) -> Result<CompressedPage> {
-        let buf = self.compress(&plain)?;
-        Ok(CompressedPage::new(
-            Page::DictionaryPage {
-                buf,
-                num_values: entries as u32,
-                encoding: Encoding::PLAIN,
-                is_sorted: false,
-            },
-            plain.len(),
-        ))
-    }
-
-    /// Data pages whose values are dictionary indices.
-    fn dict_data_pages(&mut self, indices: &[u32], entries: usize) -> Result<()> {
-        // A one-entry dictionary still uses one bit: some readers mishandle
-        // a zero bit width.
-        let width = bit_width(entries.saturating_sub(1) as u64).max(1);
-        self.data_pages(Encoding::RLE_DICTIONARY, |r, out| {
-            out.push(width as u8);
-            rle_hybrid(&indices[r], width, out);
-        })
-    }
-
-    /// Writes pages; `encode` appends the values of a range of the present
-    /// values to the page buffer.
-    fn data_pages(
-        &mut self,
-        encoding: Encoding,
-        mut encode: impl FnMut(std::ops::Range<usize>, &mut Vec<u8>),
-    ) -> Result<()> {
-        let page_rows = self.opts.page_rows.max(8);
-        let mut raw = Vec::new();
-        let mut value_at = 0usize;
-        let mut row = 0usize;
-        while row < self.rows || (self.rows == 0 && self.pages.is_empty()) {
-            let end = (row + page_rows).min(self.rows);
-            raw.clear();
-            let present = match self.levels {
-                Some(Levels { has, bit }) => {
-                    let has = &has[row..end];
-                    raw.extend_from_slice(&[0; 4]);
-                    rle_levels(has.len(), |i| has[i] & bit != 0, &mut raw);
-                    let len = (raw.len() - 4) as u32;
-                    raw[..4].copy_from_slice(&len.to_le_bytes());
-                    has.iter().filter(|&&h| h & bit != 0).count()
-                }
-                None => end - row,
-            };
-            encode(value_at..value_at + present, &mut raw);
-            value_at += present;
-            let buf = self.compress(&raw)?;
-            self.pages.push(CompressedPage::new(
-                Page::DataPage {
-                    buf,
-                    num_values: (end - row) as u32,
-                    encoding,
-                    def_level_encoding: Encoding::RLE,
-                    rep_level_encoding: Encoding::RLE,
-                    statistics: None,
-                },
-                raw.len(),
-            ));
-            if self.rows == 0 {
-                break;
-            }
-            row = end;
+impl<K: Value> ColumnEncoder<K> {
+    pub fn new(spec: ColumnSpec, opts: &EncodeOptions) -> Self {
+        ColumnEncoder {
+            spec,
+            dict_limit: opts.dict_limit,
+            mode: spec.mode,
+            levels: LevelRuns::default(),
+            dict: Dict::default(),
+            runs: Vec::new(),
+            cur_val: K::default(),
+            cur_idx: 0,
+            cur_len: 0,
+            delta: DeltaPage::new(std::mem::size_of::<K>() <= 4),
+            plain: Vec::new(),
+            rows_in_page: 0,
+            min: None,
+            max: None,
+            nulls: 0,
+            used_dict: false,
+            encodings: Vec::new(),
+            pages: Vec::new(),
+            bloom: None,
+            raw: Vec::new(),
         }
+    }
+
+    /// Adds a present value. The common case, a value equal to the last one
+    /// of a dictionary column, is a compare and an increment.
+    #[inline(always)]
+    pub fn push(&mut self, v: K) {
+        if self.spec.nullable {
+            self.levels.push(true);
+        }
+        self.rows_in_page += 1;
+        if self.cur_len > 0 && v == self.cur_val && self.mode == Mode::Dictionary {
+            self.cur_len += 1;
+        } else {
+            self.push_other(v);
+        }
+    }
+
+    #[inline(never)]
+    fn push_other(&mut self, v: K) {
+        match self.mode {
+            Mode::Dictionary => self.new_run(v),
+            Mode::Delta => {
+                self.delta.push(v.as_u64());
+                self.observe(v);
+            }
+            Mode::Plain => {
+                v.put_plain(self.spec.width, &mut self.plain);
+                self.observe(v);
+                if self.spec.bloom {
+                    self.bloom_insert(v);
+                }
+            }
+        }
+    }
+
+    #[inline(always)]
+    pub fn push_null(&mut self) {
+        debug_assert!(self.spec.nullable);
+        self.levels.push(false);
+        self.rows_in_page += 1;
+        self.nulls += 1;
+    }
+
+    /// Rows in the page being built.
+    pub fn rows_in_page(&self) -> u32 {
+        self.rows_in_page
+    }
+
+    fn new_run(&mut self, v: K) {
+        if self.cur_len > 0 {
+            self.runs.push((self.cur_idx, self.cur_len));
+        }
+        let before = self.dict.len();
+        self.cur_idx = self.dict.index(v);
+        self.cur_val = v;
+        self.cur_len = 1;
+        if self.dict.len() > before {
+            self.observe(v);
+        }
+    }
+
+    #[inline]
+    fn observe(&mut self, v: K) {
+        let signed = self.spec.signed;
+        match self.min {
+            Some(m) if !v.less(m, signed) => {}
+            _ => self.min = Some(v),
+        }
+        match self.max {
+            Some(m) if !m.less(v, signed) => {}
+            _ => self.max = Some(v),
+        }
+    }
+
+    fn bloom_insert(&mut self, v: K) {
+        let width = self.spec.width;
+        let filter = self
+            .bloom
+            .get_or_insert_with(|| Sbbf::new_with_num_of_bytes(32 * 1024));
+        let mut b = Vec::with_capacity(16);
+        v.put_plain(width, &mut b);
+        filter.insert(b.as_slice());
+    }
+
+    /// Ends the current data page and compresses it.
+    pub fn end_page(&mut self, zstd: &mut zstd::bulk::Compressor<'static>) -> Result<()> {
+        if self.rows_in_page == 0 {
+            return Ok(());
+        }
+        let mut raw = std::mem::take(&mut self.raw);
+        raw.clear();
+        if self.spec.nullable {
+            self.levels.finish(&mut raw);
+        }
+        let encoding = match self.mode {
+            Mode::Dictionary if self.dict.is_empty() => {
+                // Nothing but nulls so far: no dictionary to refer to.
+                Encoding::PLAIN
+            }
+            Mode::Dictionary => {
+                if self.cur_len > 0 {
+                    self.runs.push((self.cur_idx, self.cur_len));
+                    // The next page starts a new run even for the same value.
+                    self.cur_len = 0;
+                }
+                // A one-entry dictionary still uses one bit: some readers
+                // mishandle a zero bit width.
+                let width = bit_width(self.dict.len().saturating_sub(1) as u64).max(1);
+                raw.push(width as u8);
+                encode_runs(&self.runs, width, &mut raw);
+                self.runs.clear();
+                self.used_dict = true;
+                if self.dict.len() > self.dict_limit {
+                    self.mode = self.spec.fallback;
+                }
+                Encoding::RLE_DICTIONARY
+            }
+            Mode::Delta => {
+                self.delta.finish(&mut raw);
+                Encoding::DELTA_BINARY_PACKED
+            }
+            Mode::Plain => {
+                raw.extend_from_slice(&self.plain);
+                self.plain.clear();
+                Encoding::PLAIN
+            }
+        };
+        if !self.encodings.contains(&encoding) {
+            self.encodings.push(encoding);
+        }
+        let buf = compress(zstd, &raw);
+        let rows = self.rows_in_page;
+        self.rows_in_page = 0;
+        self.raw = raw;
+        self.pages.push(CompressedPage::new(
+            Page::DataPage {
+                buf: buf?,
+                num_values: rows,
+                encoding,
+                def_level_encoding: Encoding::RLE,
+                rep_level_encoding: Encoding::RLE,
+                statistics: None,
+            },
+            self.raw.len(),
+        ));
         Ok(())
     }
 
-    fn finish(
-        self,
-        dict_page: Option<CompressedPage>,
-        encoding: Encoding,
-        statistics: Statistics,
-        bloom: Option<Sbbf>,
-    ) -> EncodedChunk {
-        let mut encodings = vec![Encoding::RLE, encoding];
-        if dict_page.is_some() {
+    /// Ends the column chunk: the dictionary page, the data pages, the
+    /// statistics and bloom filter. The encoder is ready for the next row
+    /// group afterwards.
+    pub fn finish(&mut self, zstd: &mut zstd::bulk::Compressor<'static>) -> Result<EncodedChunk> {
+        self.end_page(zstd)?;
+        let dict_page = if self.used_dict {
+            let mut plain = Vec::with_capacity(self.dict.len() * 8);
+            match self.spec.names {
+                Some(name) => {
+                    for v in &self.dict.values {
+                        let n = name(v.as_u64() as u8);
+                        plain.extend_from_slice(&(n.len() as u32).to_le_bytes());
+                        plain.extend_from_slice(n.as_bytes());
+                    }
+                }
+                None => {
+                    for v in &self.dict.values {
+                        v.put_plain(self.spec.width, &mut plain);
+                    }
+                }
+            }
+            if self.spec.bloom {
+                for i in 0..self.dict.len() {
+                    let v = self.dict.values[i];
+                    self.bloom_insert(v);
+                }
+            }
+            Some(CompressedPage::new(
+                Page::DictionaryPage {
+                    buf: compress(zstd, &plain)?,
+                    num_values: self.dict.len() as u32,
+                    encoding: Encoding::PLAIN,
+                    is_sorted: false,
+                },
+                plain.len(),
+            ))
+        } else {
+            None
+        };
+        let mut encodings = vec![Encoding::RLE];
+        encodings.extend(self.encodings.iter().copied());
+        if dict_page.is_some() && !encodings.contains(&Encoding::PLAIN) {
             encodings.push(Encoding::PLAIN);
         }
-        EncodedChunk {
+        let statistics = self.statistics();
+        let chunk = EncodedChunk {
             dict_page,
-            data_pages: self.pages,
+            data_pages: std::mem::take(&mut self.pages),
             encodings,
             statistics,
-            bloom,
+            bloom: self.bloom.take(),
+        };
+        self.reset();
+        Ok(chunk)
+    }
+
+    fn statistics(&self) -> Statistics {
+        let nulls = Some(self.nulls);
+        if let Some(name) = self.spec.names {
+            let mut names: Vec<&str> = self
+                .dict
+                .values
+                .iter()
+                .map(|v| name(v.as_u64() as u8))
+                .collect();
+            names.sort_unstable();
+            return Statistics::byte_array(
+                names.first().map(|s| ByteArray::from(*s)),
+                names.last().map(|s| ByteArray::from(*s)),
+                None,
+                nulls,
+                false,
+            );
+        }
+        let (min, max) = (self.min, self.max);
+        match (std::mem::size_of::<K>(), self.spec.width) {
+            (_, w) if w > 0 => {
+                let bytes = |v: K| {
+                    let mut b = Vec::with_capacity(w);
+                    v.put_plain(w, &mut b);
+                    FixedLenByteArray::from(b)
+                };
+                Statistics::fixed_len_byte_array(min.map(bytes), max.map(bytes), None, nulls, false)
+            }
+            (4, _) => Statistics::int32(
+                min.map(|v| v.as_u64() as u32 as i32),
+                max.map(|v| v.as_u64() as u32 as i32),
+                None,
+                nulls,
+                false,
+            ),
+            _ => Statistics::int64(
+                min.map(|v| v.as_u64() as i64),
+                max.map(|v| v.as_u64() as i64),
+                None,
+                nulls,
+                false,
+            ),
         }
     }
+
+    fn reset(&mut self) {
+        self.mode = self.spec.mode;
+        self.dict.clear();
+        self.runs.clear();
+        self.cur_len = 0;
+        self.min = None;
+        self.max = None;
+        self.nulls = 0;
+        self.used_dict = false;
+        self.encodings.clear();
+    }
+}
+
+fn compress(zstd: &mut zstd::bulk::Compressor<'static>, raw: &[u8]) -> Result<Bytes> {
+    zstd.compress(raw)
+        .map(Bytes::from)
+        .map_err(|e| ParquetError::General(format!("zstd: {e}")))
 }

@@ -1,0 +1,196 @@
+//! The `weir` command: argument parsing and wiring; the work happens in the
+//! library crates.
+
+use std::io::IsTerminal;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+mod gen_cmd;
+
+#[derive(Parser)]
+#[command(name = "weir", version, about = "Line-rate packet capture and analysis", long_about = None)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Convert pcap/pcapng traces (plain, gzip or zstd) into a dataset.
+    Convert(ConvertArgs),
+    /// Print what a dataset holds.
+    Info(InfoArgs),
+    /// Generate synthetic traffic into a pcap file.
+    Gen(gen_cmd::GenArgs),
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum OrderArg {
+    /// Group a row group's rows by flow (smaller files; the default).
+    Flow,
+    /// Keep rows in arrival order.
+    Arrival,
+}
+
+#[derive(Args)]
+struct ConvertArgs {
+    /// Trace files to convert; - reads standard input.
+    #[arg(required = true, value_name = "TRACE")]
+    inputs: Vec<PathBuf>,
+    /// The dataset directory to create.
+    #[arg(short = 'o', long = "output", value_name = "DATASET")]
+    output: PathBuf,
+    /// Parse workers (default: one per core).
+    #[arg(short = 'j', long)]
+    workers: Option<usize>,
+    /// Replace DATASET if it is an existing weir dataset.
+    #[arg(long)]
+    force: bool,
+    /// Order of rows inside each row group.
+    #[arg(long, value_enum, default_value = "flow")]
+    order: OrderArg,
+    /// Rows per Parquet row group.
+    #[arg(long, default_value_t = 1 << 20, value_name = "ROWS")]
+    row_group_rows: usize,
+    /// Make each record point at its frame in the source file
+    /// (pcap_file = source number, pcap_offset = byte offset).
+    #[arg(long)]
+    index_sources: bool,
+    /// No progress bar and no summary.
+    #[arg(short, long)]
+    quiet: bool,
+}
+
+#[derive(Args)]
+struct InfoArgs {
+    /// The dataset directory.
+    dataset: PathBuf,
+    /// Print the manifest as JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Convert(a) => convert(a),
+        Command::Info(a) => info(a),
+        Command::Gen(a) => gen_cmd::run(a),
+    };
+    match result {
+        Ok(code) => code,
+        Err(msg) => {
+            eprintln!("weir: error: {msg}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn convert(a: ConvertArgs) -> Result<ExitCode, String> {
+    let inputs: Vec<ingest::Input> = a
+        .inputs
+        .iter()
+        .map(|p| {
+            if p.as_os_str() == "-" {
+                ingest::Input::Stdin
+            } else {
+                ingest::Input::Path(p.clone())
+            }
+        })
+        .collect();
+    if a.row_group_rows == 0 {
+        return Err("--row-group-rows must be at least 1".into());
+    }
+    let dataset = store::Dataset::create(&a.output, a.force).map_err(|e| e.to_string())?;
+    let mut opts = ingest::ConvertOptions {
+        index_sources: a.index_sources,
+        command: std::env::args().collect::<Vec<_>>().join(" "),
+        ..Default::default()
+    };
+    if let Some(w) = a.workers {
+        if w == 0 {
+            return Err("--workers must be at least 1".into());
+        }
+        opts.workers = w;
+    }
+    opts.worker.writer.row_group_rows = a.row_group_rows;
+    opts.worker.writer.order = match a.order {
+        OrderArg::Flow => store::RowOrder::Flow,
+        OrderArg::Arrival => store::RowOrder::Arrival,
+    };
+    let progress = ingest::Progress::default();
+    let show = !a.quiet && std::io::stderr().is_terminal();
+    let total_bytes: u64 = a
+        .inputs
+        .iter()
+        .filter_map(|p| std::fs::metadata(p).ok())
+        .map(|m| m.len())
+        .sum();
+    let done = std::sync::atomic::AtomicBool::new(false);
+    let report = std::thread::scope(|s| {
+        let bar = show.then(|| {
+            let (progress, done) = (&progress, &done);
+            s.spawn(move || show_progress(progress, done, total_bytes))
+        });
+        let r = ingest::convert(&inputs, &dataset, &opts, &progress);
+        done.store(true, Ordering::Relaxed);
+        if let Some(b) = bar {
+            let _ = b.join();
+        }
+        r
+    })
+    .map_err(|e| e.to_string())?;
+    if !a.quiet {
+        println!("weir convert: dataset {}", a.output.display());
+        print!("{}", report.manifest.describe());
+    }
+    for e in &report.source_errors {
+        eprintln!("weir: warning: {e}");
+    }
+    Ok(if report.source_errors.is_empty() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
+}
+
+/// A progress bar on the terminal while a conversion runs. Compressed input
+/// makes the byte total inexact, so the bar shows frames and rate too.
+fn show_progress(progress: &ingest::Progress, done: &std::sync::atomic::AtomicBool, total: u64) {
+    let bar = indicatif::ProgressBar::new(total.max(1));
+    bar.set_style(
+        indicatif::ProgressStyle::with_template("{spinner} [{elapsed_precise}] {bar:30} {msg}")
+            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+    );
+    while !done.load(Ordering::Relaxed) {
+        let frames = progress.frames.load(Ordering::Relaxed);
+        let bytes = progress.bytes.load(Ordering::Relaxed);
+        bar.set_position(bytes.min(total));
+        let secs = bar.elapsed().as_secs_f64().max(1e-3);
+        bar.set_message(format!(
+            "{} frames, {} read, {:.2} M frames/s",
+            store::manifest::group_digits(frames),
+            store::manifest::human_bytes(bytes),
+            frames as f64 / secs / 1e6
+        ));
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    bar.finish_and_clear();
+}
+
+fn info(a: InfoArgs) -> Result<ExitCode, String> {
+    let dataset = store::Dataset::open(&a.dataset).map_err(|e| e.to_string())?;
+    let manifest = dataset.read_manifest().map_err(|e| e.to_string())?;
+    if a.json {
+        let s = serde_json::to_string_pretty(&manifest).map_err(|e| e.to_string())?;
+        println!("{s}");
+    } else {
+        println!("weir dataset {}", a.dataset.display());
+        print!("{}", manifest.describe());
+    }
+    Ok(ExitCode::SUCCESS)
+}

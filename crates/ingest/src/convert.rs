@@ -1,0 +1,396 @@
+//! `weir convert`: trace files into a dataset, on every core.
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use crossbeam_channel::{Receiver, Sender, bounded, unbounded};
+use pcapio::{Chunk, ReaderOptions, TraceReader};
+use store::manifest::{
+    DATASET_FORMAT, DATASET_FORMAT_VERSION, Files, InterfaceEntry, Manifest, RunInfo, SourceInfo,
+    TimeSpan,
+};
+use store::{Dataset, PACKET_SCHEMA_VERSION, StoreError};
+
+use crate::stats::FrameStats;
+use crate::worker::{FrameMeta, Worker, WorkerOptions};
+
+/// A trace to convert.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Input {
+    Path(PathBuf),
+    /// Standard input (a pipe from tcpdump -w -, say).
+    Stdin,
+}
+
+impl Input {
+    pub fn display(&self) -> String {
+        match self {
+            Input::Path(p) => p.display().to_string(),
+            Input::Stdin => "-".to_string(),
+        }
+    }
+}
+
+#[derive(Clone, Debug)]
+pub struct ConvertOptions {
+    pub workers: usize,
+    pub worker: WorkerOptions,
+    pub reader: ReaderOptions,
+    /// Make each record point at its frame in the source trace
+    /// (`pcap_file` = source index, `pcap_offset` = record offset).
+    pub index_sources: bool,
+    /// The command line, for the manifest.
+    pub command: String,
+}
+
+impl Default for ConvertOptions {
+    fn default() -> Self {
+        ConvertOptions {
+            workers: std::thread::available_parallelism().map_or(1, |n| n.get()),
+            worker: WorkerOptions::default(),
+            reader: ReaderOptions::default(),
+            index_sources: false,
+            command: String::new(),
+        }
+    }
+}
+
+/// Counters a caller may watch while [`convert`] runs.
+#[derive(Debug, Default)]
+pub struct Progress {
+    pub frames: AtomicU64,
+    /// Bytes of trace consumed (decompressed).
+    pub bytes: AtomicU64,
+    pub files_done: AtomicU64,
+}
+
+/// What a conversion did.
+#[derive(Debug)]
+pub struct ConvertReport {
+    pub manifest: Manifest,
+    pub elapsed: Duration,
+    /// Sources whose reading stopped early (their earlier frames were kept).
+    pub source_errors: Vec<String>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ConvertError {
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error("nothing to convert: give one or more pcap/pcapng files, or - for standard input")]
+    NoInputs,
+}
+
+struct Job {
+    chunk: Chunk,
+    /// Global interface index of each of the reader's interfaces.
+    ifaces: Arc<Vec<u16>>,
+    source: u32,
+    back: Sender<Vec<u8>>,
+}
+
+#[derive(Default)]
+struct Registry {
+    sources: Vec<SourceInfo>,
+    interfaces: Vec<InterfaceEntry>,
+    errors: Vec<String>,
+}
+
+/// Converts `inputs` into `dataset` (already created, empty) and writes its
+/// manifest. Unreadable or damaged inputs do not stop the others: what they
+/// held up to the damage is kept and the error is reported.
+pub fn convert(
+    inputs: &[Input],
+    dataset: &Dataset,
+    opts: &ConvertOptions,
+    progress: &Progress,
+) -> Result<ConvertReport, ConvertError> {
+    if inputs.is_empty() {
+        return Err(ConvertError::NoInputs);
+    }
+    let started = Instant::now();
+    let workers = opts.workers.clamp(1, 1024);
+    let registry = Mutex::new(Registry {
+        sources: inputs
+            .iter()
+            .map(|i| SourceInfo {
+                path: i.display(),
+                ..Default::default()
+            })
+            .collect(),
+        ..Default::default()
+    });
+    let abort = AtomicBool::new(false);
+    let next_input = AtomicUsize::new(0);
+    let (job_tx, job_rx) = bounded::<Job>(workers * 2);
+    // Readers: enough to keep decompression from starving the workers when
+    // there are several files, one for a single file.
+    let readers = inputs.len().min(workers.div_ceil(2)).max(1);
+
+    let results = std::thread::scope(|s| {
+        let worker_handles: Vec<_> = (0..workers)
+            .map(|w| {
+                let rx = job_rx.clone();
+                let (abort, progress, dataset) = (&abort, progress, dataset.clone());
+                let (wopts, index_sources) = (opts.worker, opts.index_sources);
+                std::thread::Builder::new()
+                    .name(format!("weir-work{w}"))
+                    .spawn_scoped(s, move || {
+                        run_worker(w as u16, rx, dataset, wopts, index_sources, abort, progress)
+                    })
+                    .expect("spawning a worker thread")
+            })
+            .collect();
+        drop(job_rx);
+        let reader_handles: Vec<_> = (0..readers)
+            .map(|_| {
+                let tx = job_tx.clone();
+                let (registry, abort, next_input) = (&registry, &abort, &next_input);
+                let reader_opts = opts.reader;
+                std::thread::Builder::new()
+                    .name("weir-read".into())
+                    .spawn_scoped(s, move || {
+                        loop {
+                            let i = next_input.fetch_add(1, Ordering::Relaxed);
+                            if i >= inputs.len() || abort.load(Ordering::Relaxed) {
+                                break;
+                            }
+                            read_input(i, &inputs[i], reader_opts, &tx, registry, abort, progress);
+                            progress.files_done.fetch_add(1, Ordering::Relaxed);
+                        }
+                    })
+                    .expect("spawning a reader thread")
+            })
+            .collect();
+        drop(job_tx);
+        for h in reader_handles {
+            let _ = h.join();
+        }
+        worker_handles
+            .into_iter()
+            .map(|h| h.join().unwrap_or_else(|_| Err(worker_panicked())))
+            .collect::<Vec<_>>()
+    });
+
+    let mut stats = FrameStats::default();
+    let mut files = Vec::new();
+    let mut first_error = None;
+    for r in results {
+        match r {
+            Ok((f, st)) => {
+                files.extend(f);
+                stats.merge(&st);
+            }
+            Err(e) => {
+                first_error.get_or_insert(e);
+            }
+        }
+    }
+    if let Some(e) = first_error {
+        return Err(e.into());
+    }
+    files.sort_by(|a, b| a.path.cmp(&b.path));
+    let elapsed = started.elapsed();
+    let registry = registry.into_inner().unwrap_or_default();
+    let manifest = Manifest {
+        format: DATASET_FORMAT.to_string(),
+        format_version: DATASET_FORMAT_VERSION,
+        weir_version: env!("CARGO_PKG_VERSION").to_string(),
+        packet_schema_version: PACKET_SCHEMA_VERSION,
+        created: store::time::format_ns(now_ns()),
+        kind: "convert".to_string(),
+        clock: "source".to_string(),
+        row_order: opts.worker.writer.order,
+        sources: registry.sources,
+        interfaces: registry.interfaces,
+        time_span: (stats.frames > 0).then(|| TimeSpan::new(stats.ts_min, stats.ts_max)),
+        counts: stats.counts(),
+        files: Files { packets: files },
+        run: Some(RunInfo {
+            command: opts.command.clone(),
+            workers: workers as u32,
+            elapsed_s: elapsed.as_secs_f64(),
+            frames_per_s: stats.frames as f64 / elapsed.as_secs_f64().max(1e-9),
+        }),
+    };
+    dataset.write_manifest(&manifest)?;
+    Ok(ConvertReport {
+        manifest,
+        elapsed,
+        source_errors: registry.errors,
+    })
+}
+
+fn worker_panicked() -> StoreError {
+    StoreError::Invalid {
+        path: PathBuf::from("<worker>"),
+        message: "a conversion worker panicked; this is a bug in weir, please report it".into(),
+    }
+}
+
+fn now_ns() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as i64)
+}
+
+type WorkerResult = Result<(Vec<store::PacketFileSummary>, FrameStats), StoreError>;
+
+fn run_worker(
+    id: u16,
+    rx: Receiver<Job>,
+    dataset: Dataset,
+    opts: WorkerOptions,
+    index_sources: bool,
+    abort: &AtomicBool,
+    progress: &Progress,
+) -> WorkerResult {
+    let mut worker = Worker::new(id, dataset, opts);
+    let mut failed = None;
+    for job in rx.iter() {
+        if failed.is_none() {
+            let r = (|| {
+                for f in &job.chunk.frames {
+                    let meta = FrameMeta {
+                        ts_ns: f.ts_ns,
+                        wire_len: f.wire_len,
+                        link: f.link,
+                        iface: job
+                            .ifaces
+                            .get(f.iface as usize)
+                            .copied()
+                            .unwrap_or(u16::MAX),
+                        pcap: index_sources.then_some((job.source, f.record_offset)),
+                    };
+                    worker.frame(meta, job.chunk.frame_bytes(f))?;
+                }
+                Ok::<(), StoreError>(())
+            })();
+            progress
+                .frames
+                .fetch_add(job.chunk.frames.len() as u64, Ordering::Relaxed);
+            if let Err(e) = r {
+                // Stop the readers; keep draining so that none blocks.
+                abort.store(true, Ordering::Relaxed);
+                failed = Some(e);
+            }
+        }
+        let _ = job.back.send(job.chunk.data);
+    }
+    match failed {
+        Some(e) => Err(e),
+        None => worker.finish(),
+    }
+}
+
+fn read_input(
+    index: usize,
+    input: &Input,
+    opts: ReaderOptions,
+    tx: &Sender<Job>,
+    registry: &Mutex<Registry>,
+    abort: &AtomicBool,
+    progress: &Progress,
+) {
+    let opened = match input {
+        Input::Path(p) => TraceReader::open(p, opts),
+        Input::Stdin => {
+            TraceReader::from_read(PathBuf::from("<stdin>"), Box::new(std::io::stdin()), opts)
+        }
+    };
+    let mut reader = match opened {
+        Ok(r) => r,
+        Err(e) => {
+            let mut reg = registry.lock().unwrap_or_else(|p| p.into_inner());
+            reg.sources[index].error = Some(e.to_string());
+            reg.errors.push(e.to_string());
+            return;
+        }
+    };
+    let (back_tx, back_rx) = unbounded::<Vec<u8>>();
+    let mut ifaces: Arc<Vec<u16>> = Arc::new(Vec::new());
+    let mut error = None;
+    let mut last_bytes = reader.bytes_read();
+    while !abort.load(Ordering::Relaxed) {
+        while let Ok(buf) = back_rx.try_recv() {
+            reader.recycle(buf);
+        }
+        match reader.next_chunk() {
+            Ok(Some(chunk)) => {
+                if reader.interfaces().len() > ifaces.len() {
+                    ifaces = Arc::new(register_interfaces(index, &reader, &ifaces, registry));
+                }
+                let bytes = reader.bytes_read();
+                progress
+                    .bytes
+                    .fetch_add(bytes - last_bytes, Ordering::Relaxed);
+                last_bytes = bytes;
+                let job = Job {
+                    chunk,
+                    ifaces: ifaces.clone(),
+                    source: index as u32,
+                    back: back_tx.clone(),
+                };
+                if tx.send(job).is_err() {
+                    break;
+                }
+            }
+            Ok(None) => break,
+            Err(e) => {
+                error = Some(e.to_string());
+                break;
+            }
+        }
+    }
+    // Interfaces declared after the last frame, and final drop counts.
+    let ifaces = register_interfaces(index, &reader, &ifaces, registry);
+    let mut reg = registry.lock().unwrap_or_else(|p| p.into_inner());
+    for (local, &global) in ifaces.iter().enumerate() {
+        let info = &reader.interfaces()[local];
+        let entry = &mut reg.interfaces[global as usize];
+        entry.dropped = info.dropped;
+        entry.received = info.received;
+    }
+    let src = &mut reg.sources[index];
+    src.container = reader.container().name().to_string();
+    src.compression = reader.compression().name().to_string();
+    src.frames = reader.frames_read();
+    src.bytes = reader.bytes_read();
+    src.interfaces = ifaces;
+    if let Some(e) = error {
+        src.error = Some(e.clone());
+        reg.errors.push(e);
+    }
+}
+
+/// Gives the reader's new interfaces global numbers; returns the full map.
+fn register_interfaces(
+    index: usize,
+    reader: &TraceReader,
+    known: &[u16],
+    registry: &Mutex<Registry>,
+) -> Vec<u16> {
+    let mut map = known.to_vec();
+    if reader.interfaces().len() == map.len() {
+        return map;
+    }
+    let mut reg = registry.lock().unwrap_or_else(|p| p.into_inner());
+    for info in &reader.interfaces()[map.len()..] {
+        let global = reg.interfaces.len().min(u16::MAX as usize) as u16;
+        reg.interfaces.push(InterfaceEntry {
+            source: index as u32,
+            link_type: info.link.0,
+            link_name: info.link.name().to_string(),
+            name: info.name.clone(),
+            description: info.description.clone(),
+            snaplen: info.snaplen,
+            ts_units_per_sec: info.ts_units_per_sec,
+            dropped: info.dropped,
+            received: info.received,
+        });
+        map.push(global);
+    }
+    map
+}

@@ -1,0 +1,16 @@
+//! Frames in, packet records out.
+//!
+//! A [`Worker`] parses each frame once and hands the record to its own
+//! sinks; it shares nothing with other workers, so there is no lock on the
+//! per-packet path. [`convert`] runs trace files through a pool of workers:
+//! reader threads cut each file into chunks of whole records, any idle
+//! worker takes the next chunk, so one big file spreads over every core as
+//! well as many small ones do.
+
+mod convert;
+mod stats;
+mod worker;
+
+pub use convert::{ConvertError, ConvertOptions, ConvertReport, Input, Progress, convert};
+pub use stats::{FrameStats, ProtocolClass};
+pub use worker::{FrameMeta, Worker, WorkerOptions};
