@@ -165,13 +165,18 @@ pub fn convert(
             })
             .collect();
         drop(job_tx);
+        let mut reader_panicked = false;
         for h in reader_handles {
-            let _ = h.join();
+            reader_panicked |= h.join().is_err();
         }
-        worker_handles
+        let mut results: Vec<_> = worker_handles
             .into_iter()
-            .map(|h| h.join().unwrap_or_else(|_| Err(worker_panicked())))
-            .collect::<Vec<_>>()
+            .map(|h| h.join().unwrap_or_else(|_| Err(panicked("worker"))))
+            .collect();
+        if reader_panicked {
+            results.push(Err(panicked("reader")));
+        }
+        results
     });
 
     let mut stats = FrameStats::default();
@@ -223,10 +228,10 @@ pub fn convert(
     })
 }
 
-fn worker_panicked() -> StoreError {
+fn panicked(what: &str) -> StoreError {
     StoreError::Invalid {
-        path: PathBuf::from("<worker>"),
-        message: "a conversion worker panicked; this is a bug in weir, please report it".into(),
+        path: PathBuf::from(format!("<{what} thread>")),
+        message: format!("a conversion {what} panicked; this is a bug in weir, please report it"),
     }
 }
 

@@ -147,7 +147,6 @@ impl Decoder<'_> {
         rec.ip_version = 4;
         rec.ip_src = v4_mapped(ip.src());
         rec.ip_dst = v4_mapped(ip.dst());
-        rec.ip_len = ip.total_len() as u32;
         rec.ip_hdr_len = ip.header_len() as u16;
         rec.ip_proto = ip.protocol();
         rec.ttl = ip.ttl();
@@ -163,6 +162,7 @@ impl Decoder<'_> {
             0 => buf.len() + self.uncaptured as usize,
             n => n,
         };
+        self.rec.ip_len = total.min(u32::MAX as usize) as u32;
         if hdr_len < Ipv4Packet::MIN_HEADER_LEN || total < hdr_len {
             return Err(ParseError::BadIpv4Header);
         }

@@ -169,7 +169,9 @@ pub struct PacketRecord {
     pub ip_src: [u8; 16],
     pub ip_dst: [u8; 16],
     /// Length of the IP packet as the header states it, header included
-    /// (for IPv6: 40 + payload length).
+    /// (for IPv6: 40 + payload length). An IPv4 total length of 0, which
+    /// TSO and BIG TCP super-packets captured on the sending host carry, is
+    /// replaced by the length the frame gives, as tshark does.
     pub ip_len: u32,
     /// IP header length; for IPv6, 40 plus the extension headers before the
     /// transport header.

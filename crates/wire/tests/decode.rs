@@ -531,3 +531,15 @@ fn flow_hash_known_value() {
     assert_eq!(h, flow_hash(&b, &a, 80, 12345, proto::TCP));
     assert_eq!(format!("{h:08x}"), "50d4d2a0");
 }
+
+#[test]
+fn zero_ipv4_length_takes_the_frames_length() {
+    // A TSO/BIG TCP super-packet as captured on the sender: total length 0.
+    let mut f = Vec::new();
+    spec(v4([10, 0, 0, 1], [10, 0, 0, 2]), tcp(1, 2), 3000).build(&mut f);
+    f[16] = 0;
+    f[17] = 0;
+    let r = parse_wire(LinkType::ETHERNET, &f[..200], f.len() as u32);
+    assert_eq!(r.parse_error, ParseError::None);
+    assert_eq!((r.ip_len, r.payload_len), (3040, 3000));
+}

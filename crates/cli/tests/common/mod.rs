@@ -1,0 +1,167 @@
+//! Helpers shared by the end-to-end tests of the `weir` command.
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use store::read::read_packet_file;
+use wire::PacketRecord;
+
+/// The `weir` binary under test.
+pub fn weir() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_weir"))
+}
+
+/// The shared test data (tcpdump's captures, NFS traces).
+pub fn shared_data() -> PathBuf {
+    let p = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/data");
+    assert!(
+        p.is_dir(),
+        "the shared test data is missing at {}; the tests read it from ../shared/data next \
+         to the repository",
+        p.display()
+    );
+    p
+}
+
+/// A fresh scratch directory for one test, removed when dropped.
+pub struct Scratch(pub PathBuf);
+
+impl Scratch {
+    pub fn new(name: &str) -> Self {
+        let p = std::env::temp_dir().join(format!("weir-test-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&p);
+        std::fs::create_dir_all(&p).unwrap();
+        Scratch(p)
+    }
+
+    pub fn join(&self, p: &str) -> PathBuf {
+        self.0.join(p)
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// What a finished child did, with its peak memory.
+pub struct Run {
+    pub output: Output,
+    pub max_rss_kb: i64,
+    pub elapsed: Duration,
+}
+
+impl Run {
+    pub fn stderr(&self) -> String {
+        String::from_utf8_lossy(&self.output.stderr).into_owned()
+    }
+
+    pub fn stdout(&self) -> String {
+        String::from_utf8_lossy(&self.output.stdout).into_owned()
+    }
+
+    /// Exit code; panics (in the test) if the child was killed by a signal.
+    pub fn code(&self) -> i32 {
+        self.output.status.code().unwrap_or_else(|| {
+            panic!(
+                "killed by a signal: {:?}\n{}",
+                self.output.status,
+                self.stderr()
+            )
+        })
+    }
+}
+
+/// Runs `cmd` to completion, killing it (by its PID) after `limit`.
+/// The child is reaped with wait4, which also gives its peak memory.
+#[allow(clippy::zombie_processes)]
+pub fn run_bounded(mut cmd: Command, limit: Duration) -> Run {
+    let started = Instant::now();
+    let mut child = cmd
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start the child");
+    let pid = child.id() as libc::pid_t;
+    // Drain the pipes on threads so a chatty child cannot block.
+    let mut out = child.stdout.take().unwrap();
+    let mut err = child.stderr.take().unwrap();
+    let t_out = std::thread::spawn(move || {
+        let mut v = Vec::new();
+        std::io::Read::read_to_end(&mut out, &mut v).ok();
+        v
+    });
+    let t_err = std::thread::spawn(move || {
+        let mut v = Vec::new();
+        std::io::Read::read_to_end(&mut err, &mut v).ok();
+        v
+    });
+    let mut status = 0;
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    loop {
+        // SAFETY: plain wait4 on our own child with valid out-pointers.
+        let r = unsafe { libc::wait4(pid, &mut status, libc::WNOHANG, &mut usage) };
+        if r == pid {
+            break;
+        }
+        if started.elapsed() > limit {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("{cmd:?} did not finish within {limit:?}");
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let stdout = t_out.join().unwrap();
+    let stderr = t_err.join().unwrap();
+    use std::os::unix::process::ExitStatusExt;
+    Run {
+        output: Output {
+            status: std::process::ExitStatus::from_raw(status),
+            stdout,
+            stderr,
+        },
+        max_rss_kb: usage.ru_maxrss,
+        elapsed: started.elapsed(),
+    }
+}
+
+/// The dataset's manifest as JSON.
+pub fn manifest(dataset: &Path) -> serde_json::Value {
+    let text = std::fs::read_to_string(dataset.join("manifest.json")).expect("manifest.json");
+    serde_json::from_str(&text).expect("manifest is JSON")
+}
+
+/// Every packet record of a dataset, file by file in manifest order.
+pub fn records(dataset: &Path) -> Vec<PacketRecord> {
+    let m = manifest(dataset);
+    let mut out = Vec::new();
+    for f in m["files"]["packets"].as_array().unwrap() {
+        let p = dataset.join(f["path"].as_str().unwrap());
+        out.extend(read_packet_file(&p).unwrap());
+    }
+    out
+}
+
+/// A tool the tests need; a clear failure if it is missing.
+pub fn tool(name: &str) -> Command {
+    let found = Command::new("sh")
+        .args(["-c", &format!("command -v {name}")])
+        .output()
+        .map(|o| o.status.success())
+        .unwrap_or(false);
+    assert!(
+        found,
+        "{name} is not installed; the test command (scripts/test) installs it"
+    );
+    Command::new(name)
+}
+
+/// The Python interpreter with pyarrow and duckdb (scripts/test makes a
+/// virtual environment and sets WEIR_PYTHON).
+pub fn python() -> Command {
+    Command::new(std::env::var("WEIR_PYTHON").unwrap_or_else(|_| "python3".into()))
+}
