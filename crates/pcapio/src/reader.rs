@@ -473,6 +473,17 @@ impl TraceReader {
             };
             match step {
                 Step::Consumed(n) => pos += n,
+                Step::NeedBytes(total) if data.len() - pos >= total => {
+                    // A parser wanting bytes that are already here would
+                    // make us read forever: call the record malformed.
+                    self.pending = Some(self.error(
+                        base + pos as u64,
+                        ReadErrorKind::Malformed(format!(
+                            "record (it needs {total} bytes but does not fit in them)"
+                        )),
+                    ));
+                    break;
+                }
                 Step::NeedBytes(total) => {
                     // Nothing complete yet and more input exists: read the rest
                     // of this (possibly large, but bounded) record and go on.
@@ -691,7 +702,19 @@ impl TraceReader {
         };
         let block = match parsed {
             Ok((_, block)) => block,
-            Err(nom::Err::Incomplete(_)) => return Step::NeedBytes(block_len as usize),
+            // The whole block is present, so a parser that wants more bytes
+            // found contents (a captured length, an option) that overrun the
+            // block's own length. Asking for more would never end.
+            Err(nom::Err::Incomplete(_)) => {
+                return Step::Fail(self.error(
+                    at,
+                    ReadErrorKind::Malformed(format!(
+                        "pcapng block of type {:#010x} (its contents overrun its length of \
+                         {block_len} bytes)",
+                        word(0, be)
+                    )),
+                ));
+            }
             Err(e) => {
                 let what = match e {
                     nom::Err::Error(PcapError::HeaderNotRecognized)
