@@ -29,7 +29,7 @@ const LINKS: [LinkType; 11] = [
 ];
 
 /// Every `Has` bit that decode may set.
-const PARSED_BITS: u32 = Has::ETH
+const PARSED_BITS: u16 = Has::ETH
     | Has::VLAN
     | Has::ETHERTYPE
     | Has::IP

@@ -18,6 +18,9 @@ pub const MAX_FRAME_LEN: u32 = 256 * 1024;
 /// Largest pcapng block accepted. Bounds the memory one block may claim.
 pub const MAX_BLOCK_LEN: u32 = 16 * 1024 * 1024;
 
+/// Chunk buffers kept for reuse.
+const MAX_SPARE_CHUNKS: usize = 32;
+
 const PCAP_MAGIC_US: u32 = 0xa1b2_c3d4;
 const PCAP_MAGIC_NS: u32 = 0xa1b2_3c4d;
 const PCAP_MAGIC_MODIFIED: u32 = 0xa1b2_cd34;
@@ -301,9 +304,10 @@ impl TraceReader {
     }
 
     /// Returns a chunk's buffer for reuse, so that steady reading touches no
-    /// fresh memory.
+    /// fresh memory (on some machines fresh pages cost more than the copy).
+    /// Keeps as many as can be in flight in a pipeline of a few dozen chunks.
     pub fn recycle(&mut self, mut buf: Vec<u8>) {
-        if self.spare.len() < 4 {
+        if self.spare.len() < MAX_SPARE_CHUNKS {
             buf.clear();
             self.spare.push(buf);
         }

@@ -9,9 +9,9 @@ use wire::Has;
 /// Version of the packet table's columns; bumped when a column changes.
 pub const PACKET_SCHEMA_VERSION: u32 = 1;
 
-/// Presence bit for `parse_error` in the writer's per-row flags (above the
-/// [`Has`] bits, which stop at bit 13).
-pub(crate) const PARSE_ERROR_BIT: u32 = 1 << 31;
+/// Presence of `parse_error`, which has no [`Has`] bit of its own (those
+/// stop at bit 13): a column's nulls follow `parse_error != None`.
+pub const PARSE_ERROR_BIT: u16 = 1 << 15;
 
 /// One column of the packet table.
 #[derive(Clone, Copy, Debug)]
@@ -20,7 +20,7 @@ pub struct PacketColumn {
     pub doc: &'static str,
     pub data_type: fn() -> DataType,
     /// The presence bit; `None` for columns that are never null.
-    pub presence: Option<u32>,
+    pub presence: Option<u16>,
 }
 
 fn ts_type() -> DataType {

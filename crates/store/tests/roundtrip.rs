@@ -86,7 +86,7 @@ fn records(n: usize, seed: u64) -> Vec<PacketRecord> {
             let mut r = PacketRecord::new(ts, 60 + (flow as u32 * 7) % 1454, 60);
             r.worker = (flow % 3) as u16;
             r.iface = (flow % 2) as u16;
-            r.has = (rng.next() as u32) & 0x3fff;
+            r.has = (rng.next() as u16) & 0x3fff;
             r.eth_src = [2, 0, 0, 0, (flow >> 8) as u8, flow as u8];
             r.eth_dst = [2, 0, 0, 0, 0, (flow % 7) as u8];
             r.vlan = (flow % 4096) as u16;

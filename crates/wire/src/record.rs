@@ -8,36 +8,36 @@ pub struct Has;
 
 impl Has {
     /// `eth_src` (Ethernet, and cooked captures that know the sender).
-    pub const ETH_SRC: u32 = 1 << 0;
+    pub const ETH_SRC: u16 = 1 << 0;
     /// `eth_dst` (Ethernet only).
-    pub const ETH_DST: u32 = 1 << 13;
+    pub const ETH_DST: u16 = 1 << 13;
     /// Both MAC addresses.
-    pub const ETH: u32 = Self::ETH_SRC | Self::ETH_DST;
+    pub const ETH: u16 = Self::ETH_SRC | Self::ETH_DST;
     /// `vlan` (the outer tag's VLAN id).
-    pub const VLAN: u32 = 1 << 1;
+    pub const VLAN: u16 = 1 << 1;
     /// `ethertype` (after VLAN tags).
-    pub const ETHERTYPE: u32 = 1 << 2;
+    pub const ETHERTYPE: u16 = 1 << 2;
     /// `ip_version`, `ip_src`, `ip_dst`, `ip_len`, `ip_hdr_len`, `ip_proto`,
     /// `ttl`, `dscp`.
-    pub const IP: u32 = 1 << 3;
+    pub const IP: u16 = 1 << 3;
     /// `ip_id`: IPv4's identification, or the IPv6 fragment header's.
-    pub const IP_ID: u32 = 1 << 4;
+    pub const IP_ID: u16 = 1 << 4;
     /// `frag`: IPv4 flags + offset, or the IPv6 fragment header's M + offset.
-    pub const FRAG: u32 = 1 << 5;
+    pub const FRAG: u16 = 1 << 5;
     /// `src_port`, `dst_port` (TCP, UDP, SCTP).
-    pub const PORTS: u32 = 1 << 6;
+    pub const PORTS: u16 = 1 << 6;
     /// `tcp_flags`, `tcp_seq`, `tcp_ack`, `tcp_win`, `tcp_hdr_len`.
-    pub const TCP: u32 = 1 << 7;
+    pub const TCP: u16 = 1 << 7;
     /// `udp_len`.
-    pub const UDP: u32 = 1 << 8;
+    pub const UDP: u16 = 1 << 8;
     /// `icmp_type`, `icmp_code` (ICMP and ICMPv6).
-    pub const ICMP: u32 = 1 << 9;
+    pub const ICMP: u16 = 1 << 9;
     /// `payload_len`.
-    pub const PAYLOAD: u32 = 1 << 10;
+    pub const PAYLOAD: u16 = 1 << 10;
     /// `flow_hash`.
-    pub const FLOW: u32 = 1 << 11;
+    pub const FLOW: u16 = 1 << 11;
     /// `pcap_file`, `pcap_offset`.
-    pub const PCAP: u32 = 1 << 12;
+    pub const PCAP: u16 = 1 << 12;
 }
 
 /// Where parsing of a frame stopped early, and why.
@@ -150,7 +150,7 @@ pub struct PacketRecord {
     /// Interface index within the capture or source file.
     pub iface: u16,
     /// [`Has`] bits.
-    pub has: u32,
+    pub has: u16,
     pub eth_src: [u8; 6],
     pub eth_dst: [u8; 6],
     /// Outer VLAN id (12 bits).
@@ -208,6 +208,10 @@ pub struct PacketRecord {
     pub pcap_offset: u64,
 }
 
+// Two cache lines: writers buffer millions of records and visit them out of
+// order, so every byte here is memory traffic per packet.
+const _: () = assert!(std::mem::size_of::<PacketRecord>() <= 128);
+
 impl PacketRecord {
     /// A record for a frame with only its capture metadata filled.
     pub fn new(ts_ns: i64, wire_len: u32, cap_len: u32) -> Self {
@@ -221,7 +225,7 @@ impl PacketRecord {
 
     /// Whether all the given [`Has`] bits are set.
     #[inline]
-    pub fn has(&self, bits: u32) -> bool {
+    pub fn has(&self, bits: u16) -> bool {
         self.has & bits == bits
     }
 

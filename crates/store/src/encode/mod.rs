@@ -32,7 +32,12 @@ use dict::{Dict, DictKey};
 pub trait Value: DictKey + Ord + Default + std::fmt::Debug {
     /// Appends the PLAIN encoding (`width` is the FIXED_LEN_BYTE_ARRAY
     /// length, ignored for integers).
-    fn put_plain(self, width: usize, out: &mut Vec<u8>);
+    fn put_plain(self, width: usize, out: &mut Vec<u8>) {
+        let (bytes, len) = self.plain_bytes(width);
+        out.extend_from_slice(&bytes[..len]);
+    }
+    /// The PLAIN encoding in a buffer: (bytes, how many are used).
+    fn plain_bytes(self, width: usize) -> ([u8; 16], usize);
     /// The value for delta encoding.
     fn as_u64(self) -> u64;
     /// `self < other` in the column's statistics order.
@@ -44,8 +49,10 @@ pub trait Value: DictKey + Ord + Default + std::fmt::Debug {
 }
 
 impl Value for u32 {
-    fn put_plain(self, _: usize, out: &mut Vec<u8>) {
-        out.extend_from_slice(&self.to_le_bytes());
+    fn plain_bytes(self, _: usize) -> ([u8; 16], usize) {
+        let mut b = [0u8; 16];
+        b[..4].copy_from_slice(&self.to_le_bytes());
+        (b, 4)
     }
     fn as_u64(self) -> u64 {
         self as u64
@@ -61,8 +68,10 @@ impl Value for u32 {
 }
 
 impl Value for u64 {
-    fn put_plain(self, _: usize, out: &mut Vec<u8>) {
-        out.extend_from_slice(&self.to_le_bytes());
+    fn plain_bytes(self, _: usize) -> ([u8; 16], usize) {
+        let mut b = [0u8; 16];
+        b[..8].copy_from_slice(&self.to_le_bytes());
+        (b, 8)
     }
     fn as_u64(self) -> u64 {
         self
@@ -80,8 +89,11 @@ impl Value for u64 {
 /// FIXED_LEN_BYTE_ARRAY values up to 16 bytes, held as the big-endian
 /// number the bytes spell, so that numeric order is byte order.
 impl Value for u128 {
-    fn put_plain(self, width: usize, out: &mut Vec<u8>) {
-        out.extend_from_slice(&self.to_be_bytes()[16 - width..]);
+    fn plain_bytes(self, width: usize) -> ([u8; 16], usize) {
+        // Big-endian, right-aligned: move the used bytes to the front.
+        let mut b = self.to_be_bytes();
+        b.copy_within(16 - width.min(16).., 0);
+        (b, width.min(16))
     }
     fn as_u64(self) -> u64 {
         self as u64
@@ -90,8 +102,10 @@ impl Value for u128 {
 
 /// Codes of a small table of names (stored as strings).
 impl Value for u8 {
-    fn put_plain(self, _: usize, out: &mut Vec<u8>) {
-        out.push(self);
+    fn plain_bytes(self, _: usize) -> ([u8; 16], usize) {
+        let mut b = [0u8; 16];
+        b[0] = self;
+        (b, 1)
     }
     fn as_u64(self) -> u64 {
         self as u64
@@ -278,7 +292,8 @@ impl<K: Value> ColumnEncoder<K> {
                 v.put_plain(self.spec.width, &mut self.plain);
                 self.observe(v);
                 if self.spec.bloom {
-                    self.bloom_insert(v);
+                    // Falling back means many distinct values: size for them.
+                    self.bloom_insert(v, self.dict_limit * 4);
                 }
             }
         }
@@ -323,14 +338,17 @@ impl<K: Value> ColumnEncoder<K> {
         }
     }
 
-    fn bloom_insert(&mut self, v: K) {
+    /// Adds a value to the bloom filter, made on first use for `ndv`
+    /// distinct values at a 1 % false-positive rate.
+    fn bloom_insert(&mut self, v: K, ndv: usize) {
         let width = self.spec.width;
-        let filter = self
-            .bloom
-            .get_or_insert_with(|| Sbbf::new_with_num_of_bytes(32 * 1024));
-        let mut b = Vec::with_capacity(16);
-        v.put_plain(width, &mut b);
-        filter.insert(b.as_slice());
+        let filter = self.bloom.get_or_insert_with(|| {
+            Sbbf::new_with_ndv_fpp(ndv.max(1) as u64, 0.01)
+                .unwrap_or_else(|_| Sbbf::new_with_num_of_bytes(32 * 1024))
+        });
+        // Bloom filters hash the PLAIN encoding: the fixed bytes themselves.
+        let (bytes, len) = v.plain_bytes(width);
+        filter.insert(&bytes[..len]);
     }
 
     /// Ends the current data page and compresses it.
@@ -419,9 +437,10 @@ impl<K: Value> ColumnEncoder<K> {
                 }
             }
             if self.spec.bloom {
-                for i in 0..self.dict.len() {
+                let ndv = self.dict.len();
+                for i in 0..ndv {
                     let v = self.dict.values[i];
-                    self.bloom_insert(v);
+                    self.bloom_insert(v, ndv);
                 }
             }
             Some(CompressedPage::new(
