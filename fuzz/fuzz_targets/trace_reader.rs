@@ -24,6 +24,7 @@ fuzz_target!(|data: &[u8]| {
     let input = Box::new(Cursor::new(data.to_vec()));
     let options = ReaderOptions {
         chunk_bytes: CHUNK_BYTES,
+        ..Default::default()
     };
     let mut reader = match TraceReader::from_read(PathBuf::from("fuzz-input"), input, options) {
         Ok(r) => r,
@@ -76,7 +77,9 @@ fuzz_target!(|data: &[u8]| {
                 assert!(last_offset.unwrap() < reader.bytes_read());
                 last_bytes_read = reader.bytes_read();
                 seq += 1;
-                reader.recycle(chunk.data);
+                if let Some(b) = chunk.data.into_buffer() {
+                    reader.recycle(b);
+                }
             }
             Ok(None) => {
                 assert!(matches!(reader.next_chunk(), Ok(None)));

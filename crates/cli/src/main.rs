@@ -60,6 +60,11 @@ struct ConvertArgs {
     /// (pcap_file = source number, pcap_offset = byte offset).
     #[arg(long)]
     index_sources: bool,
+    /// Read plain files with read(2) instead of mapping them (use for files
+    /// that may be truncated while weir reads them: a mapped file that
+    /// shrinks kills the reader).
+    #[arg(long)]
+    no_mmap: bool,
     /// No progress bar and no summary.
     #[arg(short, long)]
     quiet: bool,
@@ -118,6 +123,7 @@ fn convert(a: ConvertArgs) -> Result<ExitCode, String> {
         opts.workers = w;
     }
     opts.worker.writer.row_group_rows = a.row_group_rows;
+    opts.reader.mmap = !a.no_mmap;
     opts.worker.writer.order = match a.order {
         OrderArg::Flow => store::RowOrder::Flow,
         OrderArg::Arrival => store::RowOrder::Arrival,

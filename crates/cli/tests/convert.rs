@@ -167,7 +167,12 @@ fn workers_compression_and_stdin_give_the_same_rows() {
             .unwrap()
             .success()
     );
-    for (name, input, workers) in [("j2", &trace, "2"), ("zstd", &zst, "2"), ("gzip", &gz, "1")] {
+    for (name, input, workers, extra) in [
+        ("j2", &trace, "2", "--order=flow"),
+        ("read", &trace, "2", "--no-mmap"),
+        ("zstd", &zst, "2", "--order=flow"),
+        ("gzip", &gz, "1", "--order=flow"),
+    ] {
         let ds = s.join(name);
         let r = convert(&[
             input.as_os_str(),
@@ -175,6 +180,7 @@ fn workers_compression_and_stdin_give_the_same_rows() {
             ds.as_os_str(),
             "-j".as_ref(),
             workers.as_ref(),
+            extra.as_ref(),
         ]);
         assert_eq!(r.code(), 0, "{name}: {}", r.stderr());
         let mut got: Vec<String> = records(&ds).iter().map(key).collect();

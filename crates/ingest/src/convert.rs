@@ -282,7 +282,9 @@ fn run_worker(
                 failed = Some(e);
             }
         }
-        let _ = job.back.send(job.chunk.data);
+        if let Some(buf) = job.chunk.data.into_buffer() {
+            let _ = job.back.send(buf);
+        }
     }
     match failed {
         Some(e) => Err(e),

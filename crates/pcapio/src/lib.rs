@@ -19,7 +19,7 @@ mod writer;
 
 pub use error::{ReadError, ReadErrorKind};
 pub use reader::{
-    Chunk, Compression, Container, FrameDesc, InterfaceInfo, MAX_BLOCK_LEN, MAX_FRAME_LEN,
-    ReaderOptions, TraceReader,
+    Chunk, ChunkData, Compression, Container, FrameDesc, InterfaceInfo, MAX_BLOCK_LEN,
+    MAX_FRAME_LEN, ReaderOptions, TraceReader,
 };
 pub use writer::{PCAP_HEADER_LEN, PCAP_RECORD_HEADER_LEN, PcapWriter};

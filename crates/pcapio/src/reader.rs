@@ -2,7 +2,9 @@
 
 use std::fs::File;
 use std::io::{self, BufReader, Read};
+use std::ops::{Deref, Range};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use pcap_parser::PcapError;
 use pcap_parser::pcap::{parse_pcap_frame, parse_pcap_frame_be, parse_pcap_frame_modified};
@@ -105,11 +107,49 @@ pub struct FrameDesc {
     pub iface: u16,
 }
 
+/// The bytes of a chunk: a buffer of its own, or a stretch of a mapped file.
+#[derive(Debug)]
+pub enum ChunkData {
+    Owned(Vec<u8>),
+    Mapped {
+        map: Arc<memmap2::Mmap>,
+        range: Range<usize>,
+    },
+}
+
+impl Default for ChunkData {
+    fn default() -> Self {
+        ChunkData::Owned(Vec::new())
+    }
+}
+
+impl Deref for ChunkData {
+    type Target = [u8];
+
+    #[inline]
+    fn deref(&self) -> &[u8] {
+        match self {
+            ChunkData::Owned(v) => v,
+            ChunkData::Mapped { map, range } => &map[range.clone()],
+        }
+    }
+}
+
+impl ChunkData {
+    /// The buffer, for [`TraceReader::recycle`], if the chunk owns one.
+    pub fn into_buffer(self) -> Option<Vec<u8>> {
+        match self {
+            ChunkData::Owned(v) => Some(v),
+            ChunkData::Mapped { .. } => None,
+        }
+    }
+}
+
 /// A run of whole records read from a trace, with one descriptor per frame.
 #[derive(Debug, Default)]
 pub struct Chunk {
     /// Raw trace bytes; the frames point into it.
-    pub data: Vec<u8>,
+    pub data: ChunkData,
     pub frames: Vec<FrameDesc>,
     /// Sequence number of the chunk within its trace, from 0.
     pub seq: u64,
@@ -136,12 +176,19 @@ pub struct ReaderOptions {
     /// Bytes of trace per chunk (a chunk grows past this only to hold one
     /// record that is larger).
     pub chunk_bytes: usize,
+    /// Map plain (uncompressed) regular files into memory instead of
+    /// copying them through `read`: chunks are then views of the page
+    /// cache, several times cheaper for large frames. A file that is
+    /// truncated while mapped kills the process with SIGBUS, so this can be
+    /// turned off for files that may shrink under weir.
+    pub mmap: bool,
 }
 
 impl Default for ReaderOptions {
     fn default() -> Self {
         ReaderOptions {
             chunk_bytes: 4 << 20,
+            mmap: true,
         }
     }
 }
@@ -175,19 +222,37 @@ pub struct TraceReader {
     chunks: u64,
     frames: u64,
     spare: Vec<Vec<u8>>,
+    /// The whole file, when it is read through a memory map.
+    mapped: Option<Arc<memmap2::Mmap>>,
 }
 
 impl TraceReader {
     /// Opens a trace file, detecting compression and format.
     pub fn open(path: impl AsRef<Path>, options: ReaderOptions) -> Result<Self, ReadError> {
         let path = path.as_ref().to_path_buf();
-        let file = File::open(&path).map_err(|e| ReadError {
+        let io_err = |e| ReadError {
             path: path.clone(),
             offset: 0,
             decompressed: false,
             kind: ReadErrorKind::Io(e),
-        })?;
-        Self::from_read(path, Box::new(file), options)
+        };
+        let file = File::open(&path).map_err(io_err)?;
+        let stream = file.try_clone().map_err(io_err)?;
+        let mut reader = Self::from_read(path.clone(), Box::new(stream), options)?;
+        let is_file = file.metadata().map(|m| m.is_file()).unwrap_or(false);
+        if options.mmap && is_file && reader.compression == Compression::None {
+            // SAFETY: the map is only read. The one hazard, the file being
+            // truncated under us (SIGBUS), is documented on
+            // `ReaderOptions::mmap`, which turns this off.
+            if let Ok(map) = unsafe { memmap2::Mmap::map(&file) } {
+                let _ = map.advise(memmap2::Advice::Sequential);
+                // Headers were read through the stream; records come from
+                // the map, starting where the stream stopped.
+                reader.carry.clear();
+                reader.mapped = Some(Arc::new(map));
+            }
+        }
+        Ok(reader)
     }
 
     /// Reads a trace from any byte stream (a pipe, standard input); `name`
@@ -270,6 +335,7 @@ impl TraceReader {
             chunks: 0,
             frames: 0,
             spare: Vec::new(),
+            mapped: None,
         };
         reader.read_file_header()?;
         Ok(reader)
@@ -450,6 +516,9 @@ impl TraceReader {
         if self.finished {
             return Ok(None);
         }
+        if let Some(map) = self.mapped.clone() {
+            return self.try_chunk_mapped(map);
+        }
         let target = self.options.chunk_bytes.max(64 * 1024);
         let mut data = self.spare.pop().unwrap_or_default();
         data.clear();
@@ -545,7 +614,7 @@ impl TraceReader {
             return Ok(None);
         }
         let chunk = Chunk {
-            data,
+            data: ChunkData::Owned(data),
             seq: self.chunks,
             first_frame: self.frames,
             frames,
@@ -553,6 +622,90 @@ impl TraceReader {
         self.chunks += 1;
         self.frames += chunk.frames.len() as u64;
         if self.eof && self.carry.is_empty() && self.pending.is_none() {
+            self.finished = true;
+        }
+        Ok(Some(chunk))
+    }
+
+    /// [`Self::try_chunk`] for a mapped file: the chunk is a view of the map
+    /// from where the last one ended, over whole records.
+    fn try_chunk_mapped(&mut self, map: Arc<memmap2::Mmap>) -> Result<Option<Chunk>, ReadError> {
+        let len = map.len();
+        let start = self.offset as usize;
+        if start >= len {
+            self.finished = true;
+            return Ok(None);
+        }
+        let target = self.options.chunk_bytes.max(64 * 1024);
+        let mut end = start.saturating_add(target).min(len);
+        let base = start as u64;
+        let mut frames = Vec::with_capacity((end - start) / 80 + 1);
+        let mut pos = 0usize;
+        loop {
+            let data = &map[start..end];
+            let step = match self.container {
+                Container::Pcap { .. } => self.parse_pcap_record(data, pos, base, &mut frames),
+                Container::PcapNg => self.parse_ng_block(data, pos, base, &mut frames),
+            };
+            match step {
+                Step::Consumed(n) => pos += n,
+                Step::NeedBytes(total) if data.len() - pos >= total => {
+                    self.pending = Some(self.error(
+                        base + pos as u64,
+                        ReadErrorKind::Malformed(format!(
+                            "record (it needs {total} bytes but does not fit in them)"
+                        )),
+                    ));
+                    break;
+                }
+                Step::NeedBytes(total) => {
+                    if end < len {
+                        if frames.is_empty() {
+                            // Stretch the chunk over this (bounded) record.
+                            end = (start + pos).saturating_add(total).min(len);
+                            continue;
+                        }
+                        break;
+                    }
+                    self.pending = Some(self.error(
+                        base + pos as u64,
+                        ReadErrorKind::Truncated {
+                            what: match self.container {
+                                Container::Pcap { .. } => "pcap record",
+                                Container::PcapNg => "pcapng block",
+                            },
+                            needed: total as u64,
+                            have: (len - start - pos) as u64,
+                        },
+                    ));
+                    break;
+                }
+                Step::End => break,
+                Step::Fail(e) => {
+                    self.pending = Some(e);
+                    break;
+                }
+            }
+        }
+        self.offset = base + pos as u64;
+        if frames.is_empty() {
+            if self.pending.is_none() && self.offset as usize >= len {
+                self.finished = true;
+            }
+            return Ok(None);
+        }
+        let chunk = Chunk {
+            data: ChunkData::Mapped {
+                map,
+                range: start..start + pos,
+            },
+            seq: self.chunks,
+            first_frame: self.frames,
+            frames,
+        };
+        self.chunks += 1;
+        self.frames += chunk.frames.len() as u64;
+        if self.pending.is_none() && self.offset as usize >= len {
             self.finished = true;
         }
         Ok(Some(chunk))

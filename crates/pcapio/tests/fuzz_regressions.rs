@@ -16,6 +16,7 @@ fn read_with_deadline(bytes: Vec<u8>) -> (usize, Option<pcapio::ReadError>) {
         let input = Box::new(Cursor::new(bytes));
         let options = ReaderOptions {
             chunk_bytes: 64 * 1024,
+            ..Default::default()
         };
         let mut r = TraceReader::from_read(PathBuf::from("regression"), input, options).unwrap();
         let mut frames = 0;

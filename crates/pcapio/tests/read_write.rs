@@ -36,7 +36,9 @@ fn read_all(path: &PathBuf, opts: ReaderOptions) -> (TraceReader, Vec<Got>) {
                 bytes.to_vec(),
             ));
         }
-        r.recycle(c.data);
+        if let Some(b) = c.data.into_buffer() {
+            r.recycle(b);
+        }
     }
     (r, out)
 }
@@ -56,12 +58,13 @@ fn writer_round_trip_in_small_chunks() {
         offsets.push(w.write_frame(*ts, d.len() as u32 + 4, d).unwrap());
     }
     w.into_inner().unwrap();
-    let (r, got) = read_all(
-        &path,
-        ReaderOptions {
-            chunk_bytes: 64 * 1024,
-        },
-    );
+    let small = |mmap| ReaderOptions {
+        chunk_bytes: 64 * 1024,
+        mmap,
+    };
+    let (r, got) = read_all(&path, small(true));
+    let (_, streamed) = read_all(&path, small(false));
+    assert_eq!(got, streamed, "a mapped and a streamed read agree");
     assert_eq!(r.compression(), Compression::None);
     assert!(matches!(
         r.container(),
@@ -286,7 +289,20 @@ fn compressed_input_is_detected() {
 }
 
 fn read_until_error(path: &PathBuf) -> (usize, pcapio::ReadError) {
-    let mut r = TraceReader::open(path, ReaderOptions::default()).unwrap();
+    // Both ways of reading a file must find the same damage at the same place.
+    let mapped = read_until_error_with(path, true);
+    let streamed = read_until_error_with(path, false);
+    assert_eq!((mapped.0, mapped.1.offset), (streamed.0, streamed.1.offset));
+    assert_eq!(mapped.1.to_string(), streamed.1.to_string());
+    mapped
+}
+
+fn read_until_error_with(path: &PathBuf, mmap: bool) -> (usize, pcapio::ReadError) {
+    let opts = ReaderOptions {
+        mmap,
+        ..Default::default()
+    };
+    let mut r = TraceReader::open(path, opts).unwrap();
     let mut n = 0;
     loop {
         match r.next_chunk() {
@@ -364,14 +380,17 @@ fn record_larger_than_a_chunk() {
         legacy_pcap(false, false, &[(1, 0, b"x"), (2, 0, &big), (3, 0, b"y")]),
     )
     .unwrap();
-    let (_, got) = read_all(
-        &p,
-        ReaderOptions {
-            chunk_bytes: 64 * 1024,
-        },
-    );
-    assert_eq!(got.len(), 3);
-    assert_eq!(got[1].4.len(), 200_000);
+    for mmap in [true, false] {
+        let (_, got) = read_all(
+            &p,
+            ReaderOptions {
+                chunk_bytes: 64 * 1024,
+                mmap,
+            },
+        );
+        assert_eq!(got.len(), 3);
+        assert_eq!(got[1].4.len(), 200_000);
+    }
 }
 
 /// Every file of tcpdump's test corpus either reads to its end or stops
