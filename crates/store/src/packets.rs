@@ -78,6 +78,7 @@ pub struct PacketWriter {
     rows: RowBuffer,
     enc: Encoders,
     order: Vec<u32>,
+    sort_scratch: Vec<u64>,
     summary: PacketFileSummary,
 }
 
@@ -152,6 +153,7 @@ impl PacketWriter {
             rows: RowBuffer::new(opts.order, opts.row_group_rows),
             enc: Encoders::new(&opts.encode),
             order: Vec::new(),
+            sort_scratch: Vec::new(),
             summary: PacketFileSummary {
                 path: relative.to_string(),
                 ..Default::default()
@@ -217,7 +219,7 @@ impl PacketWriter {
             if bucket.rows.is_empty() {
                 continue;
             }
-            bucket.sort_into(&mut self.order);
+            bucket.sort_into(&mut self.order, &mut self.sort_scratch);
             let rows = &bucket.rows;
             let order = &self.order;
             for (k, &i) in order.iter().enumerate() {
@@ -336,9 +338,9 @@ impl Bucket {
     }
 
     /// The bucket's rows in write order, as indices into `order`.
-    fn sort_into(&mut self, order: &mut Vec<u32>) {
+    fn sort_into(&mut self, order: &mut Vec<u32>, scratch: &mut Vec<u64>) {
+        radix_sort_keys(&mut self.keys, scratch);
         order.clear();
-        self.keys.sort_unstable();
         order.extend(self.keys.iter().map(|k| (*k as u32) & 0x7fff_ffff));
     }
 }
@@ -404,6 +406,43 @@ impl RowBuffer {
         }
         self.len = 0;
     }
+}
+
+/// Sorts keys of the form `flow_hash << 32 | dir << 31 | row` by their upper
+/// 33 bits, stably, so rows keep arrival order within a flow: three
+/// passes of 11 bits (the row part needs no sorting, it is already in
+/// arrival order). Several times faster than a comparison sort here.
+fn radix_sort_keys(keys: &mut Vec<u64>, scratch: &mut Vec<u64>) {
+    const BITS: u32 = 11;
+    const RADIX: usize = 1 << BITS;
+    if keys.len() < 64 {
+        keys.sort_unstable();
+        return;
+    }
+    scratch.clear();
+    scratch.resize(keys.len(), 0);
+    let (mut src, mut dst) = (keys, scratch);
+    for pass in 0..3 {
+        let shift = 31 + pass * BITS;
+        let mut count = [0usize; RADIX];
+        for &k in src.iter() {
+            count[((k >> shift) as usize) & (RADIX - 1)] += 1;
+        }
+        let mut at = 0;
+        for c in count.iter_mut() {
+            let n = *c;
+            *c = at;
+            at += n;
+        }
+        for &k in src.iter() {
+            let d = ((k >> shift) as usize) & (RADIX - 1);
+            dst[count[d]] = k;
+            count[d] += 1;
+        }
+        std::mem::swap(&mut src, &mut dst);
+    }
+    // Three passes: the sorted keys are in the scratch buffer; swap back.
+    std::mem::swap(src, dst);
 }
 
 /// A vector of fixed initial capacity. On Linux its memory is advised to use

@@ -30,6 +30,7 @@ type Step = Result<(), ParseError>;
 pub fn decode(link: LinkType, frame: &[u8], rec: &mut PacketRecord) {
     let uncaptured = rec.wire_len.saturating_sub(frame.len() as u32);
     let mut d = Decoder {
+        has: rec.has,
         rec,
         uncaptured,
         src: [0; 2],
@@ -49,10 +50,15 @@ pub fn decode(link: LinkType, frame: &[u8], rec: &mut PacketRecord) {
     if let Err(e) = step {
         d.rec.parse_error = e;
     }
+    d.rec.has = d.has;
 }
 
 struct Decoder<'r> {
     rec: &'r mut PacketRecord,
+    /// The record's [`Has`] bits, kept here and stored once at the end: a
+    /// read-modify-write of the record's field per header would wait on the
+    /// stores just made around it.
+    has: u16,
     /// Bytes of the frame on the wire that were not captured: lengths in
     /// headers may reach this far past the end of the buffer legitimately.
     uncaptured: u32,
@@ -67,7 +73,7 @@ impl Decoder<'_> {
         let eth = EthernetFrame::new_checked(frame).map_err(|_| ParseError::TruncatedLink)?;
         self.rec.eth_src = eth.src();
         self.rec.eth_dst = eth.dst();
-        self.rec.has |= Has::ETH;
+        self.has |= Has::ETH;
         self.ethertype(eth.ethertype(), eth.payload())
     }
 
@@ -77,7 +83,7 @@ impl Decoder<'_> {
             // Cooked captures know only the sender's address.
             let a = sll.addr();
             self.rec.eth_src.copy_from_slice(&a[..6]);
-            self.rec.has |= Has::ETH_SRC;
+            self.has |= Has::ETH_SRC;
         }
         self.ethertype(sll.protocol(), sll.payload())
     }
@@ -87,7 +93,7 @@ impl Decoder<'_> {
         if sll.arphrd() == ARPHRD_ETHER && sll.addr_len() == 6 {
             let a = sll.addr();
             self.rec.eth_src.copy_from_slice(&a[..6]);
-            self.rec.has |= Has::ETH_SRC;
+            self.has |= Has::ETH_SRC;
         }
         self.ethertype(sll.protocol(), sll.payload())
     }
@@ -121,14 +127,14 @@ impl Decoder<'_> {
             let tag = VlanTag::new_checked(payload).map_err(|_| ParseError::TruncatedVlan)?;
             if tags == 0 {
                 self.rec.vlan = tag.vlan_id();
-                self.rec.has |= Has::VLAN;
+                self.has |= Has::VLAN;
             }
             ty = tag.ethertype();
             payload = tag.payload();
             tags += 1;
         }
         self.rec.ethertype = ty;
-        self.rec.has |= Has::ETHERTYPE;
+        self.has |= Has::ETHERTYPE;
         match ty {
             ethertype::IPV4 => self.ipv4(payload),
             ethertype::IPV6 => self.ipv6(payload),
@@ -153,7 +159,7 @@ impl Decoder<'_> {
         rec.dscp = ip.dscp();
         rec.ip_id = ip.ident() as u32;
         rec.frag = ip.frag_field();
-        rec.has |= Has::IP | Has::IP_ID | Has::FRAG;
+        self.has |= Has::IP | Has::IP_ID | Has::FRAG;
 
         let hdr_len = ip.header_len();
         // A zero total length is what TSO/GSO super-packets carry when
@@ -194,7 +200,7 @@ impl Decoder<'_> {
         rec.dscp = ip.traffic_class() >> 2;
         rec.ip_proto = ip.next_header();
         rec.ip_hdr_len = Ipv6Packet::HEADER_LEN as u16;
-        rec.has |= Has::IP;
+        self.has |= Has::IP;
 
         let payload = ip.payload();
         let payload = &payload[..payload.len().min(plen)];
@@ -209,7 +215,7 @@ impl Decoder<'_> {
         if let Some((id, offset, more)) = chain.fragment {
             rec.ip_id = id;
             rec.frag = (offset & 0x1fff) | if more { 0x2000 } else { 0 };
-            rec.has |= Has::IP_ID | Has::FRAG;
+            self.has |= Has::IP_ID | Has::FRAG;
             is_fragment = true;
         }
         if broken {
@@ -227,7 +233,7 @@ impl Decoder<'_> {
     /// hashed without ports, like every fragment.
     fn finish_without_transport(&mut self, l4_wire: u32, is_fragment: bool) -> Step {
         self.rec.payload_len = l4_wire;
-        self.rec.has |= Has::PAYLOAD;
+        self.has |= Has::PAYLOAD;
         self.hash_flow(is_fragment);
         Ok(())
     }
@@ -242,7 +248,7 @@ impl Decoder<'_> {
             proto::ICMP | proto::ICMPV6 => self.icmp(l4, l4_wire),
             _ => {
                 self.rec.payload_len = l4_wire;
-                self.rec.has |= Has::PAYLOAD;
+                self.has |= Has::PAYLOAD;
                 Ok(())
             }
         };
@@ -254,7 +260,7 @@ impl Decoder<'_> {
         if l4.len() >= 4 {
             self.rec.src_port = u16::from_be_bytes([l4[0], l4[1]]);
             self.rec.dst_port = u16::from_be_bytes([l4[2], l4[3]]);
-            self.rec.has |= Has::PORTS;
+            self.has |= Has::PORTS;
         }
     }
 
@@ -271,13 +277,13 @@ impl Decoder<'_> {
         rec.tcp_flags = tcp.flags();
         rec.tcp_win = tcp.window();
         rec.tcp_hdr_len = tcp.header_len() as u8;
-        rec.has |= Has::PORTS | Has::TCP;
+        self.has |= Has::PORTS | Has::TCP;
         let hdr_len = tcp.header_len() as u32;
         if hdr_len < TcpHeader::MIN_LEN as u32 || hdr_len > l4_wire {
             return Err(ParseError::BadTcpHeader);
         }
         rec.payload_len = l4_wire - hdr_len;
-        rec.has |= Has::PAYLOAD;
+        self.has |= Has::PAYLOAD;
         Ok(())
     }
 
@@ -290,13 +296,13 @@ impl Decoder<'_> {
         rec.src_port = udp.src_port();
         rec.dst_port = udp.dst_port();
         rec.udp_len = udp.len();
-        rec.has |= Has::PORTS | Has::UDP;
+        self.has |= Has::PORTS | Has::UDP;
         let len = udp.len() as u32;
         if len < UdpHeader::LEN as u32 || len > l4_wire {
             return Err(ParseError::BadUdpLength);
         }
         rec.payload_len = len - UdpHeader::LEN as u32;
-        rec.has |= Has::PAYLOAD;
+        self.has |= Has::PAYLOAD;
         Ok(())
     }
 
@@ -309,7 +315,7 @@ impl Decoder<'_> {
         rec.src_port = sctp.src_port();
         rec.dst_port = sctp.dst_port();
         rec.payload_len = l4_wire.saturating_sub(SctpHeader::LEN as u32);
-        rec.has |= Has::PORTS | Has::PAYLOAD;
+        self.has |= Has::PORTS | Has::PAYLOAD;
         Ok(())
     }
 
@@ -319,7 +325,7 @@ impl Decoder<'_> {
         rec.icmp_type = icmp.msg_type();
         rec.icmp_code = icmp.code();
         rec.payload_len = l4_wire.saturating_sub(IcmpHeader::HEADER_LEN as u32);
-        rec.has |= Has::ICMP | Has::PAYLOAD;
+        self.has |= Has::ICMP | Has::PAYLOAD;
         Ok(())
     }
 
@@ -332,12 +338,12 @@ impl Decoder<'_> {
         let has_ports_proto = matches!(rec.ip_proto, proto::TCP | proto::UDP | proto::SCTP);
         let (sport, dport) = if is_fragment || !has_ports_proto {
             (0, 0)
-        } else if rec.has(Has::PORTS) {
+        } else if self.has & Has::PORTS != 0 {
             (rec.src_port, rec.dst_port)
         } else {
             return;
         };
         rec.flow_hash = flow_hash_words(self.src, self.dst, sport, dport, rec.ip_proto);
-        rec.has |= Has::FLOW;
+        self.has |= Has::FLOW;
     }
 }
