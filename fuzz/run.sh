@@ -26,7 +26,7 @@ esac
 
 fuzz_dir="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 root="$(dirname "$fuzz_dir")"
-seeds="${FUZZ_SEEDS:-$root/../shared/data/tcpdump-tests}"
+seeds="${FUZZ_SEEDS:-${WEIR_SHARED_DATA:-$root/../shared/data}/tcpdump-tests}"
 timeout="${FUZZ_TIMEOUT:-10}"
 cd "$root"
 

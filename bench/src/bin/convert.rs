@@ -52,7 +52,14 @@ const TSHARK_FIELDS: [&str; 27] = [
 ];
 
 const DEFAULT_DIR: &str = "/dev/shm/weir-bench";
-const DEFAULT_NFS: &str = "/work/shared/data/nfs";
+/// `../shared/data/nfs` next to the repository, or under WEIR_SHARED_DATA.
+fn default_nfs() -> PathBuf {
+    std::env::var_os("WEIR_SHARED_DATA")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../shared/data"))
+        .join("nfs")
+}
+
 /// Marks a scratch directory as ours, so a stale one may be removed.
 const MARKER: &str = ".weir-bench-scratch";
 /// No single child may run longer than this; it is killed and the run fails.
@@ -89,7 +96,7 @@ usage: convert [--quick] [--json OUT.json] [--dir SCRATCH] [--weir PATH] [--nfs 
   --weir PATH    the weir binary (default: next to this binary, i.e. the
                  target/release/weir of `cargo build --release -p weir`)
   --nfs DIR      directory holding nfsv3.pcap.zst and nfsv4.pcap.zst
-                 (default /work/shared/data/nfs)";
+                 (default ../shared/data/nfs next to the repository)";
 
 struct Opts {
     quick: bool,
@@ -105,7 +112,7 @@ fn parse_args() -> Result<Opts, String> {
         json: None,
         dir: PathBuf::from(DEFAULT_DIR),
         weir: None,
-        nfs: PathBuf::from(DEFAULT_NFS),
+        nfs: default_nfs(),
     };
     let mut args = std::env::args_os().skip(1);
     while let Some(a) = args.next() {

@@ -540,21 +540,11 @@ impl TraceReader {
         let mut frames = Vec::with_capacity(data.len() / 80 + 1);
         let mut pos = 0usize;
         loop {
-            let step = match self.container {
-                Container::Pcap { .. } => self.parse_pcap_record(&data, pos, base, &mut frames),
-                Container::PcapNg => self.parse_ng_block(&data, pos, base, &mut frames),
-            };
+            let step = self.parse_record(&data, pos, base, &mut frames);
             match step {
                 Step::Consumed(n) => pos += n,
                 Step::NeedBytes(total) if data.len() - pos >= total => {
-                    // A parser wanting bytes that are already here would
-                    // make us read forever: call the record malformed.
-                    self.pending = Some(self.error(
-                        base + pos as u64,
-                        ReadErrorKind::Malformed(format!(
-                            "record (it needs {total} bytes but does not fit in them)"
-                        )),
-                    ));
+                    self.pending = Some(self.overrun(base + pos as u64, total));
                     break;
                 }
                 Step::NeedBytes(total) => {
@@ -576,20 +566,9 @@ impl TraceReader {
                         }
                     }
                     if self.eof && self.pending.is_none() {
-                        let have = (data.len() - pos) as u64;
+                        let have = data.len() - pos;
                         if have > 0 {
-                            let what = match self.container {
-                                Container::Pcap { .. } => "pcap record",
-                                Container::PcapNg => "pcapng block",
-                            };
-                            self.pending = Some(self.error(
-                                base + pos as u64,
-                                ReadErrorKind::Truncated {
-                                    what,
-                                    needed: total as u64,
-                                    have,
-                                },
-                            ));
+                            self.pending = Some(self.truncated(base + pos as u64, total, have));
                         }
                     }
                     break;
@@ -643,19 +622,11 @@ impl TraceReader {
         let mut pos = 0usize;
         loop {
             let data = &map[start..end];
-            let step = match self.container {
-                Container::Pcap { .. } => self.parse_pcap_record(data, pos, base, &mut frames),
-                Container::PcapNg => self.parse_ng_block(data, pos, base, &mut frames),
-            };
+            let step = self.parse_record(data, pos, base, &mut frames);
             match step {
                 Step::Consumed(n) => pos += n,
                 Step::NeedBytes(total) if data.len() - pos >= total => {
-                    self.pending = Some(self.error(
-                        base + pos as u64,
-                        ReadErrorKind::Malformed(format!(
-                            "record (it needs {total} bytes but does not fit in them)"
-                        )),
-                    ));
+                    self.pending = Some(self.overrun(base + pos as u64, total));
                     break;
                 }
                 Step::NeedBytes(total) => {
@@ -667,17 +638,8 @@ impl TraceReader {
                         }
                         break;
                     }
-                    self.pending = Some(self.error(
-                        base + pos as u64,
-                        ReadErrorKind::Truncated {
-                            what: match self.container {
-                                Container::Pcap { .. } => "pcap record",
-                                Container::PcapNg => "pcapng block",
-                            },
-                            needed: total as u64,
-                            have: (len - start - pos) as u64,
-                        },
-                    ));
+                    self.pending =
+                        Some(self.truncated(base + pos as u64, total, len - start - pos));
                     break;
                 }
                 Step::End => break,
@@ -709,6 +671,48 @@ impl TraceReader {
             self.finished = true;
         }
         Ok(Some(chunk))
+    }
+
+    /// Parses the record or block at `pos` of `data` (which starts at stream
+    /// offset `base`), adding a descriptor to `frames` if it holds a frame.
+    fn parse_record(
+        &mut self,
+        data: &[u8],
+        pos: usize,
+        base: u64,
+        frames: &mut Vec<FrameDesc>,
+    ) -> Step {
+        match self.container {
+            Container::Pcap { .. } => self.parse_pcap_record(data, pos, base, frames),
+            Container::PcapNg => self.parse_ng_block(data, pos, base, frames),
+        }
+    }
+
+    /// A parser asked for bytes that are already there: reading more would
+    /// never end, so the record is malformed.
+    fn overrun(&self, at: u64, total: usize) -> ReadError {
+        self.error(
+            at,
+            ReadErrorKind::Malformed(format!(
+                "record (it needs {total} bytes but does not fit in them)"
+            )),
+        )
+    }
+
+    /// The input ended `have` bytes into a record of `needed` bytes.
+    fn truncated(&self, at: u64, needed: usize, have: usize) -> ReadError {
+        let what = match self.container {
+            Container::Pcap { .. } => "pcap record",
+            Container::PcapNg => "pcapng block",
+        };
+        self.error(
+            at,
+            ReadErrorKind::Truncated {
+                what,
+                needed: needed as u64,
+                have: have as u64,
+            },
+        )
     }
 
     fn parse_pcap_record(

@@ -397,7 +397,10 @@ fn record_larger_than_a_chunk() {
 /// with an error that names the file; nothing panics or hangs.
 #[test]
 fn tcpdump_corpus_reads_or_fails_clearly() {
-    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/data/tcpdump-tests");
+    let dir = std::env::var_os("WEIR_SHARED_DATA")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/data"))
+        .join("tcpdump-tests");
     let Ok(entries) = std::fs::read_dir(&dir) else {
         panic!("test corpus missing at {}", dir.display());
     };

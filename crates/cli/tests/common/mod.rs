@@ -13,13 +13,16 @@ pub fn weir() -> Command {
     Command::new(env!("CARGO_BIN_EXE_weir"))
 }
 
-/// The shared test data (tcpdump's captures, NFS traces).
+/// The shared test data (tcpdump's captures, NFS traces): `../shared/data`
+/// next to the repository, or where WEIR_SHARED_DATA points.
 pub fn shared_data() -> PathBuf {
-    let p = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/data");
+    let p = std::env::var_os("WEIR_SHARED_DATA")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/data"));
     assert!(
         p.is_dir(),
         "the shared test data is missing at {}; the tests read it from ../shared/data next \
-         to the repository",
+         to the repository (or set WEIR_SHARED_DATA)",
         p.display()
     );
     p

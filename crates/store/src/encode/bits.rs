@@ -26,55 +26,16 @@ pub fn bit_width(v: u64) -> u32 {
 /// Packs `values` LSB-first with `width` bits each (≤ 32). A multiple of 8
 /// values fills whole bytes; otherwise the last byte is zero-padded.
 pub fn pack32(values: &[u32], width: u32, out: &mut Vec<u8>) {
-    if width == 0 {
-        return;
-    }
-    debug_assert!(width <= 32);
-    out.reserve(values.len() * width as usize / 8 + 8);
-    let mask = if width == 32 {
-        u32::MAX
-    } else {
-        (1u32 << width) - 1
-    };
-    let mut acc = 0u64;
-    let mut bits = 0u32;
-    for &v in values {
-        acc |= ((v & mask) as u64) << bits;
-        bits += width;
-        if bits >= 32 {
-            out.extend_from_slice(&(acc as u32).to_le_bytes());
-            acc >>= 32;
-            bits -= 32;
-        }
-    }
-    let tail = bits.div_ceil(8) as usize;
-    out.extend_from_slice(&acc.to_le_bytes()[..tail]);
+    pack_narrow(values, width, out);
 }
 
 /// Like [`pack32`] for 64-bit values and widths up to 64.
 pub fn pack64(values: &[u64], width: u32, out: &mut Vec<u8>) {
-    if width == 0 {
-        return;
-    }
-    debug_assert!(width <= 64);
     if width <= 32 {
         // The common case (small deltas): a 64-bit accumulator suffices.
-        let mask = (1u64 << width) - 1;
-        let mut acc = 0u64;
-        let mut bits = 0u32;
-        for &v in values {
-            acc |= (v & mask) << bits;
-            bits += width;
-            if bits >= 32 {
-                out.extend_from_slice(&(acc as u32).to_le_bytes());
-                acc >>= 32;
-                bits -= 32;
-            }
-        }
-        let tail = bits.div_ceil(8) as usize;
-        out.extend_from_slice(&acc.to_le_bytes()[..tail]);
-        return;
+        return pack_narrow(values, width, out);
     }
+    debug_assert!(width <= 64);
     let mask = if width == 64 {
         u64::MAX
     } else {
@@ -89,6 +50,31 @@ pub fn pack64(values: &[u64], width: u32, out: &mut Vec<u8>) {
             out.extend_from_slice(&(acc as u64).to_le_bytes());
             acc >>= 64;
             bits -= 64;
+        }
+    }
+    let tail = bits.div_ceil(8) as usize;
+    out.extend_from_slice(&acc.to_le_bytes()[..tail]);
+}
+
+/// Packing at widths up to 32 bits through a 64-bit accumulator, flushed
+/// 32 bits at a time.
+#[inline]
+fn pack_narrow<T: Copy + Into<u64>>(values: &[T], width: u32, out: &mut Vec<u8>) {
+    if width == 0 {
+        return;
+    }
+    debug_assert!(width <= 32);
+    out.reserve(values.len() * width as usize / 8 + 8);
+    let mask = (1u64 << width) - 1;
+    let mut acc = 0u64;
+    let mut bits = 0u32;
+    for &v in values {
+        acc |= (v.into() & mask) << bits;
+        bits += width;
+        if bits >= 32 {
+            out.extend_from_slice(&(acc as u32).to_le_bytes());
+            acc >>= 32;
+            bits -= 32;
         }
     }
     let tail = bits.div_ceil(8) as usize;
