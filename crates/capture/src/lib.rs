@@ -1,0 +1,13 @@
+//! Linux packet sources: AF_PACKET sockets with TPACKET_V3 receive rings
+//! joined in a fanout group (the kernel spreads flows over the workers), the
+//! kernel's packet counters, classic BPF filters compiled by libpcap, and
+//! the frame sender behind `weir gen -i`.
+//!
+//! Everything that touches the kernel lives here, behind small safe types;
+//! the parsing and storage crates know nothing of it.
+
+pub mod iface;
+mod sys;
+pub mod tx;
+
+pub use iface::Interface;

@@ -1,0 +1,1 @@
+//! Sending frames on an interface (`weir gen -i`).
