@@ -20,7 +20,9 @@ pub struct Interface {
 /// Why an interface cannot be used.
 #[derive(Debug, thiserror::Error)]
 pub enum InterfaceError {
-    #[error("no interface named {name:?} here (see `ip link`); interfaces in other network namespaces need `ip netns exec NS weir ...`")]
+    #[error(
+        "no interface named {name:?} here (see `ip link`); interfaces in other network namespaces need `ip netns exec NS weir ...`"
+    )]
     Missing { name: String },
     #[error("{name:?} is not a valid interface name")]
     BadName { name: String },

@@ -11,3 +11,8 @@ mod sys;
 pub mod tx;
 
 pub use iface::Interface;
+pub mod filter;
+pub mod ring;
+
+pub use filter::{Filter, FilterError, compile as compile_filter};
+pub use ring::{Fanout, KernelStats, RingError, RingOptions, RxFrame, RxRing};

@@ -17,16 +17,12 @@ pub(crate) fn check(r: libc::c_int) -> io::Result<libc::c_int> {
     }
 }
 
-/// An AF_PACKET raw socket for all protocols.
-pub(crate) fn packet_socket() -> io::Result<OwnedFd> {
+/// An AF_PACKET raw socket that receives nothing until it is bound with a
+/// protocol (so a ring and filter can be set up before traffic arrives).
+pub(crate) fn packet_socket_unbound() -> io::Result<OwnedFd> {
     // SAFETY: plain socket(2); the descriptor is owned from here on.
-    let fd = check(unsafe {
-        libc::socket(
-            libc::AF_PACKET,
-            libc::SOCK_RAW | libc::SOCK_CLOEXEC,
-            htons(libc::ETH_P_ALL as u16) as libc::c_int,
-        )
-    })?;
+    let fd =
+        check(unsafe { libc::socket(libc::AF_PACKET, libc::SOCK_RAW | libc::SOCK_CLOEXEC, 0) })?;
     // SAFETY: fd is a fresh, valid descriptor that nothing else owns.
     Ok(unsafe { OwnedFd::from_raw_fd(fd) })
 }
@@ -74,10 +70,16 @@ pub(crate) fn getsockopt<T: Copy + Default>(
 
 /// Binds an AF_PACKET socket to one interface (and all protocols).
 pub(crate) fn bind_to(fd: &impl AsRawFd, ifindex: u32) -> io::Result<()> {
+    bind_proto(fd, ifindex, libc::ETH_P_ALL as u16)
+}
+
+/// Binds an AF_PACKET socket to one interface with protocol `proto` (host
+/// order); protocol 0 makes a socket that only sends and never receives.
+pub(crate) fn bind_proto(fd: &impl AsRawFd, ifindex: u32, proto: u16) -> io::Result<()> {
     // SAFETY: sockaddr_ll is plain data; zeroed is a valid value.
     let mut sll: libc::sockaddr_ll = unsafe { std::mem::zeroed() };
     sll.sll_family = libc::AF_PACKET as u16;
-    sll.sll_protocol = htons(libc::ETH_P_ALL as u16);
+    sll.sll_protocol = htons(proto);
     sll.sll_ifindex = ifindex as i32;
     // SAFETY: sll is a valid sockaddr_ll of the length given.
     check(unsafe {

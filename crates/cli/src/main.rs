@@ -9,7 +9,10 @@ use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
+mod capture_cmd;
 mod gen_cmd;
+mod signals;
+mod units;
 
 #[derive(Parser)]
 #[command(name = "weir", version, about = "Line-rate packet capture and analysis", long_about = None)]
@@ -26,6 +29,8 @@ enum Command {
     Info(InfoArgs),
     /// Generate synthetic traffic into a pcap file.
     Gen(gen_cmd::GenArgs),
+    /// Capture live traffic on all cores into a dataset (or a pcap file).
+    Capture(capture_cmd::CaptureArgs),
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -85,6 +90,7 @@ fn main() -> ExitCode {
         Command::Convert(a) => convert(a),
         Command::Info(a) => info(a),
         Command::Gen(a) => gen_cmd::run(a),
+        Command::Capture(a) => capture_cmd::run(a),
     };
     match result {
         Ok(code) => code,

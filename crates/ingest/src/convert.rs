@@ -212,13 +212,18 @@ pub fn convert(
         interfaces: registry.interfaces,
         time_span: (stats.frames > 0).then(|| TimeSpan::new(stats.ts_min, stats.ts_max)),
         counts: stats.counts(),
-        files: Files { packets: files },
+        files: Files {
+            packets: files,
+            ..Default::default()
+        },
         run: Some(RunInfo {
             command: opts.command.clone(),
             workers: workers as u32,
             elapsed_s: elapsed.as_secs_f64(),
             frames_per_s: stats.frames as f64 / elapsed.as_secs_f64().max(1e-9),
         }),
+        capture: None,
+        drops: None,
     };
     dataset.write_manifest(&manifest)?;
     Ok(ConvertReport {

@@ -8,6 +8,7 @@
 //! well as many small ones do.
 
 mod convert;
+pub mod live;
 mod stats;
 mod worker;
 

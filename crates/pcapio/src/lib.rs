@@ -23,3 +23,4 @@ pub use reader::{
     MAX_FRAME_LEN, ReaderOptions, TraceReader,
 };
 pub use writer::{PCAP_HEADER_LEN, PCAP_RECORD_HEADER_LEN, PcapWriter};
+pub mod spool;

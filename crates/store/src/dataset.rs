@@ -9,6 +9,8 @@ use crate::manifest::{DATASET_FORMAT, Manifest};
 
 pub const MANIFEST: &str = "manifest.json";
 pub const PACKETS_DIR: &str = "packets";
+pub const PCAP_DIR: &str = "pcap";
+pub const STATS_DIR: &str = "stats";
 
 /// A dataset directory on disk.
 #[derive(Clone, Debug)]
@@ -43,9 +45,11 @@ impl Dataset {
                     });
                 }
                 fs::remove_file(root.join(MANIFEST)).map_err(|e| StoreError::io(root, e))?;
-                let packets = root.join(PACKETS_DIR);
-                if packets.exists() {
-                    fs::remove_dir_all(&packets).map_err(|e| StoreError::io(&packets, e))?;
+                for sub in [PACKETS_DIR, PCAP_DIR, STATS_DIR] {
+                    let d = root.join(sub);
+                    if d.exists() {
+                        fs::remove_dir_all(&d).map_err(|e| StoreError::io(&d, e))?;
+                    }
                 }
             }
         }
@@ -80,6 +84,13 @@ impl Dataset {
         &self.root
     }
 
+    /// A subdirectory (`pcap`, `stats`), made if missing.
+    pub fn subdir(&self, name: &str) -> Result<PathBuf, StoreError> {
+        let d = self.root.join(name);
+        fs::create_dir_all(&d).map_err(|e| StoreError::io(&d, e))?;
+        Ok(d)
+    }
+
     /// Absolute and dataset-relative path of a worker's packet file.
     pub fn packet_file(&self, worker: u16, seq: u32) -> (PathBuf, String) {
         let rel = format!("{PACKETS_DIR}/w{worker:03}-{seq:05}.parquet");
@@ -94,7 +105,7 @@ impl Dataset {
             path: path.clone(),
             message: e.to_string(),
         })?;
-        let mut f = fs::File::create(&tmp).map_err(|e| StoreError::io(&tmp, e))?;
+        let mut f = crate::files::create_file(&tmp)?;
         f.write_all(&json).map_err(|e| StoreError::io(&tmp, e))?;
         f.write_all(b"\n").map_err(|e| StoreError::io(&tmp, e))?;
         f.sync_data().map_err(|e| StoreError::io(&tmp, e))?;

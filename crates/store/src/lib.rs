@@ -5,6 +5,8 @@
 //! DATASET/
 //!   manifest.json          what the dataset holds and how it was made
 //!   packets/*.parquet      one row per frame (see [`schema`])
+//!   pcap/*.pcap            full frames, when a capture kept them
+//!   stats/*.parquet        one row per second per worker (see [`stats`])
 //! ```
 //!
 //! Files are written under a hidden temporary name and renamed into place
@@ -13,10 +15,12 @@
 pub mod dataset;
 pub mod encode;
 mod error;
+pub mod files;
 pub mod manifest;
 pub mod packets;
 pub mod read;
 pub mod schema;
+pub mod stats;
 pub mod time;
 
 pub use dataset::Dataset;

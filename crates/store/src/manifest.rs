@@ -35,6 +35,41 @@ pub struct Manifest {
     /// Figures from the run that wrote the dataset.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub run: Option<RunInfo>,
+    /// How a live capture was set up.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub capture: Option<CaptureInfo>,
+    /// Frames lost, by where they were lost (live captures).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub drops: Option<Drops>,
+}
+
+/// The settings of a live capture.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct CaptureInfo {
+    pub workers_per_interface: u32,
+    pub snaplen: u32,
+    pub filter: Option<String>,
+    /// Receive ring bytes per worker.
+    pub ring_bytes: u64,
+    pub promiscuous: bool,
+    pub libpcap: String,
+    /// Sinks that ran: "pcap", "records", "stats".
+    pub sinks: Vec<String>,
+    pub rotate_bytes: Option<u64>,
+    pub rotate_seconds: Option<f64>,
+    /// Why it ended: "count", "duration", "signal".
+    pub ended_by: String,
+}
+
+/// Frames lost on the way, by stage.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Drops {
+    /// Frames that reached the capture sockets in the kernel.
+    pub kernel_seen: u64,
+    /// Dropped by the kernel: the receive ring was full.
+    pub kernel: u64,
+    /// Captured but not written to pcap: staging memory was full.
+    pub pcap: u64,
 }
 
 /// One input trace of a conversion.
@@ -108,6 +143,24 @@ pub struct Counts {
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Files {
     pub packets: Vec<PacketFileSummary>,
+    /// Full frames (`pcap/`); records' `pcap_file` is a file's `id`.
+    #[serde(default)]
+    pub pcap: Vec<PcapFileEntry>,
+    /// Stats table files (`stats/`).
+    #[serde(default)]
+    pub stats: Vec<String>,
+}
+
+/// A pcap file of the dataset.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PcapFileEntry {
+    pub id: u32,
+    /// Relative to the dataset root.
+    pub path: String,
+    pub frames: u64,
+    pub bytes: u64,
+    pub ts_first: Option<i64>,
+    pub ts_last: Option<i64>,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -207,6 +260,31 @@ impl Manifest {
                 group_digits(drops)
             );
         }
+        if let Some(d) = &self.drops {
+            let share = if d.kernel_seen > 0 {
+                d.kernel as f64 * 100.0 / d.kernel_seen as f64
+            } else {
+                0.0
+            };
+            let _ = writeln!(
+                s,
+                "drops      kernel {} of {} seen ({share:.3}%), pcap staging {}",
+                group_digits(d.kernel),
+                group_digits(d.kernel_seen),
+                group_digits(d.pcap)
+            );
+        }
+        if !self.files.pcap.is_empty() {
+            let bytes: u64 = self.files.pcap.iter().map(|f| f.bytes).sum();
+            let frames: u64 = self.files.pcap.iter().map(|f| f.frames).sum();
+            let _ = writeln!(
+                s,
+                "pcap       {} files, {} frames, {}",
+                self.files.pcap.len(),
+                group_digits(frames),
+                human_bytes(bytes)
+            );
+        }
         let bytes = self.packet_bytes();
         let per = if c.frames > 0 {
             bytes as f64 / c.frames as f64
@@ -224,16 +302,36 @@ impl Manifest {
             }
         );
         let sources_failed = self.sources.iter().filter(|x| x.error.is_some()).count();
-        let _ = writeln!(
-            s,
-            "sources    {} file(s){}",
-            self.sources.len(),
-            if sources_failed > 0 {
-                format!(", {sources_failed} stopped early (see errors)")
-            } else {
-                String::new()
-            }
-        );
+        if let Some(cap) = &self.capture {
+            let names: Vec<&str> = self
+                .interfaces
+                .iter()
+                .filter_map(|i| i.name.as_deref())
+                .collect();
+            let _ = writeln!(
+                s,
+                "capture    {} ({} worker(s) each, {} clock){}, ended by {}",
+                names.join(", "),
+                cap.workers_per_interface,
+                self.clock,
+                cap.filter
+                    .as_deref()
+                    .map(|f| format!(", filter {f:?}"))
+                    .unwrap_or_default(),
+                cap.ended_by
+            );
+        } else {
+            let _ = writeln!(
+                s,
+                "sources    {} file(s){}",
+                self.sources.len(),
+                if sources_failed > 0 {
+                    format!(", {sources_failed} stopped early (see errors)")
+                } else {
+                    String::new()
+                }
+            );
+        }
         for src in self.sources.iter().filter(|x| x.error.is_some()) {
             let _ = writeln!(s, "  error    {}", src.error.as_deref().unwrap_or_default());
         }

@@ -95,7 +95,7 @@ impl PacketWriter {
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_default();
         let part_path = path.with_file_name(format!(".{name}.part"));
-        let file = File::create(&part_path).map_err(|e| StoreError::io(&part_path, e))?;
+        let file = crate::files::create_file(&part_path)?;
         let arrow = packet_schema();
         let schema = Arc::new(
             ArrowSchemaConverter::new()

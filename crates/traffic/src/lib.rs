@@ -2,8 +2,11 @@
 //!
 //! Pure and deterministic (a seed fixes the output), so that benchmarks and
 //! tests are reproducible. The same models drive `weir gen`, whether it
-//! writes a pcap file or, later, sends on an interface.
+//! writes a pcap file or sends on an interface.
 //!
+//! - [`Flood`]: UDP frames of one size, IMIX or a list of sizes over many
+//!   flows, with zero, random or half-random payloads; periodic, so that a
+//!   sender builds one cycle and replays it (the packet-rate test).
 //! - [`FixedSize`]: frames of one size over a set of UDP flows, evenly
 //!   spaced (the classic packet-rate test).
 //! - [`Imix`]: the 7:4:1 IMIX sizes over many TCP flows, Poisson arrivals.
@@ -13,9 +16,11 @@
 //!   times and jitter.
 
 mod appmix;
+mod flood;
 mod rng;
 
 pub use appmix::AppMix;
+pub use flood::{Flood, FloodSpec, FrameSizes, MAX_FLOWS, PayloadFill, RANDOM_CYCLE_BYTES, Timing};
 pub use rng::Rng;
 
 use wire::build::{FrameSpec, IpSpec, Payload, TransportSpec};
@@ -25,6 +30,15 @@ pub trait FrameSource {
     /// Appends the next frame to `out` (after clearing it) and returns its
     /// timestamp in ns, or `None` when the model is exhausted.
     fn next_frame(&mut self, out: &mut Vec<u8>) -> Option<i64>;
+
+    /// `Some(p)` if the frames repeat byte for byte every `p` frames
+    /// (timestamps aside) for as long as the source runs: a sender may then
+    /// build `p` frames once and send them round and round, treating the
+    /// source as endless. `None` (the default): every frame must be asked
+    /// for.
+    fn period(&self) -> Option<u64> {
+        None
+    }
 }
 
 /// Base time of generated traces: 2026-01-01T00:00:00Z.

@@ -1,6 +1,9 @@
 //! Helpers shared by the end-to-end tests of the `weir` command.
 #![allow(dead_code)]
 
+pub mod background;
+pub mod netns;
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};

@@ -14,7 +14,10 @@ pub struct VethPair {
 pub const IFACE: &str = "veth0";
 
 fn ip(args: &[&str]) {
-    let out = Command::new("ip").args(args).output().expect("run ip (iproute2)");
+    let out = Command::new("ip")
+        .args(args)
+        .output()
+        .expect("run ip (iproute2)");
     assert!(
         out.status.success(),
         "ip {}: {}",
@@ -42,9 +45,13 @@ impl VethPair {
         ip(&["netns", "add", &pair.a]);
         ip(&["netns", "add", &pair.b]);
         ip(&[
-            "-n", &pair.a, "link", "add", IFACE, "type", "veth", "peer", "name", IFACE, "netns", &pair.b,
+            "-n", &pair.a, "link", "add", IFACE, "type", "veth", "peer", "name", IFACE, "netns",
+            &pair.b,
         ]);
-        for (ns, v4, v6) in [(&pair.a, "10.99.0.1/24", "fd99::1/64"), (&pair.b, "10.99.0.2/24", "fd99::2/64")] {
+        for (ns, v4, v6) in [
+            (&pair.a, "10.99.0.1/24", "fd99::1/64"),
+            (&pair.b, "10.99.0.2/24", "fd99::2/64"),
+        ] {
             ip(&["-n", ns, "link", "set", "lo", "up"]);
             ip(&["-n", ns, "link", "set", IFACE, "up"]);
             ip(&["-n", ns, "addr", "add", v4, "dev", IFACE]);
@@ -64,10 +71,19 @@ impl VethPair {
     pub fn rx(ns: &str) -> (u64, u64) {
         let read = |f: &str| {
             let out = Command::new("ip")
-                .args(["netns", "exec", ns, "cat", &format!("/sys/class/net/{IFACE}/statistics/{f}")])
+                .args([
+                    "netns",
+                    "exec",
+                    ns,
+                    "cat",
+                    &format!("/sys/class/net/{IFACE}/statistics/{f}"),
+                ])
                 .output()
                 .expect("read counters");
-            String::from_utf8_lossy(&out.stdout).trim().parse::<u64>().unwrap_or(0)
+            String::from_utf8_lossy(&out.stdout)
+                .trim()
+                .parse::<u64>()
+                .unwrap_or(0)
         };
         (read("rx_packets"), read("rx_bytes"))
     }

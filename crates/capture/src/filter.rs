@@ -1,0 +1,109 @@
+//! tcpdump filter expressions, compiled by libpcap into classic BPF for the
+//! kernel to run on every socket.
+
+use std::ffi::{CStr, CString, c_char, c_int, c_uint};
+
+use wire::LinkType;
+
+#[repr(C)]
+struct PcapT {
+    _private: [u8; 0],
+}
+
+#[repr(C)]
+struct BpfProgram {
+    bf_len: c_uint,
+    bf_insns: *mut libc::sock_filter,
+}
+
+#[link(name = "pcap")]
+unsafe extern "C" {
+    fn pcap_open_dead(linktype: c_int, snaplen: c_int) -> *mut PcapT;
+    fn pcap_compile(
+        p: *mut PcapT,
+        fp: *mut BpfProgram,
+        expr: *const c_char,
+        optimize: c_int,
+        netmask: u32,
+    ) -> c_int;
+    fn pcap_geterr(p: *mut PcapT) -> *mut c_char;
+    fn pcap_freecode(fp: *mut BpfProgram);
+    fn pcap_close(p: *mut PcapT);
+    fn pcap_lib_version() -> *const c_char;
+}
+
+/// libpcap's "any netmask": broadcast tests are not used by weir's filters.
+const PCAP_NETMASK_UNKNOWN: u32 = 0xffff_ffff;
+
+/// A filter that did not compile.
+#[derive(Debug, thiserror::Error)]
+#[error("bad filter expression {expr:?}: {message} (the syntax is tcpdump's, see pcap-filter(7))")]
+pub struct FilterError {
+    pub expr: String,
+    pub message: String,
+}
+
+/// A compiled filter: classic BPF instructions.
+#[derive(Clone, Debug)]
+pub struct Filter {
+    pub expr: String,
+    pub program: Vec<libc::sock_filter>,
+}
+
+/// The libpcap DLT_ value for a link type (Linux numbering).
+fn dlt(link: LinkType) -> c_int {
+    match link {
+        LinkType::RAW => 12,
+        other => other.0 as c_int,
+    }
+}
+
+/// Compiles `expr` for frames of `link` captured up to `snaplen` bytes.
+pub fn compile(expr: &str, link: LinkType, snaplen: u32) -> Result<Filter, FilterError> {
+    let err = |message: String| FilterError {
+        expr: expr.to_string(),
+        message,
+    };
+    let c_expr = CString::new(expr).map_err(|_| err("it contains a NUL byte".into()))?;
+    // SAFETY: libpcap calls with valid arguments; every resource is freed
+    // on each path below.
+    unsafe {
+        let p = pcap_open_dead(dlt(link), snaplen.min(i32::MAX as u32) as c_int);
+        if p.is_null() {
+            return Err(err("libpcap could not make a compiler handle".into()));
+        }
+        let mut prog = BpfProgram {
+            bf_len: 0,
+            bf_insns: std::ptr::null_mut(),
+        };
+        let r = pcap_compile(p, &mut prog, c_expr.as_ptr(), 1, PCAP_NETMASK_UNKNOWN);
+        if r != 0 {
+            let msg = CStr::from_ptr(pcap_geterr(p))
+                .to_string_lossy()
+                .into_owned();
+            pcap_close(p);
+            return Err(err(msg));
+        }
+        let program = if prog.bf_insns.is_null() {
+            Vec::new()
+        } else {
+            std::slice::from_raw_parts(prog.bf_insns, prog.bf_len as usize).to_vec()
+        };
+        pcap_freecode(&mut prog);
+        pcap_close(p);
+        Ok(Filter {
+            expr: expr.to_string(),
+            program,
+        })
+    }
+}
+
+/// The libpcap version string, for the manifest.
+pub fn libpcap_version() -> String {
+    // SAFETY: libpcap returns a static string.
+    unsafe {
+        CStr::from_ptr(pcap_lib_version())
+            .to_string_lossy()
+            .into_owned()
+    }
+}

@@ -1,0 +1,400 @@
+//! An AF_PACKET socket with a TPACKET_V3 receive ring.
+//!
+//! The kernel fills blocks of the ring with frames and hands a whole block
+//! to user space at once (when it is full, or when it has been open for the
+//! retire timeout). A worker walks the block's frames in place and gives
+//! the block back; there is no copy and no system call per frame. Several
+//! rings on one interface join a fanout group, and the kernel sends each
+//! flow (hashed symmetrically, after defragmentation) to one of them.
+
+use std::io;
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::Duration;
+
+use crate::iface::Interface;
+use crate::sys::{bind_to, check, getsockopt, packet_socket_unbound, setsockopt};
+
+/// Sizes of a receive ring.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RingOptions {
+    /// Bytes per block (a multiple of the page size, a power of two).
+    pub block_size: usize,
+    pub block_count: usize,
+    /// Milliseconds after which the kernel hands over a block that is not
+    /// full: the latency floor at low rates.
+    pub retire_ms: u32,
+}
+
+impl RingOptions {
+    /// `total` bytes of ring in blocks of `block_size` (at least 4 blocks).
+    pub fn with_total(total: usize, block_size: usize) -> Self {
+        RingOptions {
+            block_size,
+            block_count: (total / block_size).max(4),
+            retire_ms: 10,
+        }
+    }
+
+    pub fn total(&self) -> usize {
+        self.block_size * self.block_count
+    }
+}
+
+/// A fanout group to join: every socket of one interface gets the same id.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Fanout {
+    pub group_id: u16,
+}
+
+/// What the kernel counted for one socket since the last read (the
+/// counters reset when read).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct KernelStats {
+    /// Frames that reached the socket, dropped ones included.
+    pub packets: u64,
+    /// Frames dropped because the ring was full.
+    pub drops: u64,
+    /// Times the ring froze the queue (TPACKET_V3 freezes when every block
+    /// is in user space).
+    pub freezes: u64,
+}
+
+/// Why a ring could not be set up; each says what to do.
+#[derive(Debug, thiserror::Error)]
+pub enum RingError {
+    #[error(
+        "opening a packet socket needs root or CAP_NET_RAW (run as root, or `setcap cap_net_raw,cap_net_admin+ep` on the weir binary)"
+    )]
+    Permission,
+    #[error("{iface}: {what}: {source}")]
+    Setup {
+        iface: String,
+        what: &'static str,
+        #[source]
+        source: io::Error,
+    },
+    #[error(
+        "{iface}: the kernel refused a receive ring of {bytes} bytes ({source}); give a smaller -B"
+    )]
+    RingTooBig {
+        iface: String,
+        bytes: usize,
+        #[source]
+        source: io::Error,
+    },
+}
+
+/// One frame in a block, as the kernel left it.
+#[derive(Clone, Copy, Debug)]
+pub struct RxFrame<'a> {
+    pub ts_ns: i64,
+    /// Length on the wire.
+    pub wire_len: u32,
+    /// The captured bytes (the frame as the device saw it, less any VLAN tag
+    /// the device stripped: see `vlan_tci`).
+    pub data: &'a [u8],
+    /// A VLAN tag the device took off the frame (TCI, and TPID if known).
+    pub vlan: Option<(u16, u16)>,
+    /// The timestamp came from the NIC's clock.
+    pub hw_timestamp: bool,
+}
+
+/// A receive ring on one interface.
+pub struct RxRing {
+    fd: OwnedFd,
+    map: *mut u8,
+    map_len: usize,
+    opts: RingOptions,
+    next: usize,
+    iface: String,
+}
+
+// SAFETY: the ring's memory is only touched through &mut self (one owner
+// thread); the pointer is to a shared mapping that stays valid until drop.
+unsafe impl Send for RxRing {}
+
+const TPACKET_V3: libc::c_int = 2;
+
+impl RxRing {
+    /// Opens a socket on `iface` with a ring of `opts`, joins `fanout`,
+    /// puts the interface in promiscuous mode if asked, and attaches
+    /// `filter` (classic BPF) before any frame can arrive.
+    pub fn open(
+        iface: &Interface,
+        opts: RingOptions,
+        fanout: Option<Fanout>,
+        filter: Option<&[libc::sock_filter]>,
+        promiscuous: bool,
+    ) -> Result<RxRing, RingError> {
+        let name = iface.name.clone();
+        let setup = |what: &'static str| {
+            let iface = name.clone();
+            move |source: io::Error| RingError::Setup {
+                iface,
+                what,
+                source,
+            }
+        };
+        // Protocol 0: the socket receives nothing until it is bound below,
+        // after the ring and the filter are in place.
+        let fd = packet_socket_unbound().map_err(|e| {
+            if e.raw_os_error() == Some(libc::EPERM) {
+                RingError::Permission
+            } else {
+                setup("socket")(e)
+            }
+        })?;
+        setsockopt(&fd, libc::SOL_PACKET, libc::PACKET_VERSION, &TPACKET_V3)
+            .map_err(setup("PACKET_VERSION TPACKET_V3"))?;
+        // Ask for hardware timestamps; the kernel falls back to its own
+        // clock where the NIC has none, and each frame says which it got.
+        let ts_flags: libc::c_int = libc::SOF_TIMESTAMPING_RAW_HARDWARE as libc::c_int;
+        let _ = setsockopt(&fd, libc::SOL_PACKET, libc::PACKET_TIMESTAMP, &ts_flags);
+        let frame_size = 2048u32;
+        let req = libc::tpacket_req3 {
+            tp_block_size: opts.block_size as u32,
+            tp_block_nr: opts.block_count as u32,
+            tp_frame_size: frame_size,
+            tp_frame_nr: (opts.block_size as u32 / frame_size) * opts.block_count as u32,
+            tp_retire_blk_tov: opts.retire_ms,
+            tp_sizeof_priv: 0,
+            tp_feature_req_word: 0,
+        };
+        setsockopt(&fd, libc::SOL_PACKET, libc::PACKET_RX_RING, &req).map_err(|source| {
+            RingError::RingTooBig {
+                iface: name.clone(),
+                bytes: opts.total(),
+                source,
+            }
+        })?;
+        let map_len = opts.total();
+        // SAFETY: mapping the ring the kernel just made for this socket.
+        let map = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                map_len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED | libc::MAP_LOCKED | libc::MAP_POPULATE,
+                fd.as_raw_fd(),
+                0,
+            )
+        };
+        let map = if map == libc::MAP_FAILED {
+            // MAP_LOCKED needs RLIMIT_MEMLOCK room; retry without it.
+            // SAFETY: as above.
+            let m = unsafe {
+                libc::mmap(
+                    std::ptr::null_mut(),
+                    map_len,
+                    libc::PROT_READ | libc::PROT_WRITE,
+                    libc::MAP_SHARED | libc::MAP_POPULATE,
+                    fd.as_raw_fd(),
+                    0,
+                )
+            };
+            if m == libc::MAP_FAILED {
+                return Err(setup("mmap of the ring")(io::Error::last_os_error()));
+            }
+            m
+        } else {
+            map
+        };
+        let ring = RxRing {
+            fd,
+            map: map as *mut u8,
+            map_len,
+            opts,
+            next: 0,
+            iface: name.clone(),
+        };
+        if let Some(f) = filter {
+            attach_filter(&ring.fd, f).map_err(setup("attaching the filter"))?;
+        }
+        bind_to(&ring.fd, iface.index).map_err(setup("bind"))?;
+        if let Some(g) = fanout {
+            let arg: libc::c_int = (g.group_id as libc::c_int)
+                | (((libc::PACKET_FANOUT_HASH | libc::PACKET_FANOUT_FLAG_DEFRAG) as libc::c_int)
+                    << 16);
+            setsockopt(&ring.fd, libc::SOL_PACKET, libc::PACKET_FANOUT, &arg)
+                .map_err(setup("joining the fanout group"))?;
+        }
+        if promiscuous {
+            // SAFETY: packet_mreq is plain data.
+            let mut mreq: libc::packet_mreq = unsafe { std::mem::zeroed() };
+            mreq.mr_ifindex = iface.index as i32;
+            mreq.mr_type = libc::PACKET_MR_PROMISC as u16;
+            setsockopt(
+                &ring.fd,
+                libc::SOL_PACKET,
+                libc::PACKET_ADD_MEMBERSHIP,
+                &mreq,
+            )
+            .map_err(setup("promiscuous mode"))?;
+        }
+        // Counters start from the moment the ring is live.
+        let _ = ring.kernel_stats();
+        Ok(ring)
+    }
+
+    /// The socket, for reading its counters from another thread.
+    pub fn raw_fd(&self) -> RawFd {
+        self.fd.as_raw_fd()
+    }
+
+    pub fn options(&self) -> RingOptions {
+        self.opts
+    }
+
+    pub fn iface(&self) -> &str {
+        &self.iface
+    }
+
+    /// The kernel's counters since the last read.
+    pub fn kernel_stats(&self) -> io::Result<KernelStats> {
+        kernel_stats(self.fd.as_raw_fd())
+    }
+
+    fn block_ptr(&self, i: usize) -> *mut u8 {
+        // In bounds: i < block_count and the map holds block_count blocks.
+        self.map.wrapping_add(i * self.opts.block_size)
+    }
+
+    fn block_status(&self, i: usize) -> &AtomicU32 {
+        // SAFETY: block_status is the first u32 of the block header (after
+        // version and offset_to_priv), 4-byte aligned, shared with the kernel;
+        // an atomic is the right way to read and write it.
+        unsafe { &*(self.block_ptr(i).wrapping_add(8) as *const AtomicU32) }
+    }
+
+    /// Blocks the kernel has handed over and user space has not returned,
+    /// counted from the next one: a measure of how far behind we are.
+    pub fn blocks_ready(&self) -> usize {
+        let n = self.opts.block_count;
+        (0..n)
+            .take_while(|k| {
+                let i = (self.next + k) % n;
+                self.block_status(i).load(Ordering::Acquire) & libc::TP_STATUS_USER != 0
+            })
+            .count()
+    }
+
+    /// Waits up to `timeout` for the next block and calls `f` on each of its
+    /// frames; returns how many frames it had (0 on timeout). The block goes
+    /// back to the kernel when `f` has seen every frame.
+    pub fn next_block(
+        &mut self,
+        timeout: Duration,
+        mut f: impl FnMut(RxFrame<'_>),
+    ) -> io::Result<usize> {
+        let i = self.next;
+        if self.block_status(i).load(Ordering::Acquire) & libc::TP_STATUS_USER == 0 {
+            let mut pfd = libc::pollfd {
+                fd: self.fd.as_raw_fd(),
+                events: libc::POLLIN | libc::POLLERR,
+                revents: 0,
+            };
+            let ms = timeout.as_millis().min(i32::MAX as u128) as libc::c_int;
+            // SAFETY: one valid pollfd.
+            match check(unsafe { libc::poll(&mut pfd, 1, ms) }) {
+                Ok(_) => {}
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => return Ok(0),
+                Err(e) => return Err(e),
+            }
+            if self.block_status(i).load(Ordering::Acquire) & libc::TP_STATUS_USER == 0 {
+                return Ok(0);
+            }
+        }
+        let block = self.block_ptr(i);
+        let bs = self.opts.block_size;
+        // SAFETY: the block is ours until we hand it back below; its header
+        // is a tpacket_block_desc at the start of the block.
+        let (num_pkts, first) = unsafe {
+            let desc = &*(block as *const libc::tpacket_block_desc);
+            (
+                desc.hdr.bh1.num_pkts as usize,
+                desc.hdr.bh1.offset_to_first_pkt as usize,
+            )
+        };
+        let mut off = first;
+        for _ in 0..num_pkts {
+            if off + std::mem::size_of::<libc::tpacket3_hdr>() > bs {
+                break;
+            }
+            // SAFETY: `off` is inside the block (checked above) and the kernel
+            // placed a tpacket3_hdr there.
+            let h = unsafe { &*(block.wrapping_add(off) as *const libc::tpacket3_hdr) };
+            let mac = h.tp_mac as usize;
+            let snap = h.tp_snaplen as usize;
+            if off + mac + snap > bs {
+                break;
+            }
+            // SAFETY: the frame's bytes lie inside the block (checked above).
+            let data = unsafe { std::slice::from_raw_parts(block.wrapping_add(off + mac), snap) };
+            let status = h.tp_status;
+            let vlan = (status & libc::TP_STATUS_VLAN_VALID != 0).then(|| {
+                let tpid = if status & libc::TP_STATUS_VLAN_TPID_VALID != 0 {
+                    h.hv1.tp_vlan_tpid
+                } else {
+                    0x8100
+                };
+                (h.hv1.tp_vlan_tci as u16, tpid)
+            });
+            f(RxFrame {
+                ts_ns: h.tp_sec as i64 * 1_000_000_000 + h.tp_nsec as i64,
+                wire_len: h.tp_len,
+                data,
+                vlan,
+                hw_timestamp: status & libc::TP_STATUS_TS_RAW_HARDWARE != 0,
+            });
+            if h.tp_next_offset == 0 {
+                break;
+            }
+            off += h.tp_next_offset as usize;
+        }
+        self.block_status(i)
+            .store(libc::TP_STATUS_KERNEL, Ordering::Release);
+        self.next = (i + 1) % self.opts.block_count;
+        Ok(num_pkts)
+    }
+}
+
+impl Drop for RxRing {
+    fn drop(&mut self) {
+        // SAFETY: unmapping the mapping made in open().
+        unsafe {
+            libc::munmap(self.map as *mut libc::c_void, self.map_len);
+        }
+    }
+}
+
+/// Reads (and resets) the kernel's counters of a packet socket.
+pub fn kernel_stats(fd: RawFd) -> io::Result<KernelStats> {
+    struct Fd(RawFd);
+    impl AsRawFd for Fd {
+        fn as_raw_fd(&self) -> RawFd {
+            self.0
+        }
+    }
+    #[derive(Clone, Copy, Default)]
+    #[repr(C)]
+    struct StatsV3 {
+        packets: u32,
+        drops: u32,
+        freezes: u32,
+    }
+    let s: StatsV3 = getsockopt(&Fd(fd), libc::SOL_PACKET, libc::PACKET_STATISTICS)?;
+    Ok(KernelStats {
+        packets: s.packets as u64,
+        drops: s.drops as u64,
+        freezes: s.freezes as u64,
+    })
+}
+
+fn attach_filter(fd: &OwnedFd, prog: &[libc::sock_filter]) -> io::Result<()> {
+    let fprog = libc::sock_fprog {
+        len: prog.len() as u16,
+        filter: prog.as_ptr() as *mut libc::sock_filter,
+    };
+    setsockopt(fd, libc::SOL_SOCKET, libc::SO_ATTACH_FILTER, &fprog)
+}

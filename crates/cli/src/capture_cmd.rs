@@ -1,0 +1,338 @@
+//! `weir capture`: live capture into a dataset (or, with -w, a pcap file).
+
+use std::ffi::CString;
+use std::io::{IsTerminal, Write};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::Duration;
+
+use capture::{Interface, RingOptions};
+use clap::Args;
+use ingest::live::{self, Ended, LiveOptions, PcapOut, Second};
+use store::manifest::{group_digits, human_bytes};
+
+use crate::units::{parse_duration, parse_size};
+
+#[derive(Args)]
+pub struct CaptureArgs {
+    /// Interface to capture on (repeat for several).
+    #[arg(short = 'i', long = "interface", value_name = "IF", required = true)]
+    interfaces: Vec<String>,
+    /// The dataset directory to create.
+    #[arg(
+        short = 'o',
+        long = "output",
+        value_name = "DATASET",
+        conflicts_with = "write"
+    )]
+    output: Option<PathBuf>,
+    /// Only full frames, to this pcap file (with rotation: FILE, FILE.1, ...).
+    #[arg(short = 'w', long = "write", value_name = "FILE")]
+    write: Option<PathBuf>,
+    /// Keep full frames in pcap files (default with -o: pcap and records).
+    #[arg(long)]
+    pcap: bool,
+    /// Keep packet records in Parquet (default with -o: pcap and records).
+    #[arg(long)]
+    records: bool,
+    /// Bytes of each frame to keep (pcap); records always parse what is kept.
+    #[arg(short = 's', long = "snaplen", default_value_t = 262144)]
+    snaplen: u32,
+    /// Stop after this many frames.
+    #[arg(short = 'c', long = "count")]
+    count: Option<u64>,
+    /// Stop after this long (e.g. 30s, 5m).
+    #[arg(long, value_parser = parse_duration)]
+    duration: Option<Duration>,
+    /// Receive ring per worker, in KiB as for tcpdump (default: a quarter
+    /// of a second at 10 Gb/s, bounded by free memory).
+    #[arg(short = 'B', long = "buffer-size", value_name = "KIB")]
+    buffer_kib: Option<u64>,
+    /// Workers (rings) per interface; the kernel spreads flows over them.
+    #[arg(short = 'j', long)]
+    workers: Option<usize>,
+    /// Start a new pcap file when one reaches this size (e.g. 1G).
+    #[arg(long, value_parser = parse_size)]
+    rotate_size: Option<u64>,
+    /// Start a new pcap file this often (e.g. 60s).
+    #[arg(long, value_parser = parse_duration)]
+    rotate_time: Option<Duration>,
+    /// Memory for pcap staging per worker (frames are dropped and counted
+    /// when it is full).
+    #[arg(long, value_parser = parse_size, default_value = "256Mi")]
+    staging: u64,
+    /// Drop root privileges to this user once the sockets are open.
+    #[arg(short = 'Z', value_name = "USER")]
+    user: Option<String>,
+    /// Do not put the interfaces into promiscuous mode.
+    #[arg(short = 'p', long = "no-promiscuous-mode")]
+    no_promisc: bool,
+    /// Print one JSON object a second on standard output.
+    #[arg(long)]
+    stats_json: bool,
+    /// Replace DATASET if it is an existing weir dataset.
+    #[arg(long)]
+    force: bool,
+    /// No live line and no summary.
+    #[arg(short, long)]
+    quiet: bool,
+    /// A filter in tcpdump syntax, as trailing words (`tcp port 80`).
+    #[arg(trailing_var_arg = true, value_name = "FILTER")]
+    filter: Vec<String>,
+}
+
+/// The default ring: a quarter second of 10 Gb/s, at most an eighth of the
+/// memory available, shared by all rings.
+fn default_ring_bytes(rings: usize) -> usize {
+    let quarter_second = 10e9 / 8.0 / 4.0;
+    let avail = std::fs::read_to_string("/proc/meminfo")
+        .ok()
+        .and_then(|m| {
+            m.lines()
+                .find(|l| l.starts_with("MemAvailable:"))
+                .and_then(|l| l.split_whitespace().nth(1))
+                .and_then(|kb| kb.parse::<f64>().ok())
+        })
+        .map_or(2e9, |kb| kb * 1024.0);
+    let per_ring = (avail / 8.0 / rings.max(1) as f64).min(quarter_second);
+    (per_ring as usize).max(8 << 20)
+}
+
+pub fn run(a: CaptureArgs) -> Result<ExitCode, String> {
+    if a.output.is_none() && a.write.is_none() {
+        return Err(
+            "say where to write: -o DATASET (records, pcap and stats) or -w FILE.pcap".into(),
+        );
+    }
+    if a.snaplen < 64 {
+        return Err(format!(
+            "-s {} is too short to hold the headers weir parses (at least 64)",
+            a.snaplen
+        ));
+    }
+    let interfaces = a
+        .interfaces
+        .iter()
+        .map(|n| Interface::by_name(n).map_err(|e| e.to_string()))
+        .collect::<Result<Vec<_>, _>>()?;
+    for i in &interfaces {
+        if !i.up {
+            eprintln!(
+                "weir: warning: {} is down; it will see no traffic until `ip link set {} up`",
+                i.name, i.name
+            );
+        }
+    }
+    let workers = a
+        .workers
+        .unwrap_or(if a.write.is_some() { 1 } else { num_cpus() })
+        .max(1);
+    let rings = workers * interfaces.len();
+    let ring_bytes = match a.buffer_kib {
+        Some(kib) => (kib as usize) << 10,
+        None => default_ring_bytes(rings),
+    };
+    const BLOCK: usize = 1 << 20;
+    let ring = RingOptions::with_total(ring_bytes.max(4 * BLOCK), BLOCK);
+    let (pcap_on, records_on) = match (&a.write, a.pcap, a.records) {
+        (Some(_), _, true) => return Err("-w writes only pcap; use -o DATASET for records".into()),
+        (Some(_), _, _) => (true, false),
+        (None, false, false) => (true, true),
+        (None, p, r) => (p, r),
+    };
+    let dataset = match &a.output {
+        Some(dir) => Some(store::Dataset::create(dir, a.force).map_err(|e| e.to_string())?),
+        None => None,
+    };
+    let pcap = if pcap_on {
+        let (dir, single) = match (&dataset, &a.write) {
+            (Some(d), _) => (
+                d.subdir(store::dataset::PCAP_DIR)
+                    .map_err(|e| e.to_string())?,
+                None,
+            ),
+            (None, Some(file)) => {
+                let dir = file
+                    .parent()
+                    .filter(|p| !p.as_os_str().is_empty())
+                    .unwrap_or(Path::new("."));
+                check_writable(dir)?;
+                let name = file
+                    .file_name()
+                    .ok_or("-w needs a file name")?
+                    .to_string_lossy()
+                    .into_owned();
+                (dir.to_path_buf(), Some(name))
+            }
+            (None, None) => unreachable!("checked above"),
+        };
+        Some(PcapOut {
+            dir,
+            single_name: single,
+            rotate_bytes: a.rotate_size,
+            rotate: a.rotate_time,
+            staging_bytes: a.staging as usize,
+        })
+    } else {
+        None
+    };
+    let filter = (!a.filter.is_empty()).then(|| a.filter.join(" "));
+    let opts = LiveOptions {
+        interfaces,
+        workers_per_iface: workers,
+        ring,
+        snaplen: a.snaplen,
+        filter,
+        promiscuous: !a.no_promisc,
+        pcap,
+        records: records_on,
+        count: a.count,
+        duration: a.duration,
+        worker: ingest::WorkerOptions::default(),
+        command: std::env::args().collect::<Vec<_>>().join(" "),
+    };
+    let opened = live::open(opts).map_err(|e| e.to_string())?;
+    if let Some(user) = &a.user {
+        drop_privileges(user, a.output.as_deref().or(a.write.as_deref()))?;
+    }
+    crate::signals::install();
+    let live_line = !a.quiet && !a.stats_json && std::io::stderr().is_terminal();
+    if !a.quiet {
+        eprintln!(
+            "weir: capturing on {} ({} ring{} of {}){}; Ctrl-C to stop",
+            a.interfaces.join(", "),
+            opened.rings(),
+            if opened.rings() == 1 { "" } else { "s" },
+            human_bytes(ring.total() as u64),
+            a.filter
+                .is_empty()
+                .then(String::new)
+                .unwrap_or_else(|| format!(", filter {:?}", a.filter.join(" ")))
+        );
+    }
+    let report = opened
+        .run(dataset.as_ref(), &crate::signals::STOP, |s: &Second| {
+            if a.stats_json {
+                println!(
+                    "{{\"elapsed_s\":{:.3},\"frames\":{},\"bytes\":{},\"kernel_drops\":{},\"pcap_drops\":{},\"total_frames\":{},\"total_kernel_drops\":{},\"total_pcap_drops\":{}}}",
+                    s.elapsed.as_secs_f64(), s.frames, s.bytes, s.kernel_drops, s.pcap_drops,
+                    s.total_frames, s.total_kernel_drops, s.total_pcap_drops
+                );
+                let _ = std::io::stdout().flush();
+            } else if live_line {
+                eprint!(
+                    "\r{:>10} pkt/s {:>7.3} Gb/s  captured {:>14}  drops: kernel {}  pcap {}   ",
+                    group_digits(s.frames),
+                    s.bytes as f64 * 8.0 / 1e9,
+                    group_digits(s.total_frames),
+                    group_digits(s.total_kernel_drops),
+                    group_digits(s.total_pcap_drops)
+                );
+            }
+        })
+        .map_err(|e| e.to_string())?;
+    if live_line {
+        eprintln!();
+    }
+    if !a.quiet {
+        let ended = match report.ended {
+            Ended::Count => "count reached",
+            Ended::Duration => "duration over",
+            Ended::Signal => "interrupted",
+        };
+        println!(
+            "weir capture: {} frames in {:.1} s ({}); kernel saw {}, dropped {}; pcap staging dropped {}",
+            group_digits(report.frames),
+            report.elapsed.as_secs_f64(),
+            ended,
+            group_digits(report.kernel_seen),
+            group_digits(report.kernel_drops),
+            group_digits(report.pcap_drops)
+        );
+        match (&report.manifest, &a.output, &a.write) {
+            (Some(m), Some(dir), _) => {
+                println!("weir capture: dataset {}", dir.display());
+                print!("{}", m.describe());
+            }
+            (_, _, Some(_)) => {
+                for f in &report.pcap_files {
+                    println!(
+                        "weir capture: wrote {} ({} frames)",
+                        f.name,
+                        group_digits(f.frames)
+                    );
+                }
+            }
+            _ => {}
+        }
+    }
+    for w in &report.warnings {
+        eprintln!("weir: warning: {w}");
+    }
+    Ok(if report.warnings.is_empty() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
+}
+
+fn num_cpus() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
+}
+
+/// Fails early, with the directory named, if files cannot be made there.
+fn check_writable(dir: &Path) -> Result<(), String> {
+    let probe = dir.join(format!(".weir-write-test-{}", std::process::id()));
+    std::fs::write(&probe, b"")
+        .and_then(|_| std::fs::remove_file(&probe))
+        .map_err(|e| {
+            format!(
+                "{}: cannot write there ({e}); choose a writable directory",
+                dir.display()
+            )
+        })
+}
+
+/// Gives the output to `user` and becomes that user (tcpdump's -Z).
+fn drop_privileges(user: &str, output: Option<&Path>) -> Result<(), String> {
+    let c = CString::new(user).map_err(|_| format!("-Z {user:?}: not a user name"))?;
+    // SAFETY: getpwnam with a valid C string; the result is read at once.
+    let pw = unsafe { libc::getpwnam(c.as_ptr()) };
+    if pw.is_null() {
+        return Err(format!("-Z {user}: no such user"));
+    }
+    // SAFETY: pw is a valid passwd entry.
+    let (uid, gid) = unsafe { ((*pw).pw_uid, (*pw).pw_gid) };
+    if let Some(out) = output {
+        let dirs: Vec<PathBuf> = if out.is_dir() {
+            std::iter::once(out.to_path_buf())
+                .chain(
+                    std::fs::read_dir(out)
+                        .into_iter()
+                        .flatten()
+                        .flatten()
+                        .map(|e| e.path()),
+                )
+                .collect()
+        } else {
+            out.parent().map(Path::to_path_buf).into_iter().collect()
+        };
+        for d in dirs {
+            std::os::unix::fs::chown(&d, Some(uid), Some(gid))
+                .map_err(|e| format!("{}: cannot give it to {user}: {e}", d.display()))?;
+        }
+    }
+    // SAFETY: plain credential calls; each result is checked.
+    unsafe {
+        if libc::setgroups(0, std::ptr::null()) != 0
+            || libc::setgid(gid) != 0
+            || libc::setuid(uid) != 0
+        {
+            return Err(format!(
+                "-Z {user}: could not become that user: {}",
+                std::io::Error::last_os_error()
+            ));
+        }
+    }
+    Ok(())
+}

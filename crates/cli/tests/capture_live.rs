@@ -1,0 +1,546 @@
+//! `weir capture` on a veth pair between two network namespaces that each
+//! test makes and removes. Traffic comes from `weir gen -i` and from real
+//! TCP connections (tests/traffic/tcp_flows.py); every sender is bounded in
+//! count and time.
+
+mod common;
+
+use std::collections::{HashMap, HashSet};
+use std::path::Path;
+use std::time::Duration;
+
+use common::background::Background;
+use common::netns::{IFACE, VethPair};
+use common::*;
+use store::stats::read_stats_file;
+use wire::{Has, PacketRecord};
+
+const WEIR: &str = env!("CARGO_BIN_EXE_weir");
+const READY: &str = "capturing on";
+
+fn capture(ns: &str, args: &[&str]) -> Background {
+    let mut cmd = VethPair::exec(ns, WEIR);
+    cmd.arg("capture").args(["-i", IFACE]).args(args);
+    Background::start(cmd, READY, Duration::from_secs(30))
+}
+
+fn send(ns: &str, args: &[&str]) -> Run {
+    let mut cmd = VethPair::exec(ns, WEIR);
+    cmd.arg("gen").args(["-i", IFACE]).args(args);
+    let r = run_bounded(cmd, Duration::from_secs(60));
+    assert_eq!(r.code(), 0, "weir gen failed: {}", r.stderr());
+    r
+}
+
+/// Frames in a pcap file, by our own reader and by tcpdump.
+fn pcap_frames(path: &Path) -> Vec<Vec<u8>> {
+    let mut r = pcapio::TraceReader::open(path, Default::default()).expect("open pcap");
+    let mut out = Vec::new();
+    while let Some(c) = r.next_chunk().expect("read pcap") {
+        out.extend(c.iter().map(|(_, b)| b.to_vec()));
+    }
+    let mut cmd = tool("tcpdump");
+    cmd.args(["-nn", "-r"]).arg(path);
+    let t = run_bounded(cmd, Duration::from_secs(60));
+    assert_eq!(
+        t.code(),
+        0,
+        "tcpdump cannot read {}: {}",
+        path.display(),
+        t.stderr()
+    );
+    assert_eq!(
+        t.stdout().lines().count(),
+        out.len(),
+        "tcpdump counts differently"
+    );
+    out
+}
+
+fn dataset_pcaps(ds: &Path) -> Vec<std::path::PathBuf> {
+    let m = manifest(ds);
+    m["files"]["pcap"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| ds.join(f["path"].as_str().unwrap()))
+        .collect()
+}
+
+fn no_part_files(dir: &Path) {
+    for e in walk(dir) {
+        assert!(
+            !e.file_name().unwrap().to_string_lossy().ends_with(".part"),
+            "left behind: {}",
+            e.display()
+        );
+    }
+}
+
+fn walk(dir: &Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).unwrap().flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            out.extend(walk(&p));
+        } else {
+            out.push(p);
+        }
+    }
+    out
+}
+
+fn stats_rows(ds: &Path) -> Vec<store::stats::StatsRow> {
+    let m = manifest(ds);
+    m["files"]["stats"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|f| read_stats_file(&ds.join(f.as_str().unwrap())).unwrap())
+        .collect()
+}
+
+#[test]
+fn captures_exactly_what_was_sent() {
+    let net = VethPair::new("exact");
+    let s = Scratch::new("cap-exact");
+    let ds = s.join("ds");
+    let cap = capture(
+        &net.b,
+        &[
+            "-o",
+            ds.to_str().unwrap(),
+            "-j",
+            "1",
+            "-c",
+            "3000",
+            "--duration",
+            "30s",
+            "udp",
+        ],
+    );
+    let gen_args = [
+        "--count", "3000", "--rate", "30000", "--size", "256", "--flows", "8", "--seed", "5",
+    ];
+    send(&net.a, &gen_args);
+    let r = cap.wait(Duration::from_secs(40));
+    assert_eq!(r.code(), 0, "{}", r.stderr());
+    let m = manifest(&ds);
+    assert_eq!(m["counts"]["frames"], 3000);
+    assert_eq!(m["drops"]["kernel"], 0);
+    assert_eq!(m["drops"]["pcap"], 0);
+    assert_eq!(m["capture"]["ended_by"], "count");
+    no_part_files(&ds);
+
+    // The frames are the ones sent, byte for byte and in order: the same
+    // generator writes them to a file for comparison.
+    let reference = s.join("ref.pcap");
+    let mut cmd = weir();
+    cmd.arg("gen").args(gen_args).arg("-w").arg(&reference);
+    assert_eq!(run_bounded(cmd, Duration::from_secs(30)).code(), 0);
+    let sent = pcap_frames(&reference);
+    let pcaps = dataset_pcaps(&ds);
+    assert_eq!(pcaps.len(), 1);
+    let got = pcap_frames(&pcaps[0]);
+    assert_eq!(got.len(), 3000);
+    assert!(got == sent, "captured frames differ from the frames sent");
+
+    // Records: one per frame, pointing at it.
+    let rows = records(&ds);
+    assert_eq!(rows.len(), 3000);
+    let bytes = std::fs::read(&pcaps[0]).unwrap();
+    for r in &rows {
+        assert!(r.has(Has::PCAP) && r.has(Has::UDP));
+        let at = r.pcap_offset as usize;
+        let cap = u32::from_le_bytes(bytes[at + 8..at + 12].try_into().unwrap());
+        assert_eq!(cap, r.cap_len);
+        let frame = &bytes[at + 16..at + 16 + cap as usize];
+        let mut again = PacketRecord::new(r.ts_ns, r.wire_len, r.cap_len);
+        wire::decode(wire::LinkType::ETHERNET, frame, &mut again);
+        assert_eq!((again.flow_hash, again.ip_id), (r.flow_hash, r.ip_id));
+    }
+    // Stats: every frame counted, nothing dropped.
+    let st = stats_rows(&ds);
+    assert_eq!(st.iter().map(|r| r.frames).sum::<u64>(), 3000);
+    assert_eq!(
+        st.iter()
+            .map(|r| r.kernel_drops + r.pcap_drops)
+            .sum::<u64>(),
+        0
+    );
+    assert_eq!(st.iter().map(|r| r.records).sum::<u64>(), 3000);
+}
+
+#[test]
+fn fanout_keeps_each_flow_on_one_worker() {
+    let net = VethPair::new("fanout");
+    let s = Scratch::new("cap-fanout");
+    let ds = s.join("ds");
+    let script = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../tests/traffic/tcp_flows.py"
+    );
+    let mut server = VethPair::exec(&net.b, "python3");
+    server.args([script, "serve", "7000"]);
+    let mut server = {
+        let mut c = server;
+        c.stdout(std::process::Stdio::piped());
+        c.spawn().expect("start the TCP server")
+    };
+    // Wait for the server to listen.
+    {
+        use std::io::BufRead;
+        let mut line = String::new();
+        std::io::BufReader::new(server.stdout.as_mut().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        assert_eq!(line.trim(), "ready");
+    }
+    let cap = capture(
+        &net.b,
+        &["-o", ds.to_str().unwrap(), "-j", "2", "--duration", "30s"],
+    );
+    let mut client = VethPair::exec(&net.a, "python3");
+    client.args([script, "connect", "10.99.0.2", "7000", "40"]);
+    let c = run_bounded(client, Duration::from_secs(60));
+    assert_eq!(c.stdout().trim(), "flows 40", "{}", c.stderr());
+    send(
+        &net.a,
+        &[
+            "--count", "4000", "--rate", "40000", "--size", "128", "--flows", "64",
+        ],
+    );
+    std::thread::sleep(Duration::from_millis(300));
+    cap.signal(libc::SIGINT);
+    let r = cap.wait(Duration::from_secs(30));
+    let _ = server.kill();
+    let _ = server.wait();
+    assert_eq!(r.code(), 0, "{}", r.stderr());
+    let rows = records(&ds);
+    let mut workers_of: HashMap<u32, HashSet<u16>> = HashMap::new();
+    let mut both_ways: HashMap<u32, HashSet<bool>> = HashMap::new();
+    for r in rows.iter().filter(|r| r.has(Has::FLOW)) {
+        workers_of.entry(r.flow_hash).or_default().insert(r.worker);
+        both_ways
+            .entry(r.flow_hash)
+            .or_default()
+            .insert(r.flow_reversed());
+    }
+    let split: Vec<_> = workers_of.iter().filter(|(_, w)| w.len() > 1).collect();
+    assert!(split.is_empty(), "flows seen by two workers: {split:?}");
+    let bidirectional = both_ways.values().filter(|d| d.len() == 2).count();
+    assert!(
+        bidirectional >= 40,
+        "{bidirectional} flows seen in both directions"
+    );
+    let per_worker: HashSet<u16> = rows.iter().map(|r| r.worker).collect();
+    assert_eq!(per_worker.len(), 2, "both workers get work");
+    assert!(workers_of.len() >= 100, "{} flows", workers_of.len());
+}
+
+#[test]
+fn a_filter_keeps_exactly_the_matching_frames() {
+    let net = VethPair::new("filter");
+    let s = Scratch::new("cap-filter");
+    let ds = s.join("ds");
+    let script = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../tests/traffic/tcp_flows.py"
+    );
+    let mut server = VethPair::exec(&net.b, "python3");
+    server
+        .args([script, "serve", "7001"])
+        .stdout(std::process::Stdio::piped());
+    let mut server = server.spawn().expect("server");
+    {
+        use std::io::BufRead;
+        let mut line = String::new();
+        std::io::BufReader::new(server.stdout.as_mut().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+    }
+    let cap = capture(
+        &net.b,
+        &[
+            "-o",
+            ds.to_str().unwrap(),
+            "-j",
+            "2",
+            "--duration",
+            "30s",
+            "udp",
+            "and",
+            "not",
+            "port",
+            "53",
+        ],
+    );
+    let mut client = VethPair::exec(&net.a, "python3");
+    client.args([script, "connect", "10.99.0.2", "7001", "10"]);
+    assert_eq!(run_bounded(client, Duration::from_secs(60)).code(), 0);
+    send(
+        &net.a,
+        &[
+            "--count", "2500", "--rate", "25000", "--size", "100", "--flows", "16",
+        ],
+    );
+    std::thread::sleep(Duration::from_millis(300));
+    cap.signal(libc::SIGINT);
+    let r = cap.wait(Duration::from_secs(30));
+    let _ = server.kill();
+    let _ = server.wait();
+    assert_eq!(r.code(), 0, "{}", r.stderr());
+    let rows = records(&ds);
+    assert_eq!(rows.len(), 2500, "exactly the UDP frames");
+    assert!(rows.iter().all(|r| r.has(Has::UDP) && r.ip_proto == 17));
+    assert_eq!(manifest(&ds)["capture"]["filter"], "udp and not port 53");
+
+    // A bad expression is refused before anything starts.
+    let mut cmd = VethPair::exec(&net.b, WEIR);
+    cmd.args(["capture", "-i", IFACE, "-o"])
+        .arg(s.join("bad"))
+        .args(["udp", "and", "port", "lots"]);
+    let r = run_bounded(cmd, Duration::from_secs(30));
+    assert_eq!(r.code(), 1);
+    assert!(
+        r.stderr().contains("bad filter expression"),
+        "{}",
+        r.stderr()
+    );
+}
+
+#[test]
+fn pcap_files_rotate_by_size_and_by_time() {
+    let net = VethPair::new("rotate");
+    let s = Scratch::new("cap-rotate");
+    // -w with rotation by size: FILE, FILE.1, ...
+    let file = s.join("out.pcap");
+    let cap = capture(
+        &net.b,
+        &[
+            "-w",
+            file.to_str().unwrap(),
+            "--rotate-size",
+            "64k",
+            "-c",
+            "2000",
+            "--duration",
+            "30s",
+            "udp",
+        ],
+    );
+    send(
+        &net.a,
+        &[
+            "--count", "2000", "--rate", "20000", "--size", "200", "--flows", "4",
+        ],
+    );
+    let r = cap.wait(Duration::from_secs(40));
+    assert_eq!(r.code(), 0, "{}", r.stderr());
+    let mut total = 0;
+    let mut files = 0;
+    for e in std::fs::read_dir(&s.0).unwrap().flatten() {
+        let p = e.path();
+        let name = p.file_name().unwrap().to_string_lossy().into_owned();
+        if name.starts_with("out.pcap") {
+            assert!(
+                std::fs::metadata(&p).unwrap().len() <= 64_000,
+                "{name} is too big"
+            );
+            total += pcap_frames(&p).len();
+            files += 1;
+        }
+    }
+    assert_eq!(total, 2000);
+    assert!(files >= 6, "{files} files");
+    no_part_files(&s.0);
+
+    // A dataset rotated by time.
+    let ds = s.join("ds");
+    let cap = capture(
+        &net.b,
+        &[
+            "-o",
+            ds.to_str().unwrap(),
+            "-j",
+            "1",
+            "--rotate-time",
+            "250ms",
+            "-c",
+            "3000",
+            "--duration",
+            "30s",
+            "udp",
+        ],
+    );
+    send(
+        &net.a,
+        &[
+            "--count", "3000", "--rate", "2500", "--size", "120", "--flows", "4",
+        ],
+    );
+    let r = cap.wait(Duration::from_secs(40));
+    assert_eq!(r.code(), 0, "{}", r.stderr());
+    let pcaps = dataset_pcaps(&ds);
+    assert!(pcaps.len() >= 4, "{} files in 1.2 s", pcaps.len());
+    let frames: usize = pcaps.iter().map(|p| pcap_frames(p).len()).sum();
+    assert_eq!(frames, 3000);
+    let m = manifest(&ds);
+    for f in m["files"]["pcap"].as_array().unwrap() {
+        let span = f["ts_last"].as_i64().unwrap() - f["ts_first"].as_i64().unwrap();
+        assert!(span < 250_000_000, "a file spans {span} ns");
+    }
+}
+
+#[test]
+fn sigint_during_traffic_leaves_a_complete_dataset() {
+    let net = VethPair::new("sigint");
+    let s = Scratch::new("cap-sigint");
+    let ds = s.join("ds");
+    let cap = capture(&net.b, &["-o", ds.to_str().unwrap(), "-j", "2"]);
+    let mut sender_cmd = VethPair::exec(&net.a, WEIR);
+    sender_cmd.args([
+        "gen",
+        "-i",
+        IFACE,
+        "--duration",
+        "3s",
+        "--count",
+        "300000",
+        "--rate",
+        "50000",
+        "--size",
+        "300",
+        "--flows",
+        "32",
+    ]);
+    let sender = Background::start(sender_cmd, "", Duration::from_secs(5));
+    std::thread::sleep(Duration::from_millis(1200));
+    cap.signal(libc::SIGINT);
+    let r = cap.wait(Duration::from_secs(30));
+    let _ = sender.wait(Duration::from_secs(30));
+    assert_eq!(r.code(), 0, "{}", r.stderr());
+    let m = manifest(&ds);
+    assert_eq!(m["capture"]["ended_by"], "signal");
+    no_part_files(&ds);
+    let frames = m["counts"]["frames"].as_u64().unwrap();
+    assert!(frames > 10_000, "{frames} frames");
+    assert_eq!(records(&ds).len() as u64, frames);
+    let in_pcap: usize = dataset_pcaps(&ds)
+        .iter()
+        .map(|p| pcap_frames(p).len())
+        .sum();
+    assert_eq!(
+        in_pcap as u64 + m["drops"]["pcap"].as_u64().unwrap(),
+        frames
+    );
+}
+
+#[test]
+fn overload_drops_are_counted_and_add_up() {
+    let net = VethPair::new("overload");
+    let s = Scratch::new("cap-overload");
+    let ds = s.join("ds");
+    // A small ring and little staging memory, flooded with full-size frames.
+    let cap = capture(
+        &net.b,
+        &[
+            "-o",
+            ds.to_str().unwrap(),
+            "-j",
+            "1",
+            "-B",
+            "4096",
+            "--staging",
+            "4Mi",
+            "--duration",
+            "30s",
+            "udp",
+        ],
+    );
+    let g = send(
+        &net.a,
+        &[
+            "--count",
+            "400000",
+            "--duration",
+            "2s",
+            "--rate",
+            "max",
+            "--size",
+            "1514",
+            "--flows",
+            "16",
+        ],
+    );
+    let sent: u64 = g
+        .stdout()
+        .split_whitespace()
+        .skip_while(|w| *w != "sent")
+        .nth(1)
+        .and_then(|n| n.replace(',', "").parse().ok())
+        .expect("gen prints what it sent");
+    std::thread::sleep(Duration::from_millis(500));
+    cap.signal(libc::SIGINT);
+    let r = cap.wait(Duration::from_secs(60));
+    assert_eq!(r.code(), 0, "{}", r.stderr());
+    let m = manifest(&ds);
+    let captured = m["counts"]["frames"].as_u64().unwrap();
+    let kernel = m["drops"]["kernel"].as_u64().unwrap();
+    let seen = m["drops"]["kernel_seen"].as_u64().unwrap();
+    let pcap = m["drops"]["pcap"].as_u64().unwrap();
+    assert!(
+        kernel + pcap > 0,
+        "the overload caused no drops (captured {captured} of {sent})"
+    );
+    assert_eq!(
+        captured + kernel,
+        seen,
+        "the kernel's count is captured + dropped"
+    );
+    // What the veth delivered is what was sent, less what the device itself
+    // dropped before AF_PACKET saw it.
+    let dev_dropped: u64 = {
+        let mut c = VethPair::exec(&net.b, "cat");
+        c.arg(format!("/sys/class/net/{IFACE}/statistics/rx_dropped"));
+        run_bounded(c, Duration::from_secs(5))
+            .stdout()
+            .trim()
+            .parse()
+            .unwrap_or(0)
+    };
+    assert_eq!(
+        seen + dev_dropped,
+        sent,
+        "sent {sent} = seen {seen} + dropped by the device {dev_dropped}"
+    );
+    // The stats table holds the same drops, and the summary says them.
+    let st = stats_rows(&ds);
+    assert_eq!(st.iter().map(|r| r.kernel_drops).sum::<u64>(), kernel);
+    assert_eq!(st.iter().map(|r| r.pcap_drops).sum::<u64>(), pcap);
+    assert!(r.stdout().contains("dropped"), "{}", r.stdout());
+}
+
+#[test]
+fn clear_errors_before_anything_starts() {
+    let net = VethPair::new("errors");
+    let s = Scratch::new("cap-errors");
+    let run = |args: &[&str]| {
+        let mut c = VethPair::exec(&net.b, WEIR);
+        c.arg("capture").args(args);
+        run_bounded(c, Duration::from_secs(30))
+    };
+    let r = run(&["-i", "nosuch0", "-o", s.join("a").to_str().unwrap()]);
+    assert_eq!(r.code(), 1);
+    assert!(
+        r.stderr().contains("no interface named \"nosuch0\""),
+        "{}",
+        r.stderr()
+    );
+    let r = run(&["-i", IFACE]);
+    assert_ne!(r.code(), 0);
+    assert!(r.stderr().contains("-o DATASET"), "{}", r.stderr());
+    let r = run(&["-i", IFACE, "-w", "/proc/nope/out.pcap", "-c", "1"]);
+    assert_eq!(r.code(), 1);
+    assert!(r.stderr().contains("cannot write there"), "{}", r.stderr());
+}

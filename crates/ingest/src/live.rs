@@ -1,0 +1,716 @@
+//! Live capture: AF_PACKET rings in a fanout group, one worker thread per
+//! ring, each feeding its own sinks; a stats row per worker per second.
+//!
+//! A worker takes whole blocks of frames from its ring, parses each frame
+//! once and hands it to its sinks: the pcap spool (staging blocks for a
+//! writer thread; full staging means a counted drop, never a wait) and the
+//! packet records. Nothing is shared between workers but the stop flag and,
+//! with `-c`, the frame count.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use capture::Interface;
+use capture::filter::Filter;
+use capture::ring::{Fanout, KernelStats, RingError, RingOptions, RxRing, kernel_stats};
+use pcapio::spool::{PcapFileInfo, Spool, SpoolOptions, SpoolReport, spool};
+use store::manifest::{
+    CaptureInfo, DATASET_FORMAT, DATASET_FORMAT_VERSION, Drops, Files, InterfaceEntry, Manifest,
+    PcapFileEntry, RunInfo, TimeSpan,
+};
+use store::stats::{StatsRow, StatsWriter};
+use store::{Dataset, PACKET_SCHEMA_VERSION, PacketFileSummary, StoreError};
+use wire::LinkType;
+
+use crate::stats::FrameStats;
+use crate::worker::{FrameMeta, Worker, WorkerOptions};
+
+/// Where the pcap sink writes.
+#[derive(Clone, Debug)]
+pub struct PcapOut {
+    pub dir: PathBuf,
+    /// `-w FILE`: exactly this name (one worker), else per-worker names.
+    pub single_name: Option<String>,
+    pub rotate_bytes: Option<u64>,
+    pub rotate: Option<Duration>,
+    /// Staging memory per worker.
+    pub staging_bytes: usize,
+}
+
+/// Everything a live capture needs to know.
+#[derive(Clone, Debug)]
+pub struct LiveOptions {
+    pub interfaces: Vec<Interface>,
+    pub workers_per_iface: usize,
+    pub ring: RingOptions,
+    pub snaplen: u32,
+    pub filter: Option<String>,
+    pub promiscuous: bool,
+    pub pcap: Option<PcapOut>,
+    pub records: bool,
+    pub count: Option<u64>,
+    pub duration: Option<Duration>,
+    pub worker: WorkerOptions,
+    pub command: String,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum LiveError {
+    #[error(transparent)]
+    Ring(#[from] RingError),
+    #[error(transparent)]
+    Filter(#[from] capture::FilterError),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error("{0}")]
+    Usage(String),
+    #[error("starting a thread: {0}")]
+    Thread(std::io::Error),
+}
+
+/// Counters a worker publishes for the stats thread.
+#[derive(Debug, Default)]
+struct Counters {
+    frames: AtomicU64,
+    bytes: AtomicU64,
+    pcap_frames: AtomicU64,
+    pcap_drops: AtomicU64,
+    records: AtomicU64,
+    ring_backlog: AtomicU64,
+    pcap_backlog: AtomicU64,
+    hw_timestamps: AtomicU64,
+}
+
+/// One ring and what its worker will need.
+struct Slot {
+    ring: RxRing,
+    worker: u16,
+    iface: u16,
+    link: LinkType,
+    counters: Arc<Counters>,
+}
+
+/// Rings opened and filters attached: the privileged part. Drop privileges
+/// after this, then [`Opened::run`].
+pub struct Opened {
+    opts: LiveOptions,
+    slots: Vec<Slot>,
+    libpcap: String,
+}
+
+/// Opens every ring (all of an interface's rings in one fanout group) with
+/// the filter attached. A bad filter, a missing permission or a refused ring
+/// size is reported here, before any traffic is taken.
+pub fn open(opts: LiveOptions) -> Result<Opened, LiveError> {
+    if opts.interfaces.is_empty() {
+        return Err(LiveError::Usage(
+            "give at least one interface with -i".into(),
+        ));
+    }
+    let workers = opts.workers_per_iface.max(1);
+    let mut slots = Vec::new();
+    for (k, iface) in opts.interfaces.iter().enumerate() {
+        let link = iface.link_type().ok_or_else(|| {
+            LiveError::Usage(format!(
+                "{}: weir does not capture on this kind of interface yet (ARPHRD {}); Ethernet, \
+                 loopback and IP tunnels are supported",
+                iface.name, iface.arphrd
+            ))
+        })?;
+        let filter: Option<Filter> = match &opts.filter {
+            Some(expr) => Some(capture::compile_filter(expr, link, opts.snaplen)?),
+            None => None,
+        };
+        // One group per interface; ids differ between concurrent captures.
+        let group_id = ((std::process::id() as u16) ^ (k as u16).wrapping_mul(0x9e37)) | 1;
+        for _ in 0..workers {
+            let ring = RxRing::open(
+                iface,
+                opts.ring,
+                (workers > 1).then_some(Fanout { group_id }),
+                filter.as_ref().map(|f| f.program.as_slice()),
+                opts.promiscuous,
+            )?;
+            slots.push(Slot {
+                ring,
+                worker: slots.len() as u16,
+                iface: k as u16,
+                link,
+                counters: Arc::new(Counters::default()),
+            });
+        }
+    }
+    Ok(Opened {
+        opts,
+        slots,
+        libpcap: capture::filter::libpcap_version(),
+    })
+}
+
+/// Once a second while the capture runs.
+#[derive(Clone, Debug, Default)]
+pub struct Second {
+    pub elapsed: Duration,
+    /// Over the last second, all workers together.
+    pub frames: u64,
+    pub bytes: u64,
+    pub kernel_drops: u64,
+    pub pcap_drops: u64,
+    /// Since the start.
+    pub total_frames: u64,
+    pub total_kernel_drops: u64,
+    pub total_pcap_drops: u64,
+}
+
+/// What ended a capture.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Ended {
+    Count,
+    Duration,
+    Signal,
+}
+
+/// The outcome of a capture.
+#[derive(Debug)]
+pub struct LiveReport {
+    pub manifest: Option<Manifest>,
+    pub frames: u64,
+    pub kernel_seen: u64,
+    pub kernel_drops: u64,
+    pub pcap_drops: u64,
+    pub pcap_files: Vec<PcapFileInfo>,
+    pub ended: Ended,
+    pub elapsed: Duration,
+    /// Problems that did not stop the capture (a pcap write error, say).
+    pub warnings: Vec<String>,
+}
+
+struct WorkerOut {
+    ring: RxRing,
+    records: Option<(Vec<PacketFileSummary>, FrameStats)>,
+    spool: Option<JoinHandle<SpoolReport>>,
+    error: Option<String>,
+}
+
+impl Opened {
+    /// Interfaces and rings, for messages.
+    pub fn rings(&self) -> usize {
+        self.slots.len()
+    }
+
+    /// Captures until `stop` is set, the count is reached or the duration
+    /// is over; `on_second` sees the totals once a second. Writes the
+    /// dataset (when one is given) and returns the totals.
+    pub fn run(
+        self,
+        dataset: Option<&Dataset>,
+        stop: &AtomicBool,
+        mut on_second: impl FnMut(&Second),
+    ) -> Result<LiveReport, LiveError> {
+        let Opened {
+            opts,
+            slots,
+            libpcap,
+        } = self;
+        let started = Instant::now();
+        let claimed = Arc::new(AtomicU64::new(0));
+        let stop_flag = Arc::new(AtomicBool::new(false));
+        let stats_dir = match dataset {
+            Some(d) => Some(d.subdir(store::dataset::STATS_DIR)?),
+            None => None,
+        };
+        let mut stats = stats_dir
+            .as_ref()
+            .map(|d| StatsWriter::new(d, 60 * slots.len().max(1)));
+        let fds: Vec<(u16, u16, i32, Arc<Counters>)> = slots
+            .iter()
+            .map(|s| (s.worker, s.iface, s.ring.raw_fd(), s.counters.clone()))
+            .collect();
+
+        let mut handles = Vec::new();
+        for slot in slots {
+            let spool = match &opts.pcap {
+                Some(p) => {
+                    let single = p.single_name.clone().filter(|_| fds.len() == 1);
+                    let o = SpoolOptions {
+                        dir: p.dir.clone(),
+                        prefix: match &p.single_name {
+                            Some(n) => format!("{n}.w{}", slot.worker),
+                            None => format!("w{:03}", slot.worker),
+                        },
+                        single_name: single,
+                        link: slot.link,
+                        snaplen: opts.snaplen,
+                        rotate_bytes: p.rotate_bytes,
+                        rotate_ns: p.rotate.map(|d| d.as_nanos() as i64),
+                        block_bytes: 1 << 20,
+                        blocks: (p.staging_bytes >> 20).max(4),
+                        first_file_id: (slot.worker as u32) << 20,
+                    };
+                    Some(spool(o).map_err(LiveError::Thread)?)
+                }
+                None => None,
+            };
+            let records = match (opts.records, dataset) {
+                (true, Some(d)) => Some(Worker::new(slot.worker, d.clone(), opts.worker)),
+                _ => None,
+            };
+            let ctx = WorkerCtx {
+                slot,
+                spool,
+                records,
+                stop: stop_flag.clone(),
+                claimed: claimed.clone(),
+                limit: opts.count,
+            };
+            let name = format!("weir-cap{}", ctx.slot.worker);
+            handles.push(
+                std::thread::Builder::new()
+                    .name(name)
+                    .spawn(move || run_worker(ctx))
+                    .map_err(LiveError::Thread)?,
+            );
+        }
+
+        // The stats loop: once a second until every worker is done.
+        let mut ended = Ended::Signal;
+        let mut prev: Vec<[u64; 5]> = vec![[0; 5]; fds.len()];
+        let mut kernel_total = KernelStats::default();
+        let mut totals = Second::default();
+        let mut next_tick = started + Duration::from_secs(1);
+        let mut warnings = Vec::new();
+        loop {
+            let all_done = handles.iter().all(|h| h.is_finished());
+            if all_done {
+                break;
+            }
+            if !stop_flag.load(Ordering::Relaxed) {
+                if stop.load(Ordering::Relaxed) {
+                    stop_flag.store(true, Ordering::Relaxed);
+                    ended = Ended::Signal;
+                } else if opts.duration.is_some_and(|d| started.elapsed() >= d) {
+                    stop_flag.store(true, Ordering::Relaxed);
+                    ended = Ended::Duration;
+                } else if opts
+                    .count
+                    .is_some_and(|c| claimed.load(Ordering::Relaxed) >= c)
+                {
+                    stop_flag.store(true, Ordering::Relaxed);
+                    ended = Ended::Count;
+                }
+            }
+            let now = Instant::now();
+            if now < next_tick {
+                std::thread::sleep((next_tick - now).min(Duration::from_millis(20)));
+                continue;
+            }
+            next_tick += Duration::from_secs(1);
+            let second = sample(
+                &fds,
+                &mut prev,
+                &mut kernel_total,
+                started,
+                stats.as_mut(),
+                &mut totals,
+            )?;
+            on_second(&second);
+        }
+        // Every worker has drained its ring and closed its sinks.
+        let mut records_files = Vec::new();
+        let mut frame_stats = FrameStats::default();
+        let mut pcap_files = Vec::new();
+        let mut rings = Vec::new();
+        let mut first_error = None;
+        for h in handles {
+            let out = h.join().map_err(|_| {
+                LiveError::Usage("a capture worker panicked; this is a bug in weir".into())
+            })?;
+            if let Some(e) = out.error {
+                first_error.get_or_insert(e);
+            }
+            if let Some((files, st)) = out.records {
+                records_files.extend(files);
+                frame_stats.merge(&st);
+            }
+            if let Some(h) = out.spool {
+                let report = h.join().map_err(|_| {
+                    LiveError::Usage("a pcap writer panicked; this is a bug in weir".into())
+                })?;
+                if let Some(e) = report.error {
+                    warnings.push(format!(
+                        "pcap writing stopped: {e}; {} frames after it were not written",
+                        report.frames_lost
+                    ));
+                }
+                pcap_files.extend(report.files);
+            }
+            rings.push(out.ring);
+        }
+        // The last counts, read with the rings still open.
+        let last = sample(
+            &fds,
+            &mut prev,
+            &mut kernel_total,
+            started,
+            stats.as_mut(),
+            &mut totals,
+        )?;
+        on_second(&last);
+        drop(rings);
+        if let Some(e) = first_error {
+            warnings.push(e);
+        }
+        let elapsed = started.elapsed();
+        let stats_files = match stats {
+            Some(s) => s.finish()?,
+            None => Vec::new(),
+        };
+        let hw = fds
+            .iter()
+            .all(|f| f.3.hw_timestamps.load(Ordering::Relaxed) > 0);
+        let frames = totals.total_frames;
+        let manifest = match dataset {
+            Some(d) => {
+                let mut files = records_files;
+                files.sort_by(|a, b| a.path.cmp(&b.path));
+                let mut pcap: Vec<PcapFileEntry> = pcap_files
+                    .iter()
+                    .map(|f| PcapFileEntry {
+                        id: f.id,
+                        path: format!("{}/{}", store::dataset::PCAP_DIR, f.name),
+                        frames: f.frames,
+                        bytes: f.bytes,
+                        ts_first: f.ts_first,
+                        ts_last: f.ts_last,
+                    })
+                    .collect();
+                pcap.sort_by_key(|f| f.id);
+                let (first, last) = span(&frame_stats, &pcap_files);
+                let mut counts = frame_stats.counts();
+                counts.frames = frames;
+                counts.wire_bytes = totals_bytes(&fds);
+                let m = Manifest {
+                    format: DATASET_FORMAT.to_string(),
+                    format_version: DATASET_FORMAT_VERSION,
+                    weir_version: env!("CARGO_PKG_VERSION").to_string(),
+                    packet_schema_version: PACKET_SCHEMA_VERSION,
+                    created: store::time::format_ns(now_ns()),
+                    kind: "capture".to_string(),
+                    clock: if hw { "hardware" } else { "kernel" }.to_string(),
+                    row_order: opts.worker.writer.order,
+                    sources: Vec::new(),
+                    interfaces: opts
+                        .interfaces
+                        .iter()
+                        .map(|i| {
+                            let link = i.link_type().unwrap_or(LinkType::ETHERNET);
+                            InterfaceEntry {
+                                source: 0,
+                                link_type: link.0,
+                                link_name: link.name().to_string(),
+                                name: Some(i.name.clone()),
+                                description: None,
+                                snaplen: opts.snaplen,
+                                ts_units_per_sec: 1_000_000_000,
+                                dropped: None,
+                                received: None,
+                            }
+                        })
+                        .collect(),
+                    time_span: first.zip(last).map(|(a, b)| TimeSpan::new(a, b)),
+                    counts,
+                    files: Files {
+                        packets: files,
+                        pcap,
+                        stats: stats_files
+                            .iter()
+                            .map(|n| format!("{}/{n}", store::dataset::STATS_DIR))
+                            .collect(),
+                    },
+                    run: Some(RunInfo {
+                        command: opts.command.clone(),
+                        workers: fds.len() as u32,
+                        elapsed_s: elapsed.as_secs_f64(),
+                        frames_per_s: frames as f64 / elapsed.as_secs_f64().max(1e-9),
+                    }),
+                    capture: Some(CaptureInfo {
+                        workers_per_interface: opts.workers_per_iface as u32,
+                        snaplen: opts.snaplen,
+                        filter: opts.filter.clone(),
+                        ring_bytes: opts.ring.total() as u64,
+                        promiscuous: opts.promiscuous,
+                        libpcap,
+                        sinks: [
+                            opts.pcap.as_ref().map(|_| "pcap"),
+                            opts.records.then_some("records"),
+                            Some("stats"),
+                        ]
+                        .into_iter()
+                        .flatten()
+                        .map(str::to_string)
+                        .collect(),
+                        rotate_bytes: opts.pcap.as_ref().and_then(|p| p.rotate_bytes),
+                        rotate_seconds: opts
+                            .pcap
+                            .as_ref()
+                            .and_then(|p| p.rotate)
+                            .map(|d| d.as_secs_f64()),
+                        ended_by: match ended {
+                            Ended::Count => "count",
+                            Ended::Duration => "duration",
+                            Ended::Signal => "signal",
+                        }
+                        .to_string(),
+                    }),
+                    drops: Some(Drops {
+                        kernel_seen: kernel_total.packets,
+                        kernel: kernel_total.drops,
+                        pcap: totals.total_pcap_drops,
+                    }),
+                };
+                d.write_manifest(&m)?;
+                Some(m)
+            }
+            None => None,
+        };
+        Ok(LiveReport {
+            manifest,
+            frames,
+            kernel_seen: kernel_total.packets,
+            kernel_drops: kernel_total.drops,
+            pcap_drops: totals.total_pcap_drops,
+            pcap_files,
+            ended,
+            elapsed,
+            warnings,
+        })
+    }
+}
+
+fn totals_bytes(fds: &[(u16, u16, i32, Arc<Counters>)]) -> u64 {
+    fds.iter().map(|f| f.3.bytes.load(Ordering::Relaxed)).sum()
+}
+
+fn span(st: &FrameStats, pcap: &[PcapFileInfo]) -> (Option<i64>, Option<i64>) {
+    let mut first = (st.frames > 0).then_some(st.ts_min);
+    let mut last = (st.frames > 0).then_some(st.ts_max);
+    for f in pcap {
+        if let Some(t) = f.ts_first {
+            first = Some(first.map_or(t, |x| x.min(t)));
+        }
+        if let Some(t) = f.ts_last {
+            last = Some(last.map_or(t, |x| x.max(t)));
+        }
+    }
+    (first, last)
+}
+
+fn now_ns() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as i64)
+}
+
+/// Reads every worker's counters and the kernel's, writes a stats row per
+/// worker, and sums them for the caller.
+fn sample(
+    fds: &[(u16, u16, i32, Arc<Counters>)],
+    prev: &mut [[u64; 5]],
+    kernel_total: &mut KernelStats,
+    started: Instant,
+    stats: Option<&mut StatsWriter>,
+    totals: &mut Second,
+) -> Result<Second, LiveError> {
+    let now = now_ns();
+    let second_start = now - now.rem_euclid(1_000_000_000);
+    let mut out = Second {
+        elapsed: started.elapsed(),
+        ..Default::default()
+    };
+    let mut rows = Vec::new();
+    for ((worker, iface, fd, c), p) in fds.iter().zip(prev.iter_mut()) {
+        let cur = [
+            c.frames.load(Ordering::Relaxed),
+            c.bytes.load(Ordering::Relaxed),
+            c.pcap_frames.load(Ordering::Relaxed),
+            c.pcap_drops.load(Ordering::Relaxed),
+            c.records.load(Ordering::Relaxed),
+        ];
+        let d: Vec<u64> = cur.iter().zip(p.iter()).map(|(a, b)| a - b).collect();
+        *p = cur;
+        let k = kernel_stats(*fd).unwrap_or_default();
+        kernel_total.packets += k.packets;
+        kernel_total.drops += k.drops;
+        kernel_total.freezes += k.freezes;
+        out.frames += d[0];
+        out.bytes += d[1];
+        out.pcap_drops += d[3];
+        out.kernel_drops += k.drops;
+        rows.push(StatsRow {
+            ts_ns: second_start,
+            worker: *worker,
+            iface: *iface,
+            frames: d[0],
+            bytes: d[1],
+            kernel_packets: k.packets,
+            kernel_drops: k.drops,
+            kernel_freezes: k.freezes,
+            pcap_frames: d[2],
+            pcap_drops: d[3],
+            records: d[4],
+            ring_backlog: c.ring_backlog.load(Ordering::Relaxed) as u32,
+            pcap_backlog: c.pcap_backlog.load(Ordering::Relaxed) as u32,
+        });
+    }
+    if let Some(s) = stats {
+        for r in rows {
+            s.push(r)?;
+        }
+    }
+    totals.total_frames += out.frames;
+    totals.total_kernel_drops += out.kernel_drops;
+    totals.total_pcap_drops += out.pcap_drops;
+    out.total_frames = totals.total_frames;
+    out.total_kernel_drops = totals.total_kernel_drops;
+    out.total_pcap_drops = totals.total_pcap_drops;
+    Ok(out)
+}
+
+struct WorkerCtx {
+    slot: Slot,
+    spool: Option<(Spool, JoinHandle<SpoolReport>)>,
+    records: Option<Worker>,
+    stop: Arc<AtomicBool>,
+    claimed: Arc<AtomicU64>,
+    limit: Option<u64>,
+}
+
+/// The per-worker loop: blocks from the ring, frames to the sinks.
+fn run_worker(ctx: WorkerCtx) -> WorkerOut {
+    let WorkerCtx {
+        mut slot,
+        spool,
+        mut records,
+        stop,
+        claimed,
+        limit,
+    } = ctx;
+    let (mut spool, spool_handle) = match spool {
+        Some((s, h)) => (Some(s), Some(h)),
+        None => (None, None),
+    };
+    let retire = Duration::from_millis(slot.ring.options().retire_ms as u64 * 2 + 5);
+    let mut vlan_buf: Vec<u8> = Vec::with_capacity(1 << 16);
+    let mut error: Option<String> = None;
+    let mut last_tick = Instant::now();
+    let c = slot.counters.clone();
+    let (worker_id, iface, link) = (slot.worker, slot.iface, slot.link);
+    let _ = worker_id;
+    loop {
+        let stopping = stop.load(Ordering::Relaxed);
+        let (mut frames, mut bytes, mut staged, mut hw) = (0u64, 0u64, 0u64, 0u64);
+        let result = slot.ring.next_block(
+            if stopping {
+                retire
+            } else {
+                Duration::from_millis(100)
+            },
+            |f| {
+                if let Some(l) = limit
+                    && claimed.fetch_add(1, Ordering::Relaxed) >= l
+                {
+                    stop.store(true, Ordering::Relaxed);
+                    return;
+                }
+                frames += 1;
+                hw += f.hw_timestamp as u64;
+                // A tag the device took off goes back in, as libpcap does.
+                let (data, wire_len) = match f.vlan {
+                    Some((tci, tpid)) if f.data.len() >= 12 => {
+                        vlan_buf.clear();
+                        vlan_buf.extend_from_slice(&f.data[..12]);
+                        vlan_buf.extend_from_slice(&tpid.to_be_bytes());
+                        vlan_buf.extend_from_slice(&tci.to_be_bytes());
+                        vlan_buf.extend_from_slice(&f.data[12..]);
+                        (&vlan_buf[..], f.wire_len + 4)
+                    }
+                    _ => (f.data, f.wire_len),
+                };
+                bytes += wire_len as u64;
+                let pcap = match spool.as_mut() {
+                    Some(s) => {
+                        let p = s.append(f.ts_ns, wire_len, data);
+                        staged += p.is_some() as u64;
+                        p
+                    }
+                    None => None,
+                };
+                if let Some(w) = records.as_mut()
+                    && error.is_none()
+                {
+                    let meta = FrameMeta {
+                        ts_ns: f.ts_ns,
+                        wire_len,
+                        link,
+                        iface,
+                        pcap,
+                    };
+                    if let Err(e) = w.frame(meta, data) {
+                        error = Some(e.to_string());
+                        stop.store(true, Ordering::Relaxed);
+                    }
+                }
+            },
+        );
+        c.frames.fetch_add(frames, Ordering::Relaxed);
+        c.bytes.fetch_add(bytes, Ordering::Relaxed);
+        c.hw_timestamps.fetch_add(hw, Ordering::Relaxed);
+        if let Some(s) = &spool {
+            c.pcap_frames.fetch_add(staged, Ordering::Relaxed);
+            c.pcap_drops.store(s.dropped, Ordering::Relaxed);
+        }
+        if records.is_some() && error.is_none() {
+            c.records.fetch_add(frames, Ordering::Relaxed);
+        }
+        let got = match result {
+            Ok(n) => n,
+            Err(e) => {
+                error.get_or_insert(format!("{}: reading the ring: {e}", slot.ring.iface()));
+                break;
+            }
+        };
+        if last_tick.elapsed() >= Duration::from_millis(200) {
+            last_tick = Instant::now();
+            c.ring_backlog
+                .store(slot.ring.blocks_ready() as u64, Ordering::Relaxed);
+            if let Some(s) = spool.as_mut() {
+                // Light traffic: do not let staged frames sit in memory.
+                s.flush_block();
+                c.pcap_backlog.store(s.backlog() as u64, Ordering::Relaxed);
+            }
+        }
+        if stopping && got == 0 {
+            break;
+        }
+    }
+    if let Some(s) = spool.take() {
+        s.finish();
+    }
+    let records = match records.take().map(|w| w.finish()) {
+        Some(Ok(r)) => Some(r),
+        Some(Err(e)) => {
+            error.get_or_insert(e.to_string());
+            None
+        }
+        None => None,
+    };
+    WorkerOut {
+        ring: slot.ring,
+        records,
+        spool: spool_handle,
+        error,
+    }
+}

@@ -1,0 +1,292 @@
+//! The stats table: `stats/*.parquet`, one row per second per worker.
+//! Loss is data: every counter a capture keeps lands here.
+//!
+//! Low volume, so it is written with arrow-rs's own writer. Files are short
+//! (a new one every `rotate_rows` rows) so that a crash loses at most the
+//! open one.
+
+use std::fs::File;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use arrow_array::builder::{
+    TimestampNanosecondBuilder, UInt16Builder, UInt32Builder, UInt64Builder,
+};
+use arrow_array::{ArrayRef, RecordBatch};
+use arrow_schema::{DataType, Field, Schema, SchemaRef, TimeUnit};
+use parquet::arrow::ArrowWriter;
+use parquet::basic::{Compression, ZstdLevel};
+use parquet::file::metadata::KeyValue;
+use parquet::file::properties::WriterProperties;
+
+use crate::error::StoreError;
+use crate::files::create_file;
+
+/// One second of one worker.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct StatsRow {
+    /// Start of the second, ns since the epoch.
+    pub ts_ns: i64,
+    pub worker: u16,
+    pub iface: u16,
+    /// Frames the worker took from its ring.
+    pub frames: u64,
+    /// Their bytes on the wire.
+    pub bytes: u64,
+    /// Frames that reached the socket in the kernel (dropped ones included).
+    pub kernel_packets: u64,
+    /// Frames the kernel dropped because the ring was full.
+    pub kernel_drops: u64,
+    /// Times the kernel froze the ring's queue.
+    pub kernel_freezes: u64,
+    /// Frames staged for the pcap files.
+    pub pcap_frames: u64,
+    /// Frames the pcap sink dropped (staging memory full).
+    pub pcap_drops: u64,
+    /// Packet records written.
+    pub records: u64,
+    /// Ring blocks full and waiting for the worker, at the sample.
+    pub ring_backlog: u32,
+    /// Staging blocks waiting for the pcap writer, at the sample.
+    pub pcap_backlog: u32,
+}
+
+/// The stats table's schema.
+pub fn stats_schema() -> SchemaRef {
+    let u64f = |n: &str| Field::new(n, DataType::UInt64, false);
+    Arc::new(Schema::new(vec![
+        Field::new(
+            "ts",
+            DataType::Timestamp(TimeUnit::Nanosecond, Some("UTC".into())),
+            false,
+        ),
+        Field::new("worker", DataType::UInt16, false),
+        Field::new("iface", DataType::UInt16, false),
+        u64f("frames"),
+        u64f("bytes"),
+        u64f("kernel_packets"),
+        u64f("kernel_drops"),
+        u64f("kernel_freezes"),
+        u64f("pcap_frames"),
+        u64f("pcap_drops"),
+        u64f("records"),
+        Field::new("ring_backlog", DataType::UInt32, false),
+        Field::new("pcap_backlog", DataType::UInt32, false),
+    ]))
+}
+
+/// Writes stats rows into rotated Parquet files.
+pub struct StatsWriter {
+    dir: PathBuf,
+    rotate_rows: usize,
+    pending: Vec<StatsRow>,
+    seq: u32,
+    files: Vec<String>,
+}
+
+impl StatsWriter {
+    /// Writes into `dir` (`stats-NNNNN.parquet`), a file every `rotate_rows`.
+    pub fn new(dir: &Path, rotate_rows: usize) -> Self {
+        StatsWriter {
+            dir: dir.to_path_buf(),
+            rotate_rows: rotate_rows.max(1),
+            pending: Vec::new(),
+            seq: 0,
+            files: Vec::new(),
+        }
+    }
+
+    pub fn push(&mut self, row: StatsRow) -> Result<(), StoreError> {
+        self.pending.push(row);
+        if self.pending.len() >= self.rotate_rows {
+            self.flush()?;
+        }
+        Ok(())
+    }
+
+    /// Writes the pending rows as one complete file.
+    pub fn flush(&mut self) -> Result<(), StoreError> {
+        if self.pending.is_empty() {
+            return Ok(());
+        }
+        let name = format!("stats-{:05}.parquet", self.seq);
+        let path = self.dir.join(&name);
+        let part = self.dir.join(format!(".{name}.part"));
+        let file = create_file(&part)?;
+        write_rows(file, &self.pending).map_err(|e| StoreError::parquet(&part, e))?;
+        std::fs::rename(&part, &path).map_err(|e| StoreError::io(&path, e))?;
+        self.files.push(name);
+        self.seq += 1;
+        self.pending.clear();
+        Ok(())
+    }
+
+    /// Flushes and returns the names of the files written.
+    pub fn finish(mut self) -> Result<Vec<String>, StoreError> {
+        self.flush()?;
+        Ok(self.files)
+    }
+}
+
+fn write_rows(file: File, rows: &[StatsRow]) -> parquet::errors::Result<()> {
+    let n = rows.len();
+    let mut ts = TimestampNanosecondBuilder::with_capacity(n).with_timezone("UTC");
+    let mut worker = UInt16Builder::with_capacity(n);
+    let mut iface = UInt16Builder::with_capacity(n);
+    let mut u64s: Vec<UInt64Builder> = (0..8).map(|_| UInt64Builder::with_capacity(n)).collect();
+    let mut ring = UInt32Builder::with_capacity(n);
+    let mut pcap = UInt32Builder::with_capacity(n);
+    for r in rows {
+        ts.append_value(r.ts_ns);
+        worker.append_value(r.worker);
+        iface.append_value(r.iface);
+        let vals = [
+            r.frames,
+            r.bytes,
+            r.kernel_packets,
+            r.kernel_drops,
+            r.kernel_freezes,
+            r.pcap_frames,
+            r.pcap_drops,
+            r.records,
+        ];
+        for (b, v) in u64s.iter_mut().zip(vals) {
+            b.append_value(v);
+        }
+        ring.append_value(r.ring_backlog);
+        pcap.append_value(r.pcap_backlog);
+    }
+    let mut cols: Vec<ArrayRef> = vec![
+        Arc::new(ts.finish()),
+        Arc::new(worker.finish()),
+        Arc::new(iface.finish()),
+    ];
+    cols.extend(u64s.iter_mut().map(|b| Arc::new(b.finish()) as ArrayRef));
+    cols.push(Arc::new(ring.finish()));
+    cols.push(Arc::new(pcap.finish()));
+    let batch = RecordBatch::try_new(stats_schema(), cols)?;
+    let props = WriterProperties::builder()
+        .set_compression(Compression::ZSTD(ZstdLevel::default()))
+        .set_created_by(format!("weir version {}", env!("CARGO_PKG_VERSION")))
+        .set_key_value_metadata(Some(vec![
+            KeyValue::new("weir.version".into(), env!("CARGO_PKG_VERSION").to_string()),
+            KeyValue::new("weir.table".into(), "stats".to_string()),
+        ]))
+        .build();
+    let mut w = ArrowWriter::try_new(file, stats_schema(), Some(props))?;
+    w.write(&batch)?;
+    let file = w.into_inner()?;
+    file.sync_data()?;
+    Ok(())
+}
+
+/// Every row of one stats file.
+pub fn read_stats_file(path: &Path) -> Result<Vec<StatsRow>, StoreError> {
+    use arrow_array::cast::AsArray;
+    use arrow_array::types::{TimestampNanosecondType, UInt16Type, UInt32Type, UInt64Type};
+    use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+
+    let file = File::open(path).map_err(|e| StoreError::io(path, e))?;
+    let reader = ParquetRecordBatchReaderBuilder::try_new(file)
+        .and_then(|b| b.build())
+        .map_err(|e| StoreError::parquet(path, e))?;
+    let bad = |what: &str| StoreError::Invalid {
+        path: path.to_path_buf(),
+        message: format!("not a stats table: {what}"),
+    };
+    let mut out = Vec::new();
+    for batch in reader {
+        let batch = batch.map_err(|e| bad(&e.to_string()))?;
+        let col = |n: &str| batch.column_by_name(n).ok_or_else(|| bad(n));
+        let ts = col("ts")?
+            .as_primitive_opt::<TimestampNanosecondType>()
+            .ok_or_else(|| bad("ts"))?;
+        let u16c = |n: &str| {
+            col(n)?
+                .as_primitive_opt::<UInt16Type>()
+                .ok_or_else(|| bad(n))
+                .cloned()
+        };
+        let u32c = |n: &str| {
+            col(n)?
+                .as_primitive_opt::<UInt32Type>()
+                .ok_or_else(|| bad(n))
+                .cloned()
+        };
+        let u64c = |n: &str| {
+            col(n)?
+                .as_primitive_opt::<UInt64Type>()
+                .ok_or_else(|| bad(n))
+                .cloned()
+        };
+        let (worker, iface) = (u16c("worker")?, u16c("iface")?);
+        let names = [
+            "frames",
+            "bytes",
+            "kernel_packets",
+            "kernel_drops",
+            "kernel_freezes",
+            "pcap_frames",
+            "pcap_drops",
+            "records",
+        ];
+        let cols = names
+            .iter()
+            .map(|n| u64c(n))
+            .collect::<Result<Vec<_>, _>>()?;
+        let (ring, pcap) = (u32c("ring_backlog")?, u32c("pcap_backlog")?);
+        for i in 0..batch.num_rows() {
+            let v = |k: usize| cols[k].value(i);
+            out.push(StatsRow {
+                ts_ns: ts.value(i),
+                worker: worker.value(i),
+                iface: iface.value(i),
+                frames: v(0),
+                bytes: v(1),
+                kernel_packets: v(2),
+                kernel_drops: v(3),
+                kernel_freezes: v(4),
+                pcap_frames: v(5),
+                pcap_drops: v(6),
+                records: v(7),
+                ring_backlog: ring.value(i),
+                pcap_backlog: pcap.value(i),
+            });
+        }
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rows_round_trip_through_rotated_files() {
+        let dir = std::env::temp_dir().join(format!("weir-stats-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let mut w = StatsWriter::new(&dir, 3);
+        let rows: Vec<StatsRow> = (0..7u64)
+            .map(|i| StatsRow {
+                ts_ns: 1_000_000_000 * i as i64,
+                worker: (i % 2) as u16,
+                frames: i * 10,
+                kernel_drops: i,
+                pcap_backlog: i as u32,
+                ..Default::default()
+            })
+            .collect();
+        for r in &rows {
+            w.push(*r).unwrap();
+        }
+        let files = w.finish().unwrap();
+        assert_eq!(files.len(), 3);
+        let back: Vec<StatsRow> = files
+            .iter()
+            .flat_map(|f| read_stats_file(&dir.join(f)).unwrap())
+            .collect();
+        assert_eq!(back, rows);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}
