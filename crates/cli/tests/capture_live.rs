@@ -544,3 +544,137 @@ fn clear_errors_before_anything_starts() {
     assert_eq!(r.code(), 1);
     assert!(r.stderr().contains("cannot write there"), "{}", r.stderr());
 }
+
+#[test]
+fn several_interfaces_in_one_capture() {
+    let net = VethPair::new("multi");
+    // A second veth pair between the same two namespaces.
+    let ip = |args: &[&str]| {
+        let out = std::process::Command::new("ip")
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+    ip(&[
+        "-n", &net.a, "link", "add", "veth1", "type", "veth", "peer", "name", "veth1", "netns",
+        &net.b,
+    ]);
+    ip(&["-n", &net.a, "link", "set", "veth1", "up"]);
+    ip(&["-n", &net.b, "link", "set", "veth1", "up"]);
+    let s = Scratch::new("cap-multi");
+    let ds = s.join("ds");
+    let mut cmd = VethPair::exec(&net.b, WEIR);
+    cmd.args([
+        "capture",
+        "-i",
+        "veth0",
+        "-i",
+        "veth1",
+        "-o",
+        ds.to_str().unwrap(),
+        "-j",
+        "1",
+        "-c",
+        "3000",
+        "--duration",
+        "30s",
+        "udp",
+    ]);
+    let cap = Background::start(cmd, READY, Duration::from_secs(30));
+    send(
+        &net.a,
+        &[
+            "--count", "1000", "--rate", "20000", "--size", "100", "--flows", "4",
+        ],
+    );
+    let mut c = VethPair::exec(&net.a, WEIR);
+    c.args([
+        "gen", "-i", "veth1", "--count", "2000", "--rate", "20000", "--size", "150", "--flows", "4",
+    ]);
+    assert_eq!(run_bounded(c, Duration::from_secs(30)).code(), 0);
+    let r = cap.wait(Duration::from_secs(40));
+    assert_eq!(r.code(), 0, "{}", r.stderr());
+    let m = manifest(&ds);
+    let names: Vec<&str> = m["interfaces"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| i["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["veth0", "veth1"]);
+    let rows = records(&ds);
+    let on = |iface: u16, len: u32| {
+        rows.iter()
+            .filter(|r| r.iface == iface && r.wire_len == len)
+            .count()
+    };
+    assert_eq!((on(0, 100), on(1, 150)), (1000, 2000));
+    assert_eq!(rows.len(), 3000);
+}
+
+#[test]
+fn without_privileges_the_error_says_what_to_do() {
+    let net = VethPair::new("noroot");
+    let s = Scratch::new("cap-noroot");
+    // A packet socket needs CAP_NET_RAW: as nobody it is refused.
+    let mut c = VethPair::exec(&net.b, "setpriv");
+    c.args([
+        "--reuid=65534",
+        "--regid=65534",
+        "--clear-groups",
+        "--inh-caps=-all",
+        WEIR,
+        "capture",
+        "-i",
+        IFACE,
+        "-w",
+    ])
+    .arg(std::env::temp_dir().join("weir-noroot.pcap"))
+    .args(["-c", "1"]);
+    let r = run_bounded(c, Duration::from_secs(30));
+    assert_eq!(r.code(), 1, "{}", r.stderr());
+    assert!(r.stderr().contains("CAP_NET_RAW"), "{}", r.stderr());
+    // -Z: open the sockets as root, then write as nobody.
+    let ds = s.join("ds");
+    std::fs::set_permissions(&s.0, std::os::unix::fs::PermissionsExt::from_mode(0o777)).unwrap();
+    let cap = capture(
+        &net.b,
+        &[
+            "-o",
+            ds.to_str().unwrap(),
+            "-Z",
+            "nobody",
+            "-j",
+            "1",
+            "-c",
+            "500",
+            "--duration",
+            "30s",
+            "udp",
+        ],
+    );
+    send(
+        &net.a,
+        &["--count", "500", "--rate", "20000", "--size", "100"],
+    );
+    let r = cap.wait(Duration::from_secs(40));
+    assert_eq!(r.code(), 0, "{}", r.stderr());
+    use std::os::unix::fs::MetadataExt;
+    for f in walk(&ds) {
+        let meta = std::fs::metadata(&f).unwrap();
+        assert_eq!(meta.uid(), 65534, "{} is not owned by nobody", f.display());
+        assert_eq!(
+            meta.mode() & 0o777,
+            0o640,
+            "{} mode {:o}",
+            f.display(),
+            meta.mode() & 0o777
+        );
+    }
+    assert_eq!(records(&ds).len(), 500);
+}
