@@ -13,7 +13,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
 use crate::iface::Interface;
-use crate::sys::{bind_to, check, getsockopt, packet_socket_unbound, setsockopt};
+use crate::sys::{bind_to, check, getsockopt, map_ring, packet_socket_unbound, setsockopt};
 
 /// Sizes of a receive ring.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -169,40 +169,10 @@ impl RxRing {
             }
         })?;
         let map_len = opts.total();
-        // SAFETY: mapping the ring the kernel just made for this socket.
-        let map = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                map_len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_SHARED | libc::MAP_LOCKED | libc::MAP_POPULATE,
-                fd.as_raw_fd(),
-                0,
-            )
-        };
-        let map = if map == libc::MAP_FAILED {
-            // MAP_LOCKED needs RLIMIT_MEMLOCK room; retry without it.
-            // SAFETY: as above.
-            let m = unsafe {
-                libc::mmap(
-                    std::ptr::null_mut(),
-                    map_len,
-                    libc::PROT_READ | libc::PROT_WRITE,
-                    libc::MAP_SHARED | libc::MAP_POPULATE,
-                    fd.as_raw_fd(),
-                    0,
-                )
-            };
-            if m == libc::MAP_FAILED {
-                return Err(setup("mmap of the ring")(io::Error::last_os_error()));
-            }
-            m
-        } else {
-            map
-        };
+        let map = map_ring(&fd, map_len, true).map_err(setup("mmap of the ring"))?;
         let ring = RxRing {
             fd,
-            map: map as *mut u8,
+            map,
             map_len,
             opts,
             next: 0,

@@ -91,3 +91,35 @@ pub(crate) fn bind_proto(fd: &impl AsRawFd, ifindex: u32, proto: u16) -> io::Res
     })
     .map(|_| ())
 }
+
+/// Maps `len` bytes of a packet ring configured on `fd`, pre-faulted, and
+/// locked in memory when `locked` is asked and RLIMIT_MEMLOCK allows it.
+pub(crate) fn map_ring(fd: &impl AsRawFd, len: usize, locked: bool) -> io::Result<*mut u8> {
+    let map = |flags: libc::c_int| {
+        // SAFETY: maps the ring the kernel made for this socket; the
+        // result is checked by the caller of the closure.
+        unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED | libc::MAP_POPULATE | flags,
+                fd.as_raw_fd(),
+                0,
+            )
+        }
+    };
+    let mut m = if locked {
+        map(libc::MAP_LOCKED)
+    } else {
+        libc::MAP_FAILED
+    };
+    if m == libc::MAP_FAILED {
+        m = map(0);
+    }
+    if m == libc::MAP_FAILED {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(m as *mut u8)
+    }
+}

@@ -493,23 +493,10 @@ impl TxRing {
         };
         sys::setsockopt(&fd, libc::SOL_PACKET, libc::PACKET_TX_RING, &req)?;
         let map_len = block_size * blocks;
-        // SAFETY: maps the ring just configured on fd; checked below.
-        let map = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                map_len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_SHARED | libc::MAP_POPULATE,
-                fd.as_raw_fd(),
-                0,
-            )
-        };
-        if map == libc::MAP_FAILED {
-            return Err(io::Error::last_os_error());
-        }
+        let map = sys::map_ring(&fd, map_len, false)?;
         Ok(TxRing {
             fd,
-            map: map as *mut u8,
+            map,
             map_len,
             frame_size,
             slots: req.tp_frame_nr as usize,

@@ -100,6 +100,53 @@ fn stats_rows(ds: &Path) -> Vec<store::stats::StatsRow> {
         .collect()
 }
 
+/// The TCP echo server of tests/traffic/tcp_flows.py in namespace `ns`,
+/// listening when this returns; killed (by PID) when dropped.
+struct TcpServer(std::process::Child);
+
+const TCP_FLOWS: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/../../tests/traffic/tcp_flows.py"
+);
+
+impl TcpServer {
+    fn start(ns: &str, port: u16) -> TcpServer {
+        use std::io::BufRead;
+        let mut c = VethPair::exec(ns, "python3");
+        c.args([TCP_FLOWS, "serve", &port.to_string()])
+            .stdout(std::process::Stdio::piped());
+        let mut child = c.spawn().expect("start the TCP server");
+        let mut line = String::new();
+        std::io::BufReader::new(child.stdout.as_mut().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        assert_eq!(line.trim(), "ready");
+        TcpServer(child)
+    }
+
+    /// `flows` connections from namespace `ns`; what the client reported.
+    fn connect(ns: &str, port: u16, flows: u32) -> String {
+        let mut client = VethPair::exec(ns, "python3");
+        client.args([
+            TCP_FLOWS,
+            "connect",
+            "10.99.0.2",
+            &port.to_string(),
+            &flows.to_string(),
+        ]);
+        let c = run_bounded(client, Duration::from_secs(60));
+        assert_eq!(c.code(), 0, "{}", c.stderr());
+        c.stdout().trim().to_string()
+    }
+}
+
+impl Drop for TcpServer {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
 #[test]
 fn captures_exactly_what_was_sent() {
     let net = VethPair::new("exact");
@@ -176,34 +223,12 @@ fn fanout_keeps_each_flow_on_one_worker() {
     let net = VethPair::new("fanout");
     let s = Scratch::new("cap-fanout");
     let ds = s.join("ds");
-    let script = concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../../tests/traffic/tcp_flows.py"
-    );
-    let mut server = VethPair::exec(&net.b, "python3");
-    server.args([script, "serve", "7000"]);
-    let mut server = {
-        let mut c = server;
-        c.stdout(std::process::Stdio::piped());
-        c.spawn().expect("start the TCP server")
-    };
-    // Wait for the server to listen.
-    {
-        use std::io::BufRead;
-        let mut line = String::new();
-        std::io::BufReader::new(server.stdout.as_mut().unwrap())
-            .read_line(&mut line)
-            .unwrap();
-        assert_eq!(line.trim(), "ready");
-    }
+    let server = TcpServer::start(&net.b, 7000);
     let cap = capture(
         &net.b,
         &["-o", ds.to_str().unwrap(), "-j", "2", "--duration", "30s"],
     );
-    let mut client = VethPair::exec(&net.a, "python3");
-    client.args([script, "connect", "10.99.0.2", "7000", "40"]);
-    let c = run_bounded(client, Duration::from_secs(60));
-    assert_eq!(c.stdout().trim(), "flows 40", "{}", c.stderr());
+    assert_eq!(TcpServer::connect(&net.a, 7000, 40), "flows 40");
     send(
         &net.a,
         &[
@@ -213,8 +238,7 @@ fn fanout_keeps_each_flow_on_one_worker() {
     std::thread::sleep(Duration::from_millis(300));
     cap.signal(libc::SIGINT);
     let r = cap.wait(Duration::from_secs(30));
-    let _ = server.kill();
-    let _ = server.wait();
+    drop(server);
     assert_eq!(r.code(), 0, "{}", r.stderr());
     let rows = records(&ds);
     let mut workers_of: HashMap<u32, HashSet<u16>> = HashMap::new();
@@ -243,22 +267,7 @@ fn a_filter_keeps_exactly_the_matching_frames() {
     let net = VethPair::new("filter");
     let s = Scratch::new("cap-filter");
     let ds = s.join("ds");
-    let script = concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../../tests/traffic/tcp_flows.py"
-    );
-    let mut server = VethPair::exec(&net.b, "python3");
-    server
-        .args([script, "serve", "7001"])
-        .stdout(std::process::Stdio::piped());
-    let mut server = server.spawn().expect("server");
-    {
-        use std::io::BufRead;
-        let mut line = String::new();
-        std::io::BufReader::new(server.stdout.as_mut().unwrap())
-            .read_line(&mut line)
-            .unwrap();
-    }
+    let server = TcpServer::start(&net.b, 7001);
     let cap = capture(
         &net.b,
         &[
@@ -275,9 +284,7 @@ fn a_filter_keeps_exactly_the_matching_frames() {
             "53",
         ],
     );
-    let mut client = VethPair::exec(&net.a, "python3");
-    client.args([script, "connect", "10.99.0.2", "7001", "10"]);
-    assert_eq!(run_bounded(client, Duration::from_secs(60)).code(), 0);
+    assert_eq!(TcpServer::connect(&net.a, 7001, 10), "flows 10");
     send(
         &net.a,
         &[
@@ -287,8 +294,7 @@ fn a_filter_keeps_exactly_the_matching_frames() {
     std::thread::sleep(Duration::from_millis(300));
     cap.signal(libc::SIGINT);
     let r = cap.wait(Duration::from_secs(30));
-    let _ = server.kill();
-    let _ = server.wait();
+    drop(server);
     assert_eq!(r.code(), 0, "{}", r.stderr());
     let rows = records(&ds);
     assert_eq!(rows.len(), 2500, "exactly the UDP frames");
