@@ -27,7 +27,7 @@ enum Command {
     Convert(ConvertArgs),
     /// Print what a dataset holds.
     Info(InfoArgs),
-    /// Generate synthetic traffic into a pcap file.
+    /// Generate traffic: onto an interface (-i) or into a pcap file (-w).
     Gen(gen_cmd::GenArgs),
     /// Capture live traffic on all cores into a dataset (or a pcap file).
     Capture(capture_cmd::CaptureArgs),
