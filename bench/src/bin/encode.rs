@@ -184,6 +184,7 @@ fn main() {
             let p = dir.join(format!("weir-{rep}.parquet"));
             let t = Instant::now();
             let opts = PacketWriterOptions {
+                prefault: false,
                 order,
                 ..Default::default()
             };

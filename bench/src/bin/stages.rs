@@ -41,6 +41,7 @@ fn main() {
         let dir = std::env::temp_dir().join("weir-stages.parquet");
         let t = Instant::now();
         let opts = PacketWriterOptions {
+            prefault: false,
             order,
             ..Default::default()
         };

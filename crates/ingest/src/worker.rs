@@ -1,6 +1,8 @@
 //! One parse worker and its sinks.
 
-use store::{Dataset, PacketFileSummary, PacketWriter, PacketWriterOptions, StoreError};
+use store::{
+    Dataset, PacketFileSummary, PacketWriter, PacketWriterOptions, RowBuffers, StoreError,
+};
 use wire::{Has, LinkType, decode};
 
 use crate::stats::FrameStats;
@@ -29,6 +31,8 @@ pub struct Worker {
     dataset: Dataset,
     opts: WorkerOptions,
     writer: Option<PacketWriter>,
+    /// Row buffers of the last finished file, for the next.
+    spare: Option<RowBuffers>,
     file_seq: u32,
     files: Vec<PacketFileSummary>,
     pub stats: FrameStats,
@@ -52,6 +56,7 @@ impl Worker {
             dataset,
             opts,
             writer: None,
+            spare: None,
             file_seq: 0,
             files: Vec::new(),
             stats: FrameStats::default(),
@@ -72,14 +77,11 @@ impl Worker {
         {
             self.close_file()?;
         }
-        let writer = match &mut self.writer {
-            Some(w) => w,
-            None => {
-                let (path, rel) = self.dataset.packet_file(self.id, self.file_seq);
-                self.file_seq += 1;
-                self.writer
-                    .insert(PacketWriter::create(&path, &rel, self.opts.writer)?)
-            }
+        if self.writer.is_none() {
+            self.open_file()?;
+        }
+        let Some(writer) = self.writer.as_mut() else {
+            unreachable!("opened above")
         };
         let (id, stats) = (self.id, &mut self.stats);
         // The record is built where the writer keeps it: no copy.
@@ -99,9 +101,33 @@ impl Worker {
         })
     }
 
+    /// Starts the next packet file now rather than at the next frame (live
+    /// capture does this before it starts, so the first frame does not wait
+    /// for the writer's buffers).
+    pub fn open_file(&mut self) -> Result<(), StoreError> {
+        self.close_file()?;
+        let (path, rel) = self.dataset.packet_file(self.id, self.file_seq);
+        self.file_seq += 1;
+        self.writer = Some(PacketWriter::create_reusing(
+            &path,
+            &rel,
+            self.opts.writer,
+            self.spare.take(),
+        )?);
+        Ok(())
+    }
+
     fn close_file(&mut self) -> Result<(), StoreError> {
         if let Some(w) = self.writer.take() {
-            self.files.push(w.finish()?);
+            if w.rows() == 0 {
+                // Opened ahead of traffic that never came.
+                self.spare = Some(w.discard());
+                self.file_seq -= 1;
+            } else {
+                let (summary, buffers) = w.finish_keeping_buffers()?;
+                self.files.push(summary);
+                self.spare = Some(buffers);
+            }
         }
         Ok(())
     }

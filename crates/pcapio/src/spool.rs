@@ -16,7 +16,9 @@ use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::thread::JoinHandle;
 
-use crossbeam_channel::{Receiver, Sender, bounded, unbounded};
+use std::sync::{Arc, Mutex};
+
+use crossbeam_channel::{Receiver, unbounded};
 use wire::LinkType;
 
 use crate::writer::{PCAP_HEADER_LEN, PCAP_RECORD_HEADER_LEN};
@@ -75,8 +77,8 @@ enum Msg {
 /// The capture side of a spool.
 pub struct Spool {
     opts: SpoolOptions,
-    tx: Sender<Msg>,
-    free: Receiver<Vec<u8>>,
+    tx: crossbeam_channel::Sender<Msg>,
+    free: FreeBlocks,
     cur: Option<Vec<u8>>,
     cur_frames: u64,
     file: Option<PcapFileInfo>,
@@ -87,16 +89,41 @@ pub struct Spool {
     pub staged: u64,
 }
 
-/// Starts a spool: the staging pool (touched once here, so the capture
+/// Staging blocks not in use, last in first out: the block the writer
+/// just emptied is the next one filled, while it is still in the cache. A
+/// first-in-first-out pool would cycle through all of staging memory and
+/// make both copies of every frame miss the cache.
+#[derive(Clone)]
+struct FreeBlocks(Arc<Mutex<Vec<Vec<u8>>>>);
+
+impl FreeBlocks {
+    fn take(&self) -> Option<Vec<u8>> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).pop()
+    }
+    fn give(&self, b: Vec<u8>) {
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).push(b);
+    }
+    fn len(&self) -> usize {
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).len()
+    }
+}
+
+/// Starts a spool: the staging pool (written once here, so the capture
 /// path never meets fresh memory) and its writer thread.
 pub fn spool(opts: SpoolOptions) -> io::Result<(Spool, JoinHandle<SpoolReport>)> {
     let blocks = opts.blocks.max(2);
-    let (free_tx, free_rx) = bounded(blocks);
+    let free = FreeBlocks(Arc::new(Mutex::new(Vec::with_capacity(blocks))));
     for _ in 0..blocks {
-        let mut b = vec![0u8; opts.block_bytes];
+        // Written, not just allocated: `vec![0; n]` would map zero pages
+        // that fault in (slowly, on VMs that hand free pages back to the
+        // host) the first time the capture path fills the block.
+        let mut b = Vec::with_capacity(opts.block_bytes);
+        b.resize(opts.block_bytes, 0xa5);
         b.clear();
-        let _ = free_tx.send(b);
+        free.give(b);
     }
+    let free_rx = free.clone();
+    let free_tx = free;
     let (tx, rx) = unbounded();
     let dir = opts.dir.clone();
     let header = header_bytes(opts.link, opts.snaplen);
@@ -160,9 +187,9 @@ impl Spool {
             self.flush_block();
         }
         if self.cur.is_none() {
-            match self.free.try_recv() {
-                Ok(b) => self.cur = Some(b),
-                Err(_) => {
+            match self.free.take() {
+                Some(b) => self.cur = Some(b),
+                None => {
                     self.dropped += 1;
                     return None;
                 }
@@ -239,12 +266,7 @@ impl Spool {
 }
 
 /// The writer thread: appends blocks to files, renames them when closed.
-fn write_files(
-    dir: &Path,
-    header: [u8; 24],
-    rx: Receiver<Msg>,
-    free: Sender<Vec<u8>>,
-) -> SpoolReport {
+fn write_files(dir: &Path, header: [u8; 24], rx: Receiver<Msg>, free: FreeBlocks) -> SpoolReport {
     let mut report = SpoolReport::default();
     let mut open: Option<(File, PathBuf, PathBuf)> = None;
     let fail = |report: &mut SpoolReport, what: String| {
@@ -284,7 +306,7 @@ fn write_files(
                     report.frames_lost += frames;
                 }
                 data.clear();
-                let _ = free.send(data);
+                free.give(data);
             }
             Msg::Close { info } => {
                 if let Some((f, part, path)) = open.take() {

@@ -26,5 +26,5 @@ pub mod time;
 pub use dataset::Dataset;
 pub use error::StoreError;
 pub use manifest::Manifest;
-pub use packets::{PacketFileSummary, PacketWriter, PacketWriterOptions, RowOrder};
+pub use packets::{PacketFileSummary, PacketWriter, PacketWriterOptions, RowBuffers, RowOrder};
 pub use schema::{PACKET_COLUMNS, PACKET_SCHEMA_VERSION, packet_schema};

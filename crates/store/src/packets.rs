@@ -41,6 +41,9 @@ pub struct PacketWriterOptions {
     pub row_group_rows: usize,
     pub order: RowOrder,
     pub encode: EncodeOptions,
+    /// Back the row buffers with memory when they are made, not when rows
+    /// first land in them: live capture pays that before it starts.
+    pub prefault: bool,
 }
 
 impl Default for PacketWriterOptions {
@@ -49,6 +52,7 @@ impl Default for PacketWriterOptions {
             row_group_rows: 1 << 20,
             order: RowOrder::Flow,
             encode: EncodeOptions::default(),
+            prefault: false,
         }
     }
 }
@@ -89,6 +93,18 @@ impl PacketWriter {
         path: &Path,
         relative: &str,
         opts: PacketWriterOptions,
+    ) -> Result<Self, StoreError> {
+        Self::create_reusing(path, relative, opts, None)
+    }
+
+    /// As [`PacketWriter::create`], gathering rows in the buffers of a
+    /// finished writer (see [`PacketWriter::finish_keeping_buffers`]) so the
+    /// next file starts on memory that is already backed.
+    pub fn create_reusing(
+        path: &Path,
+        relative: &str,
+        opts: PacketWriterOptions,
+        buffers: Option<RowBuffers>,
     ) -> Result<Self, StoreError> {
         let name = path
             .file_name()
@@ -150,7 +166,10 @@ impl PacketWriter {
             schema,
             opts,
             zstd,
-            rows: RowBuffer::new(opts.order, opts.row_group_rows),
+            rows: match buffers {
+                Some(RowBuffers(b)) if b.order == opts.order => b,
+                _ => RowBuffer::new(opts.order, opts.row_group_rows, opts.prefault),
+            },
             enc: Encoders::new(&opts.encode),
             order: Vec::new(),
             sort_scratch: Vec::new(),
@@ -289,7 +308,13 @@ impl PacketWriter {
 
     /// Writes what is buffered, the footer, syncs, and renames the file into
     /// place. Returns what the file holds.
-    pub fn finish(mut self) -> Result<PacketFileSummary, StoreError> {
+    pub fn finish(self) -> Result<PacketFileSummary, StoreError> {
+        self.finish_keeping_buffers().map(|(summary, _)| summary)
+    }
+
+    /// As [`PacketWriter::finish`], and hands back the (empty) row buffers
+    /// for the next file.
+    pub fn finish_keeping_buffers(mut self) -> Result<(PacketFileSummary, RowBuffers), StoreError> {
         self.flush_row_group()?;
         let part = self.part_path.clone();
         let buffered = self
@@ -304,9 +329,22 @@ impl PacketWriter {
         drop(file);
         std::fs::rename(&part, &self.final_path)
             .map_err(|e| StoreError::io(&self.final_path, e))?;
-        Ok(self.summary)
+        Ok((self.summary, RowBuffers(self.rows)))
+    }
+
+    /// Abandons a file that received no rows: removes it and hands back the
+    /// row buffers.
+    pub fn discard(self) -> RowBuffers {
+        let PacketWriter {
+            part_path, rows, ..
+        } = self;
+        let _ = std::fs::remove_file(&part_path);
+        RowBuffers(rows)
     }
 }
+
+/// The row buffers of a finished writer, for the next one.
+pub struct RowBuffers(RowBuffer);
 
 /// Buckets by the top bits of the flow hash: grouping a row group by flow
 /// then sorts and visits one cache-sized bucket at a time instead of a
@@ -330,10 +368,14 @@ struct Bucket {
 }
 
 impl Bucket {
-    fn with_capacity(rows: usize) -> Self {
+    fn with_capacity(rows: usize, prefault: bool) -> Self {
+        let keys: Vec<u64> = Vec::with_capacity(rows);
+        if prefault {
+            populate(keys.as_ptr() as usize, keys.capacity() * 8);
+        }
         Bucket {
-            rows: huge_vec(rows),
-            keys: Vec::with_capacity(rows),
+            rows: huge_vec(rows, prefault),
+            keys,
         }
     }
 
@@ -346,15 +388,15 @@ impl Bucket {
 }
 
 impl RowBuffer {
-    fn new(order: RowOrder, row_group_rows: usize) -> Self {
+    fn new(order: RowOrder, row_group_rows: usize, prefault: bool) -> Self {
         let buckets = match order {
-            RowOrder::Arrival => vec![Bucket::with_capacity(row_group_rows)],
+            RowOrder::Arrival => vec![Bucket::with_capacity(row_group_rows, prefault)],
             RowOrder::Flow => {
                 // Room for a fair share and then some; skewed traffic grows
                 // a bucket past it.
                 let share = row_group_rows / FLOW_BUCKETS + row_group_rows / (4 * FLOW_BUCKETS);
                 (0..=FLOW_BUCKETS)
-                    .map(|_| Bucket::with_capacity(share))
+                    .map(|_| Bucket::with_capacity(share, prefault))
                     .collect()
             }
         };
@@ -448,8 +490,9 @@ fn radix_sort_keys(keys: &mut Vec<u64>, scratch: &mut Vec<u64>) {
 /// A vector of fixed initial capacity. On Linux its memory is advised to use
 /// transparent huge pages: visiting rows out of order through 4 KiB pages
 /// misses the TLB on almost every row.
-fn huge_vec(rows: usize) -> Vec<PacketRecord> {
+fn huge_vec(rows: usize, prefault: bool) -> Vec<PacketRecord> {
     let v: Vec<PacketRecord> = Vec::with_capacity(rows);
+    let bytes = v.capacity() * std::mem::size_of::<PacketRecord>();
     #[cfg(target_os = "linux")]
     {
         const HUGE: usize = 2 << 20;
@@ -465,7 +508,34 @@ fn huge_vec(rows: usize) -> Vec<PacketRecord> {
             }
         }
     }
+    if prefault {
+        populate(v.as_ptr() as usize, bytes);
+    }
     v
+}
+
+/// Backs `bytes` of fresh allocation at `start` with memory now
+/// (MADV_POPULATE_WRITE; a no-op where the kernel lacks it, before 5.14).
+fn populate(start: usize, bytes: usize) {
+    #[cfg(target_os = "linux")]
+    {
+        const PAGE: usize = 4096;
+        let from = start.next_multiple_of(PAGE);
+        let to = (start + bytes) / PAGE * PAGE;
+        if to > from {
+            // SAFETY: the range lies inside an allocation we own and have
+            // not handed out; populating only backs it, contents stay.
+            unsafe {
+                libc::madvise(
+                    from as *mut libc::c_void,
+                    to - from,
+                    libc::MADV_POPULATE_WRITE,
+                );
+            }
+        }
+    }
+    #[cfg(not(target_os = "linux"))]
+    let _ = (start, bytes);
 }
 
 #[inline(always)]

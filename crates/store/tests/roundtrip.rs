@@ -153,6 +153,7 @@ fn write(recs: &[PacketRecord], name: &str, opts: PacketWriterOptions) -> PathBu
 fn arrival_order_round_trips_exactly() {
     let recs = records(20_000, 7);
     let opts = PacketWriterOptions {
+        prefault: false,
         row_group_rows: 7000,
         order: RowOrder::Arrival,
         encode: EncodeOptions {
@@ -171,6 +172,7 @@ fn arrival_order_round_trips_exactly() {
 fn flow_order_keeps_every_row_and_groups_flows() {
     let recs = records(30_000, 11);
     let opts = PacketWriterOptions {
+        prefault: true,
         row_group_rows: 10_000,
         order: RowOrder::Flow,
         encode: EncodeOptions {
