@@ -18,11 +18,12 @@ die() { printf 'error: %s\n' "$*" >&2; exit 1; }
 DEB_PACKAGES=(build-essential pkg-config curl ca-certificates git libpcap-dev
   tcpdump tshark zstd gzip python3 python3-venv iproute2)
 
+# Extra packages a script needs beyond these may be given as arguments.
 install_packages() {
   [ "$(id -u)" -eq 0 ] || die "run as root (the install step uses apt-get)"
   command -v apt-get >/dev/null || die "apt-get not found: these scripts expect Debian"
   local missing=()
-  for p in "${DEB_PACKAGES[@]}"; do
+  for p in "${DEB_PACKAGES[@]}" "$@"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
   done
   if [ ${#missing[@]} -gt 0 ]; then
