@@ -234,6 +234,10 @@ impl PacketWriter {
         let page_rows = self.opts.encode.page_rows.max(8);
         let enc = &mut self.enc;
         let mut written = 0usize;
+        // Rows since the last one pushed whole that matched it in every
+        // flow-constant column: those columns get them as one repeat.
+        let mut repeats = 0u32;
+        let mut prev: Option<&PacketRecord> = None;
         for bucket in &mut self.rows.buckets {
             if bucket.rows.is_empty() {
                 continue;
@@ -245,13 +249,23 @@ impl PacketWriter {
                 if let Some(&next) = order.get(k + AHEAD) {
                     prefetch(&rows[next as usize]);
                 }
-                enc.push(&rows[i as usize]);
+                let row = &rows[i as usize];
+                if prev.is_some_and(|p| Encoders::same_flow(p, row)) {
+                    enc.push_varying(row);
+                    repeats += 1;
+                } else {
+                    enc.repeat_flow(std::mem::take(&mut repeats));
+                    enc.push(row);
+                }
+                prev = Some(row);
                 written += 1;
                 if written % page_rows == 0 {
+                    enc.repeat_flow(std::mem::take(&mut repeats));
                     enc.end_page(&mut self.zstd)?;
                 }
             }
         }
+        enc.repeat_flow(repeats);
         enc.finish(&mut self.zstd)
     }
 
@@ -570,7 +584,7 @@ fn parse_error_name(code: u8) -> &'static str {
 /// Declares the encoders of the packet table's columns, in file order, and
 /// how each takes its value from a record.
 macro_rules! encoders {
-    ($( $name:ident : $ty:ty = $spec:expr , |$r:ident| $get:expr , $present:expr ; )*) => {
+    ($( $name:ident : $ty:ty = $spec:expr , |$r:ident| $get:expr , $present:expr , $flow:expr ; )*) => {
         /// One encoder per column of the packet table.
         struct Encoders {
             $( $name: ColumnEncoder<$ty>, )*
@@ -595,6 +609,40 @@ macro_rules! encoders {
                         self.$name.push_null();
                     }
                 )*
+            }
+
+            /// Pushes the columns that vary within a flow.
+            #[inline(always)]
+            fn push_varying(&mut self, rec: &PacketRecord) {
+                $(
+                    if !$flow {
+                        let $r = rec;
+                        if $present {
+                            self.$name.push($get);
+                        } else {
+                            self.$name.push_null();
+                        }
+                    }
+                )*
+            }
+
+            /// Repeats the last values of the columns constant within a
+            /// flow `n` more times.
+            #[inline]
+            fn repeat_flow(&mut self, n: u32) {
+                $( if $flow { self.$name.repeat(n); } )*
+            }
+
+            /// Whether `b` has the same values as `a` in every column that
+            /// is constant within a flow.
+            #[inline(always)]
+            #[allow(unused_variables)] // columns always present ignore the row
+            fn same_flow(a: &PacketRecord, b: &PacketRecord) -> bool {
+                true $( && (!$flow || {
+                    let pa = { let $r = a; $present };
+                    let pb = { let $r = b; $present };
+                    pa == pb && (!pa || { let $r = a; $get } == { let $r = b; $get })
+                }) )*
             }
 
             fn end_page(&mut self, zstd: &mut zstd::bulk::Compressor<'static>) -> PqResult<()> {
@@ -636,43 +684,49 @@ const fn fixed(width: usize, bloom: bool) -> ColumnSpec {
     }
 }
 
+/// Columns constant within a flow (in practice: a flow's rows in a row
+/// group repeat them, and the writer extends their runs once per stretch of
+/// such rows instead of once per row), and columns that vary per packet.
+const FLOW: bool = true;
+const EACH: bool = false;
+
 const DICT: Mode = Mode::Dictionary;
 const DELTA: Mode = Mode::Delta;
 
 encoders! {
-    ts: u64 = ColumnSpec { signed: true, ..spec(false, DELTA) }, |r| r.ts_ns as u64, true;
-    wire_len: u32 = spec(false, DICT), |r| r.wire_len, true;
-    cap_len: u32 = spec(false, DICT), |r| r.cap_len, true;
-    worker: u32 = spec(false, DICT), |r| r.worker as u32, true;
-    iface: u32 = spec(false, DICT), |r| r.iface as u32, true;
-    eth_src: u128 = fixed(6, false), |r| mac_num(&r.eth_src), r.has & Has::ETH_SRC != 0;
-    eth_dst: u128 = fixed(6, false), |r| mac_num(&r.eth_dst), r.has & Has::ETH_DST != 0;
-    vlan: u32 = spec(true, DICT), |r| r.vlan as u32, r.has & Has::VLAN != 0;
-    ethertype: u32 = spec(true, DICT), |r| r.ethertype as u32, r.has & Has::ETHERTYPE != 0;
-    ip_version: u32 = spec(true, DICT), |r| r.ip_version as u32, r.has & Has::IP != 0;
-    ip_src: u128 = fixed(16, true), |r| u128::from_be_bytes(r.ip_src), r.has & Has::IP != 0;
-    ip_dst: u128 = fixed(16, true), |r| u128::from_be_bytes(r.ip_dst), r.has & Has::IP != 0;
-    ip_len: u32 = spec(true, DICT), |r| r.ip_len, r.has & Has::IP != 0;
-    ip_hdr_len: u32 = spec(true, DICT), |r| r.ip_hdr_len as u32, r.has & Has::IP != 0;
-    ip_proto: u32 = spec(true, DICT), |r| r.ip_proto as u32, r.has & Has::IP != 0;
-    ttl: u32 = spec(true, DICT), |r| r.ttl as u32, r.has & Has::IP != 0;
-    dscp: u32 = spec(true, DICT), |r| r.dscp as u32, r.has & Has::IP != 0;
-    ip_id: u32 = spec(true, DELTA), |r| r.ip_id, r.has & Has::IP_ID != 0;
-    frag: u32 = spec(true, DICT), |r| r.frag as u32, r.has & Has::FRAG != 0;
-    src_port: u32 = spec(true, DICT), |r| r.src_port as u32, r.has & Has::PORTS != 0;
-    dst_port: u32 = spec(true, DICT), |r| r.dst_port as u32, r.has & Has::PORTS != 0;
-    tcp_flags: u32 = spec(true, DICT), |r| r.tcp_flags as u32, r.has & Has::TCP != 0;
-    tcp_seq: u32 = spec(true, DELTA), |r| r.tcp_seq, r.has & Has::TCP != 0;
-    tcp_ack: u32 = spec(true, DELTA), |r| r.tcp_ack, r.has & Has::TCP != 0;
-    tcp_win: u32 = spec(true, DICT), |r| r.tcp_win as u32, r.has & Has::TCP != 0;
-    tcp_hdr_len: u32 = spec(true, DICT), |r| r.tcp_hdr_len as u32, r.has & Has::TCP != 0;
-    udp_len: u32 = spec(true, DICT), |r| r.udp_len as u32, r.has & Has::UDP != 0;
-    icmp_type: u32 = spec(true, DICT), |r| r.icmp_type as u32, r.has & Has::ICMP != 0;
-    icmp_code: u32 = spec(true, DICT), |r| r.icmp_code as u32, r.has & Has::ICMP != 0;
-    payload_len: u32 = spec(true, DICT), |r| r.payload_len, r.has & Has::PAYLOAD != 0;
-    flow_hash: u32 = spec(true, DICT), |r| r.flow_hash, r.has & Has::FLOW != 0;
-    pcap_file: u32 = spec(true, DICT), |r| r.pcap_file, r.has & Has::PCAP != 0;
-    pcap_offset: u64 = spec(true, DELTA), |r| r.pcap_offset, r.has & Has::PCAP != 0;
+    ts: u64 = ColumnSpec { signed: true, ..spec(false, DELTA) }, |r| r.ts_ns as u64, true, EACH;
+    wire_len: u32 = spec(false, DICT), |r| r.wire_len, true, EACH;
+    cap_len: u32 = spec(false, DICT), |r| r.cap_len, true, EACH;
+    worker: u32 = spec(false, DICT), |r| r.worker as u32, true, FLOW;
+    iface: u32 = spec(false, DICT), |r| r.iface as u32, true, FLOW;
+    eth_src: u128 = fixed(6, false), |r| mac_num(&r.eth_src), r.has & Has::ETH_SRC != 0, FLOW;
+    eth_dst: u128 = fixed(6, false), |r| mac_num(&r.eth_dst), r.has & Has::ETH_DST != 0, FLOW;
+    vlan: u32 = spec(true, DICT), |r| r.vlan as u32, r.has & Has::VLAN != 0, FLOW;
+    ethertype: u32 = spec(true, DICT), |r| r.ethertype as u32, r.has & Has::ETHERTYPE != 0, FLOW;
+    ip_version: u32 = spec(true, DICT), |r| r.ip_version as u32, r.has & Has::IP != 0, FLOW;
+    ip_src: u128 = fixed(16, true), |r| u128::from_be_bytes(r.ip_src), r.has & Has::IP != 0, FLOW;
+    ip_dst: u128 = fixed(16, true), |r| u128::from_be_bytes(r.ip_dst), r.has & Has::IP != 0, FLOW;
+    ip_len: u32 = spec(true, DICT), |r| r.ip_len, r.has & Has::IP != 0, EACH;
+    ip_hdr_len: u32 = spec(true, DICT), |r| r.ip_hdr_len as u32, r.has & Has::IP != 0, FLOW;
+    ip_proto: u32 = spec(true, DICT), |r| r.ip_proto as u32, r.has & Has::IP != 0, FLOW;
+    ttl: u32 = spec(true, DICT), |r| r.ttl as u32, r.has & Has::IP != 0, FLOW;
+    dscp: u32 = spec(true, DICT), |r| r.dscp as u32, r.has & Has::IP != 0, FLOW;
+    ip_id: u32 = spec(true, DELTA), |r| r.ip_id, r.has & Has::IP_ID != 0, EACH;
+    frag: u32 = spec(true, DICT), |r| r.frag as u32, r.has & Has::FRAG != 0, EACH;
+    src_port: u32 = spec(true, DICT), |r| r.src_port as u32, r.has & Has::PORTS != 0, FLOW;
+    dst_port: u32 = spec(true, DICT), |r| r.dst_port as u32, r.has & Has::PORTS != 0, FLOW;
+    tcp_flags: u32 = spec(true, DICT), |r| r.tcp_flags as u32, r.has & Has::TCP != 0, EACH;
+    tcp_seq: u32 = spec(true, DELTA), |r| r.tcp_seq, r.has & Has::TCP != 0, EACH;
+    tcp_ack: u32 = spec(true, DELTA), |r| r.tcp_ack, r.has & Has::TCP != 0, EACH;
+    tcp_win: u32 = spec(true, DICT), |r| r.tcp_win as u32, r.has & Has::TCP != 0, EACH;
+    tcp_hdr_len: u32 = spec(true, DICT), |r| r.tcp_hdr_len as u32, r.has & Has::TCP != 0, FLOW;
+    udp_len: u32 = spec(true, DICT), |r| r.udp_len as u32, r.has & Has::UDP != 0, EACH;
+    icmp_type: u32 = spec(true, DICT), |r| r.icmp_type as u32, r.has & Has::ICMP != 0, FLOW;
+    icmp_code: u32 = spec(true, DICT), |r| r.icmp_code as u32, r.has & Has::ICMP != 0, FLOW;
+    payload_len: u32 = spec(true, DICT), |r| r.payload_len, r.has & Has::PAYLOAD != 0, EACH;
+    flow_hash: u32 = spec(true, DICT), |r| r.flow_hash, r.has & Has::FLOW != 0, FLOW;
+    pcap_file: u32 = spec(true, DICT), |r| r.pcap_file, r.has & Has::PCAP != 0, EACH;
+    pcap_offset: u64 = spec(true, DELTA), |r| r.pcap_offset, r.has & Has::PCAP != 0, EACH;
     parse_error: u8 = ColumnSpec { names: Some(parse_error_name), ..spec(true, DICT) },
-        |r| r.parse_error as u8, r.parse_error != ParseError::None;
+        |r| r.parse_error as u8, r.parse_error != ParseError::None, FLOW;
 }

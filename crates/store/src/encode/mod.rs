@@ -189,6 +189,16 @@ impl LevelRuns {
         }
     }
 
+    #[inline(always)]
+    fn push_n(&mut self, present: bool, n: u32) {
+        if present == self.cur {
+            self.len += n;
+        } else {
+            self.switch(present);
+            self.len += n - 1;
+        }
+    }
+
     #[inline(never)]
     fn switch(&mut self, present: bool) {
         if self.len > 0 {
@@ -226,6 +236,8 @@ pub struct ColumnEncoder<K: Value> {
     cur_val: K,
     cur_idx: u32,
     cur_len: u32,
+    /// The last value pushed (None: a null), for [`ColumnEncoder::repeat`].
+    last: Option<K>,
     delta: DeltaPage,
     plain: Vec<u8>,
     rows_in_page: u32,
@@ -251,6 +263,7 @@ impl<K: Value> ColumnEncoder<K> {
             cur_val: K::default(),
             cur_idx: 0,
             cur_len: 0,
+            last: None,
             delta: DeltaPage::new(std::mem::size_of::<K>() <= 4),
             plain: Vec::new(),
             rows_in_page: 0,
@@ -273,6 +286,7 @@ impl<K: Value> ColumnEncoder<K> {
             self.levels.push(true);
         }
         self.rows_in_page += 1;
+        self.last = Some(v);
         if self.cur_len > 0 && v == self.cur_val && self.mode == Mode::Dictionary {
             self.cur_len += 1;
         } else {
@@ -305,6 +319,32 @@ impl<K: Value> ColumnEncoder<K> {
         self.levels.push(false);
         self.rows_in_page += 1;
         self.nulls += 1;
+        self.last = None;
+    }
+
+    /// Pushes the last value (or null) pushed `n` more times. For a
+    /// dictionary column inside a run, as rows grouped by flow mostly are,
+    /// that is a few additions however large `n` is.
+    #[inline]
+    pub fn repeat(&mut self, n: u32) {
+        if n == 0 {
+            return;
+        }
+        match self.last {
+            Some(_) if self.cur_len > 0 && self.mode == Mode::Dictionary => {
+                if self.spec.nullable {
+                    self.levels.push_n(true, n);
+                }
+                self.rows_in_page += n;
+                self.cur_len += n;
+            }
+            Some(v) => (0..n).for_each(|_| self.push(v)),
+            None => {
+                self.levels.push_n(false, n);
+                self.rows_in_page += n;
+                self.nulls += n as u64;
+            }
+        }
     }
 
     /// Rows in the page being built.
@@ -522,6 +562,7 @@ impl<K: Value> ColumnEncoder<K> {
         self.dict.clear();
         self.runs.clear();
         self.cur_len = 0;
+        self.last = None;
         self.min = None;
         self.max = None;
         self.nulls = 0;
