@@ -59,7 +59,7 @@ struct ConvertArgs {
     #[arg(long, value_enum, default_value = "flow")]
     order: OrderArg,
     /// Rows per Parquet row group.
-    #[arg(long, default_value_t = 1 << 20, value_name = "ROWS")]
+    #[arg(long, default_value_t = store::packets::DEFAULT_ROW_GROUP_ROWS, value_name = "ROWS")]
     row_group_rows: usize,
     /// Make each record point at its frame in the source file
     /// (pcap_file = source number, pcap_offset = byte offset).

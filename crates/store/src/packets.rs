@@ -46,10 +46,18 @@ pub struct PacketWriterOptions {
     pub prefault: bool,
 }
 
+/// Rows per row group unless asked otherwise. A quarter million rows (32
+/// MiB of records) rather than a million: the row buffer then stays in
+/// the caches while a row group is grouped by flow and encoded, and costs a
+/// quarter of the fresh memory to set up. Measured with `weir convert -j 1`
+/// (3 runs each): 64-byte frames 1.60 -> 1.19 s for 10 M, the application
+/// mix 1.40 -> 0.66 s for 2 M, for 5 % more bytes (5.48 -> 5.75 B/packet).
+pub const DEFAULT_ROW_GROUP_ROWS: usize = 256 * 1024;
+
 impl Default for PacketWriterOptions {
     fn default() -> Self {
         PacketWriterOptions {
-            row_group_rows: 1 << 20,
+            row_group_rows: DEFAULT_ROW_GROUP_ROWS,
             order: RowOrder::Flow,
             encode: EncodeOptions::default(),
             prefault: false,
@@ -234,10 +242,10 @@ impl PacketWriter {
         let page_rows = self.opts.encode.page_rows.max(8);
         let enc = &mut self.enc;
         let mut written = 0usize;
-        // Rows since the last one pushed whole that matched it in every
-        // flow-constant column: those columns get them as one repeat.
+        // Rows since the last one pushed whole (`head`) that matched it in
+        // every flow-constant column: those columns get them as one repeat.
         let mut repeats = 0u32;
-        let mut prev: Option<&PacketRecord> = None;
+        let mut head: Option<&PacketRecord> = None;
         for bucket in &mut self.rows.buckets {
             if bucket.rows.is_empty() {
                 continue;
@@ -250,22 +258,31 @@ impl PacketWriter {
                     prefetch(&rows[next as usize]);
                 }
                 let row = &rows[i as usize];
-                if prev.is_some_and(|p| Encoders::same_flow(p, row)) {
-                    enc.push_varying(row);
-                    repeats += 1;
-                } else {
-                    enc.repeat_flow(std::mem::take(&mut repeats));
-                    enc.push(row);
+                match head {
+                    Some(h) if Encoders::same_flow(h, row) => {
+                        enc.push_varying(row);
+                        repeats += 1;
+                    }
+                    _ => {
+                        if let Some(h) = head {
+                            enc.repeat_flow(std::mem::take(&mut repeats), h);
+                        }
+                        enc.push(row);
+                        head = Some(row);
+                    }
                 }
-                prev = Some(row);
                 written += 1;
                 if written % page_rows == 0 {
-                    enc.repeat_flow(std::mem::take(&mut repeats));
+                    if let Some(h) = head {
+                        enc.repeat_flow(std::mem::take(&mut repeats), h);
+                    }
                     enc.end_page(&mut self.zstd)?;
                 }
             }
         }
-        enc.repeat_flow(repeats);
+        if let Some(h) = head {
+            enc.repeat_flow(repeats, h);
+        }
         enc.finish(&mut self.zstd)
     }
 
@@ -373,6 +390,9 @@ struct RowBuffer {
     /// hash and a last one for rows without a flow; otherwise one bucket.
     buckets: Vec<Bucket>,
     len: usize,
+    /// Earliest and latest `ts_ns` of the rows gathered.
+    ts_lo: i64,
+    ts_hi: i64,
 }
 
 /// Rows in arrival order, with each row's sort key beside it.
@@ -418,6 +438,8 @@ impl RowBuffer {
             order,
             buckets,
             len: 0,
+            ts_lo: i64::MAX,
+            ts_hi: i64::MIN,
         }
     }
 
@@ -444,15 +466,14 @@ impl RowBuffer {
         bucket.keys.push(key | bucket.rows.len() as u64);
         bucket.rows.push(*r);
         self.len += 1;
+        // Kept as rows arrive: a scan at the end would read every row's
+        // cache line once more.
+        self.ts_lo = self.ts_lo.min(r.ts_ns);
+        self.ts_hi = self.ts_hi.max(r.ts_ns);
     }
 
     fn ts_range(&self) -> (i64, i64) {
-        self.buckets
-            .iter()
-            .flat_map(|b| b.rows.iter())
-            .fold((i64::MAX, i64::MIN), |(lo, hi), r| {
-                (lo.min(r.ts_ns), hi.max(r.ts_ns))
-            })
+        (self.ts_lo, self.ts_hi)
     }
 
     fn clear(&mut self) {
@@ -461,6 +482,8 @@ impl RowBuffer {
             b.keys.clear();
         }
         self.len = 0;
+        self.ts_lo = i64::MAX;
+        self.ts_hi = i64::MIN;
     }
 }
 
@@ -611,7 +634,8 @@ macro_rules! encoders {
                 )*
             }
 
-            /// Pushes the columns that vary within a flow.
+            /// Pushes the present values of the columns that vary within a
+            /// flow (absent ones are repeated nulls, see `repeat_flow`).
             #[inline(always)]
             fn push_varying(&mut self, rec: &PacketRecord) {
                 $(
@@ -619,26 +643,31 @@ macro_rules! encoders {
                         let $r = rec;
                         if $present {
                             self.$name.push($get);
-                        } else {
-                            self.$name.push_null();
                         }
                     }
                 )*
             }
 
-            /// Repeats the last values of the columns constant within a
-            /// flow `n` more times.
+            /// Repeats `n` more times the last values of the columns
+            /// constant within a flow, and the nulls of the varying columns
+            /// absent from `like` (a row of the stretch being repeated).
             #[inline]
-            fn repeat_flow(&mut self, n: u32) {
-                $( if $flow { self.$name.repeat(n); } )*
+            #[allow(unused_variables)] // columns always present ignore the row
+            fn repeat_flow(&mut self, n: u32, like: &PacketRecord) {
+                $(
+                    let $r = like;
+                    if $flow || !$present {
+                        self.$name.repeat(n);
+                    }
+                )*
             }
 
-            /// Whether `b` has the same values as `a` in every column that
-            /// is constant within a flow.
+            /// Whether `b` has the same fields as `a` and the same values in
+            /// every column that is constant within a flow.
             #[inline(always)]
             #[allow(unused_variables)] // columns always present ignore the row
             fn same_flow(a: &PacketRecord, b: &PacketRecord) -> bool {
-                true $( && (!$flow || {
+                a.has == b.has $( && (!$flow || {
                     let pa = { let $r = a; $present };
                     let pb = { let $r = b; $present };
                     pa == pb && (!pa || { let $r = a; $get } == { let $r = b; $get })
