@@ -48,6 +48,11 @@ pub struct CaptureArgs {
     /// of a second at 10 Gb/s, bounded by free memory).
     #[arg(short = 'B', long = "buffer-size", value_name = "KIB")]
     buffer_kib: Option<u64>,
+    /// Size of one ring block (the kernel hands frames over a block at a
+    /// time); the ring holds -B / this many blocks. A power of two from
+    /// 64Ki to 64Mi.
+    #[arg(long, value_parser = parse_size, default_value = "1Mi", value_name = "SIZE")]
+    ring_block: u64,
     /// Workers (rings) per interface; the kernel spreads flows over them.
     #[arg(short = 'j', long)]
     workers: Option<usize>,
@@ -132,8 +137,14 @@ pub fn run(a: CaptureArgs) -> Result<ExitCode, String> {
         Some(kib) => (kib as usize) << 10,
         None => default_ring_bytes(rings),
     };
-    const BLOCK: usize = 1 << 20;
-    let ring = RingOptions::with_total(ring_bytes.max(4 * BLOCK), BLOCK);
+    if !a.ring_block.is_power_of_two() || !(64 << 10..=64 << 20).contains(&a.ring_block) {
+        return Err(format!(
+            "--ring-block {}: a ring block is a power of two from 64Ki to 64Mi bytes (e.g. --ring-block 4Mi)",
+            a.ring_block
+        ));
+    }
+    let block = a.ring_block as usize;
+    let ring = RingOptions::with_total(ring_bytes.max(4 * block), block);
     let (pcap_on, records_on) = match (&a.write, a.pcap, a.records) {
         (Some(_), _, true) => return Err("-w writes only pcap; use -o DATASET for records".into()),
         (Some(_), _, _) => (true, false),

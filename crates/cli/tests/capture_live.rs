@@ -226,7 +226,17 @@ fn fanout_keeps_each_flow_on_one_worker() {
     let server = TcpServer::start(&net.b, 7000);
     let cap = capture(
         &net.b,
-        &["-o", ds.to_str().unwrap(), "-j", "2", "--duration", "30s"],
+        // Small ring blocks: the kernel hands frames over more often.
+        &[
+            "-o",
+            ds.to_str().unwrap(),
+            "-j",
+            "2",
+            "--ring-block",
+            "128Ki",
+            "--duration",
+            "30s",
+        ],
     );
     assert_eq!(TcpServer::connect(&net.a, 7000, 40), "flows 40");
     send(
@@ -549,6 +559,20 @@ fn clear_errors_before_anything_starts() {
     let r = run(&["-i", IFACE, "-w", "/proc/nope/out.pcap", "-c", "1"]);
     assert_eq!(r.code(), 1);
     assert!(r.stderr().contains("cannot write there"), "{}", r.stderr());
+    let r = run(&[
+        "-i",
+        IFACE,
+        "-o",
+        s.join("b").to_str().unwrap(),
+        "--ring-block",
+        "100Ki",
+    ]);
+    assert_eq!(r.code(), 1);
+    assert!(
+        r.stderr().contains("a ring block is a power of two"),
+        "{}",
+        r.stderr()
+    );
 }
 
 #[test]
