@@ -622,7 +622,9 @@ fn one_run(cx: &Ctx, c: Capturer, size: u32, rep: usize) -> Result<Run, String> 
     let rx1 = cx.net.rx_packets()?;
     // Let the capturer take what is in its ring, then stop it as a user would.
     let stop_at = Instant::now();
-    std::thread::sleep(Duration::from_millis(500));
+    // Longer than tcpdump's 1 s buffer timeout, so that its last, partly
+    // filled ring block is handed over too (weir retires blocks after 10 ms).
+    std::thread::sleep(Duration::from_millis(1500));
     // SAFETY: the pid is our unreaped child.
     unsafe { libc::kill(pid as libc::pid_t, libc::SIGINT) };
     let (cpu_total, clean) = reap(child, Duration::from_secs(120))?;
