@@ -369,7 +369,10 @@ impl Run {
         self.offered.saturating_sub(self.captured)
     }
     fn cpu_ns_per_frame(&self) -> f64 {
-        self.cpu_s * 1e9 / self.captured.max(1) as f64
+        if self.captured == 0 {
+            return f64::NAN;
+        }
+        self.cpu_s * 1e9 / self.captured as f64
     }
     fn json(&self) -> Value {
         json!({
@@ -394,6 +397,24 @@ fn proc_cpu_s(pid: u32) -> Option<f64> {
     Some(ticks / clock_ticks_per_s())
 }
 
+/// Whether the child `pid` has exited (it is left unreaped: a zombie's
+/// /proc entry would still read as alive).
+fn exited(pid: u32) -> bool {
+    // SAFETY: waitid writes into the zeroed siginfo we pass; WNOWAIT leaves
+    // the child to be reaped later.
+    let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+    let r = unsafe {
+        libc::waitid(
+            libc::P_PID,
+            pid as libc::id_t,
+            &mut info,
+            libc::WEXITED | libc::WNOHANG | libc::WNOWAIT,
+        )
+    };
+    // SAFETY: si_pid is valid to read for a waitid result.
+    r == 0 && unsafe { info.si_pid() } == pid as libc::pid_t
+}
+
 /// Waits for `pid` to exit (killing it after `limit`), reaping it with its
 /// CPU time from wait4(2). Returns (cpu seconds, exited cleanly).
 fn reap(child: Child, limit: Duration) -> Result<(f64, bool), String> {
@@ -411,7 +432,10 @@ fn reap(child: Child, limit: Duration) -> Result<(f64, bool), String> {
             return Ok((tv(ru.ru_utime) + tv(ru.ru_stime), ok));
         }
         if r < 0 && errno() != libc::EINTR {
-            return Err(format!("wait4: {}", std::io::Error::last_os_error()));
+            let e = std::io::Error::last_os_error();
+            // SAFETY: the pid is our child; do not leave it running.
+            unsafe { libc::kill(pid, libc::SIGKILL) };
+            return Err(format!("wait4: {e}"));
         }
         if !killed
             && (t0.elapsed() > limit || INTERRUPTED.load(std::sync::atomic::Ordering::SeqCst))
@@ -457,10 +481,10 @@ fn reported_drops(c: Capturer, out: &str, err: &str) -> Option<u64> {
         };
         Some(after("dropped ")? + after("staging dropped ").unwrap_or(0))
     } else if c == Capturer::NetsniffShm {
-        // netsniff-ng: "N packets incoming", "M packets passed filter".
-        let incoming = *numbers_on_line(out, "packets incoming").first()?;
-        let passed = *numbers_on_line(out, "packets passed filter").first()?;
-        Some(incoming.saturating_sub(passed))
+        // netsniff-ng: "N packets failed filter (out of space)" is what its
+        // ring dropped (with TPACKET_V3, "incoming" and "passed filter" are
+        // what it read and what the kernel delivered).
+        numbers_on_line(out, "out of space").first().copied()
     } else {
         numbers_on_line(err, "dropped by kernel").first().copied()
     }
@@ -571,17 +595,23 @@ fn one_run(cx: &Ctx, c: Capturer, size: u32, rep: usize) -> Result<Run, String> 
         {
             break;
         }
-        if proc_cpu_s(pid).is_none() {
+        if exited(pid) {
             return Err(fail(child, "exited before it started listening".into()));
         }
-        if t0.elapsed() > Duration::from_secs(60) || check_interrupted().is_err() {
+        if check_interrupted().is_err() {
+            return Err(fail(child, "interrupted".into()));
+        }
+        if t0.elapsed() > Duration::from_secs(60) {
             return Err(fail(child, "did not start listening within 60 s".into()));
         }
         std::thread::sleep(Duration::from_millis(20));
     }
     std::thread::sleep(Duration::from_millis(300));
 
-    let rx0 = cx.net.rx_packets()?;
+    let rx0 = match cx.net.rx_packets() {
+        Ok(n) => n,
+        Err(e) => return Err(fail(child, e)),
+    };
     let cpu0 = proc_cpu_s(pid).unwrap_or(0.0);
     let (_, steal0) = machine_cpu();
     let gen_out = match Command::new(&cx.tools.ip)
@@ -619,7 +649,10 @@ fn one_run(cx: &Ctx, c: Capturer, size: u32, rep: usize) -> Result<Run, String> 
             ),
         ));
     }
-    let rx1 = cx.net.rx_packets()?;
+    let rx1 = match cx.net.rx_packets() {
+        Ok(n) => n,
+        Err(e) => return Err(fail(child, e)),
+    };
     // Let the capturer take what is in its ring, then stop it as a user would.
     let stop_at = Instant::now();
     // Longer than tcpdump's 1 s buffer timeout, so that its last, partly
@@ -864,7 +897,7 @@ fn setup_markdown(s: &Value) -> String {
         (
             "rings",
             format!(
-                "{} MiB per capturer (weir -B, tcpdump -B, netsniff-ng --ring-size); weir -j {}",
+                "{} MiB per ring (weir -B, per worker; tcpdump -B; netsniff-ng --ring-size); weir -j {}",
                 g("ring_mib"),
                 g("weir_workers")
             ),

@@ -208,21 +208,26 @@ pub fn run(a: CaptureArgs) -> Result<ExitCode, String> {
     }
     crate::signals::install();
     let live_line = !a.quiet && !a.stats_json && std::io::stderr().is_terminal();
-    if !a.quiet {
-        eprintln!(
-            "weir: capturing on {} ({} ring{} of {}){}; Ctrl-C to stop",
-            a.interfaces.join(", "),
-            opened.rings(),
-            if opened.rings() == 1 { "" } else { "s" },
-            human_bytes(ring.total() as u64),
-            a.filter
-                .is_empty()
-                .then(String::new)
-                .unwrap_or_else(|| format!(", filter {:?}", a.filter.join(" ")))
-        );
-    }
+    let rings = opened.rings();
+    let ring_size = human_bytes(ring.total() as u64);
+    // Said once the workers are set up, so that "capturing" means it.
+    let say_ready = || {
+        if !a.quiet {
+            eprintln!(
+                "weir: capturing on {} ({} ring{} of {}){}; Ctrl-C to stop",
+                a.interfaces.join(", "),
+                rings,
+                if rings == 1 { "" } else { "s" },
+                ring_size,
+                a.filter
+                    .is_empty()
+                    .then(String::new)
+                    .unwrap_or_else(|| format!(", filter {:?}", a.filter.join(" ")))
+            );
+        }
+    };
     let report = opened
-        .run(dataset.as_ref(), &crate::signals::STOP, |s: &Second| {
+        .run(dataset.as_ref(), &crate::signals::STOP, say_ready, |s: &Second| {
             if a.stats_json {
                 println!(
                     "{{\"elapsed_s\":{:.3},\"frames\":{},\"bytes\":{},\"kernel_drops\":{},\"pcap_drops\":{},\"total_frames\":{},\"total_kernel_drops\":{},\"total_pcap_drops\":{}}}",

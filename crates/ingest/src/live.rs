@@ -204,10 +204,14 @@ impl Opened {
     /// Captures until `stop` is set, the count is reached or the duration
     /// is over; `on_second` sees the totals once a second. Writes the
     /// dataset (when one is given) and returns the totals.
+    /// Starts the workers and their sinks, calls `on_ready` once every one
+    /// is set up (staging written, record buffers backed), then reports
+    /// each second through `on_second` until the capture ends.
     pub fn run(
         self,
         dataset: Option<&Dataset>,
         stop: &AtomicBool,
+        on_ready: impl FnOnce(),
         mut on_second: impl FnMut(&Second),
     ) -> Result<LiveReport, LiveError> {
         let Opened {
@@ -285,6 +289,7 @@ impl Opened {
             );
         }
 
+        on_ready();
         // The stats loop: once a second until every worker is done.
         let mut ended = Ended::Signal;
         let mut prev: Vec<[u64; 5]> = vec![[0; 5]; fds.len()];

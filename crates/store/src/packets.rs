@@ -367,9 +367,12 @@ impl PacketWriter {
     /// row buffers.
     pub fn discard(self) -> RowBuffers {
         let PacketWriter {
-            part_path, rows, ..
+            part_path,
+            mut rows,
+            ..
         } = self;
         let _ = std::fs::remove_file(&part_path);
+        rows.clear();
         RowBuffers(rows)
     }
 }
