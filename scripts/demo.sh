@@ -48,5 +48,14 @@ wait "$capture_pid"
 cat "$out/capture.log" >&2
 say "what the dataset holds: weir info $out/dataset"
 "$WEIR" info "$out/dataset"
+say "the analysis report: weir analyze $out/dataset summary | rates | bursts | top | flows | loss"
+"$WEIR" analyze "$out/dataset" summary
+"$WEIR" analyze "$out/dataset" rates --every 2s --sample 100ms
+"$WEIR" analyze "$out/dataset" bursts --scales 1ms,10ms,100ms,1s
+"$WEIR" analyze "$out/dataset" top pairs --limit 5
+"$WEIR" analyze "$out/dataset" flows --limit 5
+"$WEIR" analyze "$out/dataset" loss
+say "frames of one flow back out of the dataset: weir read $out/dataset udp port 1024 -w $out/one-flow.pcap"
+"$WEIR" read "$out/dataset" udp port 1024 -w "$out/one-flow.pcap" --force
 echo
 echo "Records: $out/dataset/packets/*.parquet  frames: $out/dataset/pcap/*.pcap  stats: $out/dataset/stats/*.parquet"

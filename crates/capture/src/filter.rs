@@ -30,6 +30,12 @@ unsafe extern "C" {
     fn pcap_freecode(fp: *mut BpfProgram);
     fn pcap_close(p: *mut PcapT);
     fn pcap_lib_version() -> *const c_char;
+    fn bpf_filter(
+        pc: *const libc::sock_filter,
+        pkt: *const u8,
+        wirelen: c_uint,
+        buflen: c_uint,
+    ) -> c_uint;
 }
 
 /// libpcap's "any netmask": broadcast tests are not used by weir's filters.
@@ -48,6 +54,27 @@ pub struct FilterError {
 pub struct Filter {
     pub expr: String,
     pub program: Vec<libc::sock_filter>,
+}
+
+impl Filter {
+    /// Whether the filter accepts a frame of `wire_len` bytes on the wire
+    /// of which `data` was captured (libpcap's own interpreter, as tcpdump
+    /// -r uses it).
+    pub fn matches(&self, wire_len: u32, data: &[u8]) -> bool {
+        if self.program.is_empty() {
+            return true;
+        }
+        // SAFETY: the program came from pcap_compile (libpcap validated
+        // it); bpf_filter reads at most buflen bytes of pkt.
+        unsafe {
+            bpf_filter(
+                self.program.as_ptr(),
+                data.as_ptr(),
+                wire_len.max(data.len() as u32) as c_uint,
+                data.len().min(u32::MAX as usize) as c_uint,
+            ) != 0
+        }
+    }
 }
 
 /// The libpcap DLT_ value for a link type (Linux numbering).

@@ -9,8 +9,10 @@ use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
+mod analyze_cmd;
 mod capture_cmd;
 mod gen_cmd;
+mod read_cmd;
 mod signals;
 mod units;
 
@@ -31,6 +33,14 @@ enum Command {
     Gen(gen_cmd::GenArgs),
     /// Capture live traffic on all cores into a dataset (or a pcap file).
     Capture(capture_cmd::CaptureArgs),
+    /// Built-in analyses of one or more datasets (summary, flows, rates,
+    /// bursts, top, loss).
+    Analyze(analyze_cmd::AnalyzeArgs),
+    /// Run SQL over one or more datasets (tables packets, stats; view flows).
+    Sql(analyze_cmd::SqlArgs),
+    /// Write the frames of a dataset that match a time window and a filter
+    /// to a pcap file.
+    Read(read_cmd::ReadArgs),
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -91,6 +101,9 @@ fn main() -> ExitCode {
         Command::Info(a) => info(a),
         Command::Gen(a) => gen_cmd::run(a),
         Command::Capture(a) => capture_cmd::run(a),
+        Command::Analyze(a) => analyze_cmd::run_analyze(a),
+        Command::Sql(a) => analyze_cmd::run_sql(a),
+        Command::Read(a) => read_cmd::run(a),
     };
     match result {
         Ok(code) => code,

@@ -535,6 +535,34 @@ fn overload_drops_are_counted_and_add_up() {
     assert_eq!(st.iter().map(|r| r.kernel_drops).sum::<u64>(), kernel);
     assert_eq!(st.iter().map(|r| r.pcap_drops).sum::<u64>(), pcap);
     assert!(r.stdout().contains("dropped"), "{}", r.stdout());
+    // weir analyze loss: per second, the same drops in total.
+    let mut c = weir();
+    c.args(["analyze", ds.to_str().unwrap(), "loss", "--json"]);
+    let a = run_bounded(c, Duration::from_secs(60));
+    assert_eq!(a.code(), 0, "{}", a.stderr());
+    let rows: serde_json::Value = serde_json::from_str(&a.stdout()).unwrap();
+    let sum = |k: &str| -> u64 {
+        rows.as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r[k].as_u64().unwrap())
+            .sum()
+    };
+    assert_eq!(sum("kernel_drops"), kernel);
+    assert_eq!(sum("pcap_drops"), pcap);
+    assert_eq!(sum("captured"), captured);
+    // And weir read gives back every frame the pcap files hold, which
+    // tcpdump opens.
+    let out = s.join("all.pcap");
+    let mut c = weir();
+    c.arg("read").arg(&ds).arg("-w").arg(&out);
+    let rd = run_bounded(c, Duration::from_secs(120));
+    assert_eq!(rd.code(), 0, "{}", rd.stderr());
+    let mut c = tool("tcpdump");
+    c.arg("-nr").arg(&out);
+    let t = run_bounded(c, Duration::from_secs(120));
+    assert_eq!(t.code(), 0, "{}", t.stderr());
+    assert_eq!(t.stdout().lines().count() as u64, captured - pcap);
 }
 
 #[test]

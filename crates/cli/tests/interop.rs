@@ -251,3 +251,59 @@ fn tcpdump_and_tshark_read_weir_pcaps() {
     let lens: Vec<u32> = r.stdout().lines().map(|l| l.parse().unwrap()).collect();
     assert_eq!(lens, ours.iter().map(|r| r.wire_len).collect::<Vec<_>>());
 }
+
+/// The DuckDB macros of docs/duckdb-macros.sql format addresses as weir's
+/// ip_text and mac_text do.
+#[test]
+fn duckdb_macros_match_weir_sql() {
+    let s = Scratch::new("macros");
+    let trace = s.join("app.pcap");
+    let mut cmd = weir();
+    cmd.args(["gen", "--model", "app", "-c", "5k", "--seed", "3", "-w"])
+        .arg(&trace);
+    assert_eq!(run_bounded(cmd, Duration::from_secs(60)).code(), 0);
+    let ds = s.join("ds");
+    let mut cmd = weir();
+    cmd.arg("convert").arg(&trace).arg("-o").arg(&ds).arg("-q");
+    assert_eq!(run_bounded(cmd, Duration::from_secs(60)).code(), 0);
+    let mut cmd = python();
+    cmd.arg(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../tests/interop/duckdb_macros.py"
+    ))
+    .arg(&ds);
+    let r = run_bounded(cmd, Duration::from_secs(120));
+    assert_eq!(r.code(), 0, "{}", r.stderr());
+    let theirs: Value = serde_json::from_str(&r.stdout()).unwrap();
+    let mut cmd = weir();
+    cmd.arg("sql").arg(&ds).arg(
+        "SELECT ip_text(ip_src) AS s, mac_text(eth_src) AS m, count(*) AS n \
+         FROM packets GROUP BY 1, 2",
+    );
+    cmd.arg("--json");
+    let r = run_bounded(cmd, Duration::from_secs(60));
+    assert_eq!(r.code(), 0, "{}", r.stderr());
+    let ours: Value = serde_json::from_str(&r.stdout()).unwrap();
+    let mut ours: Vec<Value> = ours
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|o| {
+            // The macro writes IPv6 in full (uncompressed) form.
+            let s = match o["s"].as_str().map(str::parse::<std::net::Ipv6Addr>) {
+                Some(Ok(a)) => json!(
+                    a.segments()
+                        .iter()
+                        .map(|g| format!("{g:04x}"))
+                        .collect::<Vec<_>>()
+                        .join(":")
+                ),
+                _ => o["s"].clone(),
+            };
+            json!([s, o["m"], o["n"]])
+        })
+        .collect();
+    ours.sort_by_cached_key(python_json);
+    assert!(ours.len() > 3, "{ours:?}");
+    assert_eq!(Value::Array(ours), theirs);
+}

@@ -14,6 +14,7 @@
 //! [`PcapWriter`] writes nanosecond pcap.
 
 mod error;
+pub mod fetch;
 mod reader;
 mod writer;
 

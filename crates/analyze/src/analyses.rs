@@ -1,0 +1,560 @@
+//! The built-in analyses. Each is SQL text in `sql/` with `${name}`
+//! parameters filled in here; the text is portable (DataFusion and Spark
+//! SQL) and reads only the tables `packets` and `stats` (plus the view
+//! `flows`, itself `sql/flows.sql`).
+
+use datafusion::arrow::array::{Array, AsArray, RecordBatch};
+use datafusion::arrow::datatypes::{DataType, Int64Type, SchemaRef, UInt64Type};
+
+use crate::error::AnalyzeError;
+use crate::session::Session;
+
+pub const FLOWS_SQL: &str = include_str!("sql/flows.sql");
+pub const SUMMARY_TOTALS_SQL: &str = include_str!("sql/summary_totals.sql");
+pub const SUMMARY_PROTOCOLS_SQL: &str = include_str!("sql/summary_protocols.sql");
+pub const SUMMARY_LOSS_SQL: &str = include_str!("sql/summary_loss.sql");
+pub const LOSS_SQL: &str = include_str!("sql/loss.sql");
+pub const RATES_SQL: &str = include_str!("sql/rates.sql");
+pub const INTERVALS_SQL: &str = include_str!("sql/intervals.sql");
+pub const ROLLUP_SQL: &str = include_str!("sql/rollup.sql");
+pub const TOP_HOSTS_SQL: &str = include_str!("sql/top_hosts.sql");
+pub const TOP_PORTS_SQL: &str = include_str!("sql/top_ports.sql");
+pub const TOP_PAIRS_SQL: &str = include_str!("sql/top_pairs.sql");
+
+/// The flows view's query (without its leading comment lines).
+pub fn flows_sql() -> String {
+    strip_comments(FLOWS_SQL)
+}
+
+/// `sql` with every `${name}` replaced by its value. A name without a
+/// value is a bug in the caller, reported rather than sent to the engine.
+pub fn fill(sql: &str, params: &[(&str, String)]) -> Result<String, AnalyzeError> {
+    let mut out = String::with_capacity(sql.len());
+    let mut rest = sql;
+    while let Some(at) = rest.find("${") {
+        out.push_str(&rest[..at]);
+        let after = &rest[at + 2..];
+        let Some(end) = after.find('}') else {
+            return Err(AnalyzeError::Usage("unclosed ${ in an analysis".into()));
+        };
+        let name = &after[..end];
+        let Some((_, value)) = params.iter().find(|(n, _)| *n == name) else {
+            return Err(AnalyzeError::Usage(format!(
+                "analysis parameter {name} has no value"
+            )));
+        };
+        out.push_str(value);
+        rest = &after[end + 1..];
+    }
+    out.push_str(rest);
+    Ok(out)
+}
+
+fn strip_comments(sql: &str) -> String {
+    sql.lines()
+        .filter(|l| !l.trim_start().starts_with("--"))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// A result: a named table.
+pub struct Table {
+    pub name: String,
+    pub schema: SchemaRef,
+    pub batches: Vec<RecordBatch>,
+}
+
+impl Table {
+    pub fn rows(&self) -> usize {
+        self.batches.iter().map(|b| b.num_rows()).sum()
+    }
+}
+
+fn run(session: &Session, name: &str, sql: &str) -> Result<Table, AnalyzeError> {
+    let (schema, batches) = session.query_with_schema(sql)?;
+    Ok(Table {
+        name: name.into(),
+        schema,
+        batches,
+    })
+}
+
+/// `summary`: totals, protocol mix, loss.
+pub fn summary(session: &Session) -> Result<Vec<Table>, AnalyzeError> {
+    Ok(vec![
+        run(session, "totals", SUMMARY_TOTALS_SQL)?,
+        run(session, "protocols", SUMMARY_PROTOCOLS_SQL)?,
+        run(session, "loss", SUMMARY_LOSS_SQL)?,
+    ])
+}
+
+/// What `flows` lists first, and how many.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum By {
+    Bytes,
+    Frames,
+}
+
+impl By {
+    fn column(self) -> &'static str {
+        match self {
+            By::Bytes => "bytes",
+            By::Frames => "frames",
+        }
+    }
+}
+
+/// The query of `flows`: the view's rows, largest first; `limit` 0 lists
+/// all.
+pub fn flows_query(by: By, limit: usize) -> String {
+    let order = match by {
+        By::Bytes => "fwd_bytes + rev_bytes",
+        By::Frames => "fwd_frames + rev_frames",
+    };
+    let limit = if limit == 0 {
+        String::new()
+    } else {
+        format!(" LIMIT {limit}")
+    };
+    format!(
+        "SELECT ip_text(src_ip) AS src, src_port, ip_text(dst_ip) AS dst, dst_port, proto, \
+         first_ns, last_ns, duration_ns, fwd_frames, fwd_bytes, rev_frames, rev_bytes, \
+         fwd_payload, rev_payload, fwd_tcp_flags, rev_tcp_flags, fwd_retrans, rev_retrans, \
+         handshake_rtt_ns, server_rtt_ns, client_rtt_ns \
+         FROM flows ORDER BY {order} DESC, first_ns, src, src_port, dst, dst_port{limit}"
+    )
+}
+
+/// `flows`, largest first; `limit` 0 lists all.
+pub fn flows(session: &Session, by: By, limit: usize) -> Result<Table, AnalyzeError> {
+    run(session, "flows", &flows_query(by, limit))
+}
+
+/// `top --by bytes|frames hosts|ports|pairs`.
+pub fn top(session: &Session, what: &str, by: By, limit: usize) -> Result<Table, AnalyzeError> {
+    let text = match what {
+        "hosts" => TOP_HOSTS_SQL,
+        "ports" => TOP_PORTS_SQL,
+        "pairs" => TOP_PAIRS_SQL,
+        other => {
+            return Err(AnalyzeError::Usage(format!(
+                "top {other}: choose hosts, ports or pairs"
+            )));
+        }
+    };
+    let limit = if limit == 0 { usize::MAX >> 1 } else { limit };
+    let sql = fill(
+        text,
+        &[("by", by.column().into()), ("limit", limit.to_string())],
+    )?;
+    run(session, &format!("top {what}"), &sql)
+}
+
+/// `loss`: per second and stage, from the stats table.
+pub fn loss(session: &Session) -> Result<Table, AnalyzeError> {
+    run(session, "loss", LOSS_SQL)
+}
+
+/// The query of `rates --every E --sample S` (both in ns; E a multiple of
+/// S) over data spanning `first_ns..=last_ns`.
+pub fn rates_query(
+    (first, last): (i64, i64),
+    every_ns: i64,
+    sample_ns: i64,
+) -> Result<String, AnalyzeError> {
+    if sample_ns <= 0 || every_ns < sample_ns || every_ns % sample_ns != 0 {
+        return Err(AnalyzeError::Usage(format!(
+            "--every ({every_ns} ns) must be a whole multiple of --sample ({sample_ns} ns)"
+        )));
+    }
+    // Windows on whole multiples of the window length (minutes at :00).
+    let origin = first.div_euclid(every_ns) * every_ns;
+    fill(
+        RATES_SQL,
+        &[
+            ("origin_ns", origin.to_string()),
+            ("sample_ns", sample_ns.to_string()),
+            ("every_ns", every_ns.to_string()),
+            ("samples_per_window", (every_ns / sample_ns).to_string()),
+            ("first_sample", ((first - origin) / sample_ns).to_string()),
+            ("last_sample", ((last - origin) / sample_ns).to_string()),
+            ("per_second", float_literal(1e9 / sample_ns as f64)),
+        ],
+    )
+}
+
+/// `rates --every E --sample S` (both in ns; E a multiple of S).
+pub fn rates(session: &Session, every_ns: i64, sample_ns: i64) -> Result<Table, AnalyzeError> {
+    let span = session.span_ns();
+    // Checked even without data, so that a mistake is reported.
+    let sql = rates_query(span.unwrap_or((0, 0)), every_ns, sample_ns)?;
+    if span.is_none() {
+        return run(
+            session,
+            "rates",
+            "SELECT 0 AS start_ns, 0 AS samples WHERE FALSE",
+        );
+    }
+    run(session, "rates", &sql)
+}
+
+pub(crate) fn float_literal(x: f64) -> String {
+    let s = format!("{x:?}");
+    if s.contains('.') || s.contains('e') {
+        s
+    } else {
+        format!("{s}.0")
+    }
+}
+
+/// Percentiles given for each time scale by `bursts`.
+pub const BURST_PERCENTILES: &[f64] = &[0.0, 1.0, 10.0, 25.0, 50.0, 75.0, 90.0, 99.0, 99.9, 100.0];
+
+/// The distribution of rates over all intervals of one length.
+#[derive(Clone, Debug, PartialEq)]
+pub struct BurstScale {
+    pub scale_ns: i64,
+    /// Intervals in the span, empty ones included.
+    pub intervals: u64,
+    pub empty: u64,
+    /// Frames/s and bits/s at each of [`BURST_PERCENTILES`].
+    pub fps: Vec<f64>,
+    pub bps: Vec<f64>,
+    pub mean_fps: f64,
+    pub mean_bps: f64,
+    /// Complementary CDF of the frame rate: (rate, share of intervals with
+    /// a higher rate), one point per distinct rate (thinned to 200).
+    pub ccdf_fps: Vec<(f64, f64)>,
+    pub ccdf_bps: Vec<(f64, f64)>,
+}
+
+/// How `bursts` counts one scale.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum BurstSource {
+    /// The finest scale: `INTERVALS_SQL` over the packets, kept as the
+    /// table `intervals`.
+    Finest(String),
+    /// Summed from `intervals` (`ROLLUP_SQL`).
+    Rollup(String),
+    /// Counted from the packets on its own (not a multiple of the finest).
+    Direct(String),
+}
+
+/// The plan of `bursts`: per scale (ascending), its query and how many
+/// intervals of it the span holds.
+pub fn bursts_plan(
+    (first, last): (i64, i64),
+    scales_ns: &[i64],
+) -> Result<Vec<(i64, u64, BurstSource)>, AnalyzeError> {
+    let mut scales: Vec<i64> = scales_ns.to_vec();
+    scales.sort_unstable();
+    scales.dedup();
+    if scales.first().is_none_or(|&s| s <= 0) {
+        return Err(AnalyzeError::Usage(
+            "--scales needs one or more positive durations".into(),
+        ));
+    }
+    let finest = scales[0];
+    // The finest intervals start on a multiple of every scale summed from
+    // them, so that each coarser interval is a whole number of fine ones
+    // and starts where a direct count would start it.
+    let mut period = finest;
+    for &s in &scales[1..] {
+        if s % finest == 0 {
+            let l = lcm(period, s);
+            if l <= 86_400_000_000_000 {
+                period = l;
+            }
+        }
+    }
+    let origin = first.div_euclid(period) * period;
+    let mut plan = Vec::new();
+    for &scale in &scales {
+        let o = first.div_euclid(scale) * scale;
+        let intervals = ((last - o) / scale + 1) as u64;
+        let source = if scale == finest {
+            BurstSource::Finest(fill(
+                INTERVALS_SQL,
+                &[
+                    ("origin_ns", origin.to_string()),
+                    ("scale_ns", finest.to_string()),
+                ],
+            )?)
+        } else if scale % finest == 0 && period % scale == 0 {
+            BurstSource::Rollup(fill(
+                ROLLUP_SQL,
+                &[("factor", (scale / finest).to_string())],
+            )?)
+        } else {
+            BurstSource::Direct(fill(
+                INTERVALS_SQL,
+                &[
+                    ("origin_ns", o.to_string()),
+                    ("scale_ns", scale.to_string()),
+                ],
+            )?)
+        };
+        plan.push((scale, intervals, source));
+    }
+    Ok(plan)
+}
+
+/// `bursts --scales ...`: the finest scale is counted from the packets in
+/// one scan; each coarser one that is a multiple of it is summed from those
+/// intervals instead of scanning again.
+pub fn bursts(session: &Session, scales_ns: &[i64]) -> Result<Vec<BurstScale>, AnalyzeError> {
+    let Some(span) = session.span_ns() else {
+        bursts_plan((0, 0), scales_ns)?;
+        return Ok(Vec::new());
+    };
+    let plan = bursts_plan(span, scales_ns)?;
+    let mut fine = Vec::new();
+    let mut out = Vec::new();
+    let mut registered = false;
+    for (scale, intervals, source) in plan {
+        let batches = match source {
+            BurstSource::Finest(sql) => {
+                fine = session.query(&sql)?;
+                fine.clone()
+            }
+            BurstSource::Rollup(_) if fine.iter().all(|b| b.num_rows() == 0) => Vec::new(),
+            BurstSource::Rollup(sql) => {
+                if !registered {
+                    session.register_batches("intervals", fine.clone())?;
+                    registered = true;
+                }
+                session.query(&sql)?
+            }
+            BurstSource::Direct(sql) => session.query(&sql)?,
+        };
+        let (frames, bytes) = interval_counts(&batches)?;
+        out.push(distribution(scale, intervals, frames, bytes));
+    }
+    if registered {
+        session.deregister("intervals")?;
+    }
+    Ok(out)
+}
+
+fn lcm(a: i64, b: i64) -> i64 {
+    fn gcd(a: i64, b: i64) -> i64 {
+        if b == 0 { a } else { gcd(b, a % b) }
+    }
+    (a / gcd(a, b)).saturating_mul(b)
+}
+
+fn interval_counts(batches: &[RecordBatch]) -> Result<(Vec<u64>, Vec<u64>), AnalyzeError> {
+    let mut frames = Vec::new();
+    let mut bytes = Vec::new();
+    for b in batches {
+        frames.extend(as_u64(b.column(1).as_ref())?);
+        bytes.extend(as_u64(b.column(2).as_ref())?);
+    }
+    Ok((frames, bytes))
+}
+
+/// The values of an integer column as u64 (nulls as 0).
+pub(crate) fn as_u64(a: &dyn Array) -> Result<Vec<u64>, AnalyzeError> {
+    match a.data_type() {
+        DataType::Int64 => Ok(a
+            .as_primitive::<Int64Type>()
+            .iter()
+            .map(|v| v.unwrap_or(0).max(0) as u64)
+            .collect()),
+        DataType::UInt64 => Ok(a
+            .as_primitive::<UInt64Type>()
+            .iter()
+            .map(|v| v.unwrap_or(0))
+            .collect()),
+        other => Err(AnalyzeError::Engine(format!(
+            "expected an integer count, got {other}"
+        ))),
+    }
+}
+
+fn distribution(scale_ns: i64, intervals: u64, frames: Vec<u64>, bytes: Vec<u64>) -> BurstScale {
+    let per_s = 1e9 / scale_ns as f64;
+    let busy = frames.len() as u64;
+    let intervals = intervals.max(busy);
+    let empty = intervals - busy;
+    let summarise = |mut v: Vec<u64>, unit: f64| {
+        v.sort_unstable();
+        let total: f64 = v.iter().map(|&x| x as f64).sum();
+        let mean = total * unit * per_s / intervals.max(1) as f64;
+        // The k-th smallest of all intervals, empty ones (zeros) first.
+        let nth = |k: u64| -> f64 {
+            if k < empty {
+                0.0
+            } else {
+                v[(k - empty) as usize] as f64 * unit * per_s
+            }
+        };
+        let pct = BURST_PERCENTILES
+            .iter()
+            .map(|&p| {
+                // Nearest rank.
+                let rank = ((p / 100.0) * intervals as f64).ceil() as u64;
+                nth(rank.clamp(1, intervals.max(1)) - 1)
+            })
+            .collect();
+        let mut ccdf = Vec::new();
+        let n = intervals.max(1) as f64;
+        let mut i = 0usize;
+        if empty > 0 {
+            ccdf.push((0.0, busy as f64 / n));
+        }
+        while i < v.len() {
+            let x = v[i];
+            let mut j = i;
+            while j < v.len() && v[j] == x {
+                j += 1;
+            }
+            ccdf.push((x as f64 * unit * per_s, (v.len() - j) as f64 / n));
+            i = j;
+        }
+        if ccdf.len() > 200 {
+            let step = ccdf.len() as f64 / 200.0;
+            let last = ccdf[ccdf.len() - 1];
+            ccdf = (0..200).map(|k| ccdf[(k as f64 * step) as usize]).collect();
+            ccdf.push(last);
+        }
+        (pct, mean, ccdf)
+    };
+    let (fps, mean_fps, ccdf_fps) = summarise(frames, 1.0);
+    let (bps, mean_bps, ccdf_bps) = summarise(bytes, 8.0);
+    BurstScale {
+        scale_ns,
+        intervals,
+        empty,
+        fps,
+        bps,
+        mean_fps,
+        mean_bps,
+        ccdf_fps,
+        ccdf_bps,
+    }
+}
+
+/// `bursts` as tables: the frame-rate and bit-rate percentiles per scale,
+/// and (for JSON and plots) both CCDFs in long form.
+pub fn burst_tables(scales: &[BurstScale], with_ccdf: bool) -> Result<Vec<Table>, AnalyzeError> {
+    use datafusion::arrow::array::{ArrayRef, Float64Array, Int64Array, StringArray, UInt64Array};
+    use datafusion::arrow::datatypes::{Field, Schema};
+    use std::sync::Arc;
+
+    let mut tables = Vec::new();
+    for (name, unit) in [("frame rate", "fps"), ("bit rate", "bps")] {
+        let mut fields = vec![
+            Field::new("scale_ns", DataType::Int64, false),
+            Field::new("intervals", DataType::UInt64, false),
+            Field::new("empty", DataType::UInt64, false),
+            Field::new(format!("mean_{unit}"), DataType::Float64, false),
+        ];
+        let mut cols: Vec<ArrayRef> = vec![
+            Arc::new(Int64Array::from_iter_values(
+                scales.iter().map(|s| s.scale_ns),
+            )),
+            Arc::new(UInt64Array::from_iter_values(
+                scales.iter().map(|s| s.intervals),
+            )),
+            Arc::new(UInt64Array::from_iter_values(
+                scales.iter().map(|s| s.empty),
+            )),
+            Arc::new(Float64Array::from_iter_values(scales.iter().map(|s| {
+                if unit == "fps" {
+                    s.mean_fps
+                } else {
+                    s.mean_bps
+                }
+            }))),
+        ];
+        for (k, p) in BURST_PERCENTILES.iter().enumerate() {
+            let label = format!("{p}").replace('.', "_");
+            fields.push(Field::new(
+                format!("p{label}_{unit}"),
+                DataType::Float64,
+                false,
+            ));
+            cols.push(Arc::new(Float64Array::from_iter_values(scales.iter().map(
+                |s| {
+                    if unit == "fps" { s.fps[k] } else { s.bps[k] }
+                },
+            ))));
+        }
+        let schema = Arc::new(Schema::new(fields));
+        let batch = RecordBatch::try_new(schema.clone(), cols)
+            .map_err(|e| AnalyzeError::Engine(e.to_string()))?;
+        tables.push(Table {
+            name: name.into(),
+            schema,
+            batches: vec![batch],
+        });
+    }
+    if with_ccdf {
+        let (mut scale, mut unit, mut rate, mut share) = (vec![], vec![], vec![], vec![]);
+        for s in scales {
+            for (u, pts) in [("fps", &s.ccdf_fps), ("bps", &s.ccdf_bps)] {
+                for &(r, sh) in pts {
+                    scale.push(s.scale_ns);
+                    unit.push(u);
+                    rate.push(r);
+                    share.push(sh);
+                }
+            }
+        }
+        let schema = Arc::new(Schema::new(vec![
+            Field::new("scale_ns", DataType::Int64, false),
+            Field::new("unit", DataType::Utf8, false),
+            Field::new("rate", DataType::Float64, false),
+            Field::new("share_above", DataType::Float64, false),
+        ]));
+        let batch = RecordBatch::try_new(
+            schema.clone(),
+            vec![
+                Arc::new(Int64Array::from(scale)),
+                Arc::new(StringArray::from(unit)),
+                Arc::new(Float64Array::from(rate)),
+                Arc::new(Float64Array::from(share)),
+            ],
+        )
+        .map_err(|e| AnalyzeError::Engine(e.to_string()))?;
+        tables.push(Table {
+            name: "ccdf".into(),
+            schema,
+            batches: vec![batch],
+        });
+    }
+    Ok(tables)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fills_parameters_and_refuses_missing_ones() {
+        let s = fill("a ${x} b ${y}", &[("x", "1".into()), ("y", "2".into())]).unwrap();
+        assert_eq!(s, "a 1 b 2");
+        assert!(fill("a ${z}", &[("x", "1".into())]).is_err());
+    }
+
+    #[test]
+    fn burst_percentiles_count_empty_intervals() {
+        // 10 intervals of 1 s: 6 empty, then 1, 2, 3, 10 frames.
+        let d = distribution(
+            1_000_000_000,
+            10,
+            vec![3, 1, 10, 2],
+            vec![300, 100, 1000, 200],
+        );
+        assert_eq!(d.empty, 6);
+        assert_eq!(d.fps[0], 0.0); // p0
+        assert_eq!(d.fps[4], 0.0); // p50: the 5th of 10 is empty
+        assert_eq!(d.fps[6], 3.0); // p90: the 9th
+        assert_eq!(d.fps[9], 10.0); // p100
+        assert!((d.mean_fps - 1.6).abs() < 1e-9);
+        assert_eq!(d.bps[9], 8000.0);
+        assert_eq!(d.ccdf_fps[0], (0.0, 0.4));
+        assert_eq!(d.ccdf_fps.last(), Some(&(10.0, 0.0)));
+    }
+}

@@ -1,0 +1,21 @@
+//! Answers from a dataset: SQL over its Parquet tables (`packets`, `stats`,
+//! the view `flows`) on an embedded DataFusion.
+//!
+//! Each analysis is SQL text kept in `src/sql/`, written so that the same
+//! text runs on Spark SQL: standard aggregates and CASE, integer times in
+//! ns (`ts_ns`), no engine-specific functions except `ip_text`/`mac_text`,
+//! which only format results. The binding of tables, the time window and
+//! the UDFs live in [`session`].
+
+pub mod analyses;
+mod error;
+pub mod filter;
+pub mod render;
+pub mod session;
+pub mod udf;
+
+pub use analyses::{BurstScale, By, Table};
+/// The Arrow types of results, for callers that read them.
+pub use datafusion::arrow;
+pub use error::AnalyzeError;
+pub use session::{ScanReport, Session, TimeWindow};

@@ -1,0 +1,285 @@
+//! Results as a terminal table, JSON or CSV.
+//!
+//! Tables for people format by column name: `*_ns` integers are times
+//! (RFC 3339, UTC) or, for `duration_ns` and `*rtt_ns`, durations; `*_fps`
+//! and `*_bps` rates get SI prefixes; `*tcp_flags` are shown as letters.
+//! JSON and CSV keep the raw numbers.
+
+use std::fmt::Write as _;
+
+use datafusion::arrow::array::{Array, AsArray, RecordBatch};
+use datafusion::arrow::datatypes::{DataType, Float64Type, Int64Type, UInt16Type, UInt64Type};
+use datafusion::arrow::util::display::{ArrayFormatter, FormatOptions};
+
+use crate::analyses::Table;
+use crate::error::AnalyzeError;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Format {
+    Table,
+    Json,
+    Csv,
+}
+
+/// Renders `tables`; with several, each is headed by its name (table and
+/// CSV) or is a member of one JSON object (JSON).
+pub fn render(tables: &[Table], format: Format) -> Result<String, AnalyzeError> {
+    match format {
+        Format::Table => {
+            let mut out = String::new();
+            for t in tables {
+                if tables.len() > 1 {
+                    let _ = writeln!(out, "{}", t.name);
+                }
+                out.push_str(&text_table(t)?);
+                if tables.len() > 1 {
+                    out.push('\n');
+                }
+            }
+            Ok(out)
+        }
+        Format::Csv => {
+            let mut out = String::new();
+            for t in tables {
+                if tables.len() > 1 {
+                    let _ = writeln!(out, "# {}", t.name);
+                }
+                out.push_str(&csv(t)?);
+                if tables.len() > 1 {
+                    out.push('\n');
+                }
+            }
+            Ok(out)
+        }
+        Format::Json => {
+            if let [t] = tables {
+                return Ok(format!("{}\n", json_rows(t)?));
+            }
+            let mut obj = serde_json::Map::new();
+            for t in tables {
+                let rows: serde_json::Value =
+                    serde_json::from_str(&json_rows(t)?).map_err(|e| engine(e.to_string()))?;
+                obj.insert(t.name.clone(), rows);
+            }
+            Ok(format!(
+                "{}\n",
+                serde_json::to_string_pretty(&serde_json::Value::Object(obj))
+                    .map_err(|e| engine(e.to_string()))?
+            ))
+        }
+    }
+}
+
+fn engine(msg: String) -> AnalyzeError {
+    AnalyzeError::Engine(msg)
+}
+
+fn json_rows(t: &Table) -> Result<String, AnalyzeError> {
+    let mut buf = Vec::new();
+    {
+        let mut w = datafusion::arrow::json::ArrayWriter::new(&mut buf);
+        let refs: Vec<&RecordBatch> = t.batches.iter().collect();
+        w.write_batches(&refs).map_err(|e| engine(e.to_string()))?;
+        w.finish().map_err(|e| engine(e.to_string()))?;
+    }
+    if buf.is_empty() {
+        return Ok("[]".into());
+    }
+    String::from_utf8(buf).map_err(|e| engine(e.to_string()))
+}
+
+fn csv(t: &Table) -> Result<String, AnalyzeError> {
+    if t.batches.is_empty() {
+        let names: Vec<&str> = t
+            .schema
+            .fields()
+            .iter()
+            .map(|f| f.name().as_str())
+            .collect();
+        return Ok(format!("{}\n", names.join(",")));
+    }
+    let mut buf = Vec::new();
+    {
+        let mut w = datafusion::arrow::csv::WriterBuilder::new()
+            .with_header(true)
+            .build(&mut buf);
+        for b in &t.batches {
+            w.write(b).map_err(|e| engine(e.to_string()))?;
+        }
+    }
+    String::from_utf8(buf).map_err(|e| engine(e.to_string()))
+}
+
+/// How a column is shown to people.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Time,
+    Duration,
+    Rate,
+    TcpFlags,
+    Plain,
+}
+
+fn kind_of(name: &str, ty: &DataType) -> Kind {
+    let int = matches!(ty, DataType::Int64 | DataType::UInt64);
+    if int && (name == "duration_ns" || name.ends_with("rtt_ns") || name == "scale_ns") {
+        Kind::Duration
+    } else if int && name.ends_with("_ns") {
+        Kind::Time
+    } else if name.ends_with("_fps") || name.ends_with("_bps") {
+        Kind::Rate
+    } else if name.ends_with("tcp_flags") && matches!(ty, DataType::UInt16 | DataType::Int64) {
+        Kind::TcpFlags
+    } else {
+        Kind::Plain
+    }
+}
+
+fn text_table(t: &Table) -> Result<String, AnalyzeError> {
+    let fields = t.schema.fields();
+    let mut cols: Vec<Vec<String>> = fields.iter().map(|f| vec![f.name().clone()]).collect();
+    let mut right: Vec<bool> = fields.iter().map(|f| f.data_type().is_numeric()).collect();
+    let opts = FormatOptions::default().with_null("");
+    for b in &t.batches {
+        for (c, f) in fields.iter().enumerate() {
+            let a = b.column(c);
+            let kind = kind_of(f.name(), a.data_type());
+            if kind == Kind::Time || kind == Kind::TcpFlags {
+                right[c] = false;
+            }
+            let fmt =
+                ArrayFormatter::try_new(a.as_ref(), &opts).map_err(|e| engine(e.to_string()))?;
+            for r in 0..a.len() {
+                let cell = if a.is_null(r) {
+                    String::new()
+                } else {
+                    match kind {
+                        Kind::Time => int_at(a.as_ref(), r).map_or_else(
+                            || fmt.value(r).to_string(),
+                            |ns| store::time::format_ns(ns).replace('T', " "),
+                        ),
+                        Kind::Duration => int_at(a.as_ref(), r)
+                            .map_or_else(|| fmt.value(r).to_string(), human_duration),
+                        Kind::Rate => {
+                            float_at(a.as_ref(), r).map_or_else(|| fmt.value(r).to_string(), si)
+                        }
+                        Kind::TcpFlags => int_at(a.as_ref(), r)
+                            .map_or_else(|| fmt.value(r).to_string(), tcp_flags_text),
+                        Kind::Plain => fmt.value(r).to_string(),
+                    }
+                };
+                cols[c].push(cell);
+            }
+        }
+    }
+    let widths: Vec<usize> = cols
+        .iter()
+        .map(|c| c.iter().map(|s| s.chars().count()).max().unwrap_or(0))
+        .collect();
+    let rows = cols.first().map_or(0, |c| c.len());
+    let mut out = String::new();
+    for r in 0..rows {
+        let mut line = String::new();
+        for (c, col) in cols.iter().enumerate() {
+            if c > 0 {
+                line.push_str("  ");
+            }
+            let cell = &col[r];
+            let pad = widths[c] - cell.chars().count();
+            if right[c] {
+                line.extend(std::iter::repeat_n(' ', pad));
+                line.push_str(cell);
+            } else {
+                line.push_str(cell);
+                line.extend(std::iter::repeat_n(' ', pad));
+            }
+        }
+        out.push_str(line.trim_end());
+        out.push('\n');
+        if r == 0 {
+            let total = widths.iter().sum::<usize>() + 2 * widths.len().saturating_sub(1);
+            out.push_str(&"-".repeat(total));
+            out.push('\n');
+        }
+    }
+    if rows <= 1 {
+        out.push_str("(no rows)\n");
+    }
+    Ok(out)
+}
+
+fn int_at(a: &dyn Array, r: usize) -> Option<i64> {
+    match a.data_type() {
+        DataType::Int64 => Some(a.as_primitive::<Int64Type>().value(r)),
+        DataType::UInt64 => Some(a.as_primitive::<UInt64Type>().value(r) as i64),
+        DataType::UInt16 => Some(a.as_primitive::<UInt16Type>().value(r) as i64),
+        _ => None,
+    }
+}
+
+fn float_at(a: &dyn Array, r: usize) -> Option<f64> {
+    match a.data_type() {
+        DataType::Float64 => Some(a.as_primitive::<Float64Type>().value(r)),
+        _ => int_at(a, r).map(|v| v as f64),
+    }
+}
+
+/// 1234567.0 -> "1.23 M".
+pub fn si(x: f64) -> String {
+    let (v, p) = [(1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")]
+        .into_iter()
+        .find(|(s, _)| x.abs() >= *s)
+        .map_or((x, ""), |(s, p)| (x / s, p));
+    if p.is_empty() && v.fract() == 0.0 {
+        format!("{v:.0}")
+    } else {
+        format!("{v:.3} {p}").trim_end().to_string()
+    }
+}
+
+pub fn human_duration(ns: i64) -> String {
+    let x = ns as f64;
+    if ns.abs() >= 1_000_000_000 {
+        format!("{:.3} s", x / 1e9)
+    } else if ns.abs() >= 1_000_000 {
+        format!("{:.3} ms", x / 1e6)
+    } else if ns.abs() >= 1_000 {
+        format!("{:.3} us", x / 1e3)
+    } else {
+        format!("{ns} ns")
+    }
+}
+
+/// TCP flags as tcpdump names them, in its order: S F R P . (ACK) U E W.
+pub fn tcp_flags_text(f: i64) -> String {
+    let mut s = String::new();
+    for (bit, c) in [
+        (0x02, 'S'),
+        (0x01, 'F'),
+        (0x04, 'R'),
+        (0x08, 'P'),
+        (0x10, '.'),
+        (0x20, 'U'),
+        (0x40, 'E'),
+        (0x80, 'W'),
+    ] {
+        if f & bit != 0 {
+            s.push(c);
+        }
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn people_formats() {
+        assert_eq!(si(1_234_567.0), "1.235 M");
+        assert_eq!(si(12.0), "12");
+        assert_eq!(human_duration(1_500_000), "1.500 ms");
+        assert_eq!(tcp_flags_text(0x12), "S.");
+        assert_eq!(tcp_flags_text(0x19), "FP.");
+    }
+}

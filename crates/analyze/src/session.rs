@@ -1,0 +1,321 @@
+//! A DataFusion session bound to one or more datasets: the tables
+//! `packets`, `stats` and the view `flows`, restricted to a time window.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use datafusion::arrow::array::RecordBatch;
+use datafusion::arrow::datatypes::SchemaRef;
+use datafusion::datasource::MemTable;
+use datafusion::datasource::file_format::parquet::ParquetFormat;
+use datafusion::datasource::listing::{
+    ListingOptions, ListingTable, ListingTableConfig, ListingTableUrl,
+};
+use datafusion::prelude::{SessionConfig, SessionContext};
+use store::Dataset;
+use store::manifest::Manifest;
+
+use crate::error::AnalyzeError;
+use crate::udf;
+
+/// The part of time an analysis looks at; `None` is unbounded.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct TimeWindow {
+    /// Inclusive, ns since the epoch.
+    pub from_ns: Option<i64>,
+    /// Exclusive, ns since the epoch.
+    pub to_ns: Option<i64>,
+}
+
+impl TimeWindow {
+    /// The SQL condition on `ts` (a timestamp column), `TRUE` when unbounded.
+    /// Written on the column itself so that DataFusion prunes files and row
+    /// groups by their `ts` statistics.
+    pub fn condition(&self) -> String {
+        let mut parts = Vec::new();
+        if let Some(f) = self.from_ns {
+            parts.push(format!("ts >= TIMESTAMP '{}'", store::time::format_ns(f)));
+        }
+        if let Some(t) = self.to_ns {
+            parts.push(format!("ts < TIMESTAMP '{}'", store::time::format_ns(t)));
+        }
+        if parts.is_empty() {
+            "TRUE".into()
+        } else {
+            parts.join(" AND ")
+        }
+    }
+}
+
+/// What a query's Parquet scans read.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ScanReport {
+    /// Bytes of Parquet read from the files.
+    pub bytes_scanned: u64,
+    /// Row groups skipped by their statistics, and read.
+    pub row_groups_pruned: u64,
+    pub row_groups_read: u64,
+}
+
+/// One or more datasets, open for queries.
+pub struct Session {
+    ctx: SessionContext,
+    runtime: tokio::runtime::Runtime,
+    manifests: Vec<(PathBuf, Manifest)>,
+    window: TimeWindow,
+    /// A tcpdump filter the packets table is restricted to.
+    filter: Option<String>,
+}
+
+impl Session {
+    /// Opens `datasets` as one: their packet files form the table `packets`,
+    /// their stats files `stats`, both seen through `window`; `filter`
+    /// (tcpdump syntax) restricts `packets` further. `threads` is the number
+    /// of cores to use (0: all).
+    pub fn open(
+        datasets: &[PathBuf],
+        window: TimeWindow,
+        filter: Option<&str>,
+        threads: usize,
+    ) -> Result<Session, AnalyzeError> {
+        if datasets.is_empty() {
+            return Err(AnalyzeError::Usage("give at least one dataset".into()));
+        }
+        let mut manifests = Vec::new();
+        for root in datasets {
+            let ds = Dataset::open(root)?;
+            manifests.push((root.clone(), ds.read_manifest()?));
+        }
+        let threads = if threads == 0 {
+            std::thread::available_parallelism().map_or(1, |n| n.get())
+        } else {
+            threads
+        };
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(threads)
+            .thread_name("weir-sql")
+            .build()
+            .map_err(|e| AnalyzeError::Engine(format!("starting the query runtime: {e}")))?;
+        let config = SessionConfig::new()
+            .with_target_partitions(threads)
+            .with_information_schema(true);
+        let ctx = SessionContext::new_with_config(config);
+        udf::register(&ctx);
+        let session = Session {
+            ctx,
+            runtime,
+            manifests,
+            window,
+            filter: filter.map(str::to_string),
+        };
+        session.bind()?;
+        Ok(session)
+    }
+
+    pub fn manifests(&self) -> &[(PathBuf, Manifest)] {
+        &self.manifests
+    }
+
+    pub fn window(&self) -> TimeWindow {
+        self.window
+    }
+
+    /// The time span of the data in the window, from the manifests (no scan).
+    pub fn span_ns(&self) -> Option<(i64, i64)> {
+        let mut span: Option<(i64, i64)> = None;
+        for (_, m) in &self.manifests {
+            if let Some(t) = &m.time_span {
+                span = Some(match span {
+                    None => (t.first_ns, t.last_ns),
+                    Some((a, b)) => (a.min(t.first_ns), b.max(t.last_ns)),
+                });
+            }
+        }
+        let (mut a, mut b) = span?;
+        if let Some(f) = self.window.from_ns {
+            a = a.max(f);
+        }
+        if let Some(t) = self.window.to_ns {
+            b = b.min(t - 1);
+        }
+        (a <= b).then_some((a, b))
+    }
+
+    /// Runs one SQL statement and collects its result.
+    pub fn query(&self, sql: &str) -> Result<Vec<RecordBatch>, AnalyzeError> {
+        self.runtime.block_on(async {
+            let df = self.ctx.sql(sql).await.map_err(AnalyzeError::from_sql)?;
+            df.collect().await.map_err(AnalyzeError::from_sql)
+        })
+    }
+
+    /// Runs a statement and returns its result's schema with the batches
+    /// (the schema is there even when no row is).
+    pub fn query_with_schema(
+        &self,
+        sql: &str,
+    ) -> Result<(SchemaRef, Vec<RecordBatch>), AnalyzeError> {
+        self.runtime.block_on(async {
+            let df = self.ctx.sql(sql).await.map_err(AnalyzeError::from_sql)?;
+            let schema: SchemaRef = Arc::new(df.schema().as_arrow().clone());
+            let batches = df.collect().await.map_err(AnalyzeError::from_sql)?;
+            Ok((schema, batches))
+        })
+    }
+
+    /// Makes `batches` queryable as the table `name` (replacing any).
+    pub fn register_batches(
+        &self,
+        name: &str,
+        batches: Vec<RecordBatch>,
+    ) -> Result<(), AnalyzeError> {
+        let Some(schema) = batches.first().map(|b| b.schema()) else {
+            return Err(AnalyzeError::Engine(format!("no rows for table {name}")));
+        };
+        let table = MemTable::try_new(schema, vec![batches]).map_err(AnalyzeError::from_sql)?;
+        self.deregister(name)?;
+        self.ctx
+            .register_table(name, Arc::new(table))
+            .map_err(AnalyzeError::from_sql)?;
+        Ok(())
+    }
+
+    pub fn deregister(&self, name: &str) -> Result<(), AnalyzeError> {
+        self.ctx
+            .deregister_table(name)
+            .map_err(AnalyzeError::from_sql)?;
+        Ok(())
+    }
+
+    /// Runs a query and also reports what its Parquet scans read.
+    pub fn query_with_scan(
+        &self,
+        sql: &str,
+    ) -> Result<(Vec<RecordBatch>, ScanReport), AnalyzeError> {
+        use datafusion::physical_plan::metrics::MetricValue;
+        use datafusion::physical_plan::{ExecutionPlan, collect};
+        self.runtime.block_on(async {
+            let df = self.ctx.sql(sql).await.map_err(AnalyzeError::from_sql)?;
+            let plan = df
+                .create_physical_plan()
+                .await
+                .map_err(AnalyzeError::from_sql)?;
+            let batches = collect(plan.clone(), self.ctx.task_ctx())
+                .await
+                .map_err(AnalyzeError::from_sql)?;
+            let mut report = ScanReport::default();
+            let mut stack: Vec<Arc<dyn ExecutionPlan>> = vec![plan];
+            while let Some(p) = stack.pop() {
+                if let Some(m) = p.metrics() {
+                    for metric in m.iter() {
+                        match metric.value() {
+                            MetricValue::Count { name, count } if name == "bytes_scanned" => {
+                                report.bytes_scanned += count.value() as u64;
+                            }
+                            MetricValue::PruningMetrics {
+                                name,
+                                pruning_metrics,
+                            } if name == "row_groups_pruned_statistics" => {
+                                report.row_groups_pruned += pruning_metrics.pruned() as u64;
+                                report.row_groups_read += pruning_metrics.matched() as u64;
+                            }
+                            _ => {}
+                        }
+                    }
+                }
+                stack.extend(p.children().into_iter().cloned());
+            }
+            Ok((batches, report))
+        })
+    }
+
+    fn execute(&self, sql: &str) -> Result<(), AnalyzeError> {
+        self.query(sql).map(|_| ())
+    }
+
+    /// Registers the files and the views over them.
+    fn bind(&self) -> Result<(), AnalyzeError> {
+        let roots: Vec<&Path> = self.manifests.iter().map(|(p, _)| p.as_path()).collect();
+        self.register_files(
+            "packet_files",
+            &roots,
+            store::dataset::PACKETS_DIR,
+            store::packet_schema(),
+        )?;
+        self.register_files(
+            "stats_files",
+            &roots,
+            store::dataset::STATS_DIR,
+            store::stats::stats_schema(),
+        )?;
+        let cond = self.window.condition();
+        let filter = match &self.filter {
+            Some(f) => crate::filter::to_sql(f).map_err(|e| AnalyzeError::Usage(e.to_string()))?,
+            None => "TRUE".into(),
+        };
+        self.execute(&format!(
+            "CREATE VIEW packets AS SELECT *, CAST(ts AS BIGINT) AS ts_ns \
+             FROM packet_files WHERE {cond} AND {filter}"
+        ))?;
+        self.execute(&format!(
+            "CREATE VIEW stats AS SELECT *, CAST(ts AS BIGINT) AS ts_ns \
+             FROM stats_files WHERE {cond}"
+        ))?;
+        self.execute(&format!(
+            "CREATE VIEW flows AS {}",
+            crate::analyses::flows_sql()
+        ))?;
+        Ok(())
+    }
+
+    /// A table over the Parquet files in `sub` of every dataset; an empty
+    /// table of `schema` when there are none (a conversion has no stats).
+    fn register_files(
+        &self,
+        name: &str,
+        roots: &[&Path],
+        sub: &str,
+        schema: SchemaRef,
+    ) -> Result<(), AnalyzeError> {
+        let mut urls = Vec::new();
+        for root in roots {
+            let dir = root.join(sub);
+            if has_parquet_files(&dir) {
+                let abs = std::fs::canonicalize(&dir).map_err(|e| AnalyzeError::Io {
+                    path: dir.clone(),
+                    source: e,
+                })?;
+                let text = format!("{}/", abs.display());
+                urls.push(ListingTableUrl::parse(&text).map_err(AnalyzeError::from_sql)?);
+            }
+        }
+        if urls.is_empty() {
+            let table = MemTable::try_new(schema, vec![vec![]]).map_err(AnalyzeError::from_sql)?;
+            self.ctx
+                .register_table(name, Arc::new(table))
+                .map_err(AnalyzeError::from_sql)?;
+            return Ok(());
+        }
+        let options =
+            ListingOptions::new(Arc::new(ParquetFormat::default())).with_file_extension(".parquet");
+        let table = self.runtime.block_on(async {
+            let config = ListingTableConfig::new_with_multi_paths(urls)
+                .with_listing_options(options)
+                .infer_schema(&self.ctx.state())
+                .await?;
+            ListingTable::try_new(config)
+        });
+        let table = table.map_err(AnalyzeError::from_sql)?;
+        self.ctx
+            .register_table(name, Arc::new(table))
+            .map_err(AnalyzeError::from_sql)?;
+        Ok(())
+    }
+}
+
+fn has_parquet_files(dir: &Path) -> bool {
+    std::fs::read_dir(dir).is_ok_and(|rd| {
+        rd.flatten()
+            .any(|e| e.path().extension().is_some_and(|x| x == "parquet"))
+    })
+}

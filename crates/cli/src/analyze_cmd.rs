@@ -1,0 +1,266 @@
+//! `weir analyze` and `weir sql`: wiring to the analyze crate.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use analyze::render::{Format, render};
+use analyze::{By, Session, TimeWindow};
+use clap::{Args, ValueEnum};
+
+use crate::units::parse_duration;
+
+#[derive(Args)]
+pub struct OutputArgs {
+    /// Print JSON instead of a table.
+    #[arg(long, conflicts_with = "csv")]
+    json: bool,
+    /// Print CSV instead of a table.
+    #[arg(long)]
+    csv: bool,
+    /// Cores to use (default: all).
+    #[arg(short = 'j', long, value_name = "N")]
+    threads: Option<usize>,
+    /// Only frames at or after T: a time (2026-11-22T07:00:00.5Z) or an
+    /// offset from the first frame (+90s).
+    #[arg(long, value_name = "T")]
+    from: Option<String>,
+    /// Only frames before T (same forms as --from).
+    #[arg(long, value_name = "T")]
+    to: Option<String>,
+}
+
+impl OutputArgs {
+    fn format(&self) -> Format {
+        if self.json {
+            Format::Json
+        } else if self.csv {
+            Format::Csv
+        } else {
+            Format::Table
+        }
+    }
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+pub enum ByArg {
+    Bytes,
+    Frames,
+}
+
+#[derive(Args)]
+pub struct AnalyzeArgs {
+    /// One or more datasets, then the analysis (summary, flows, rates,
+    /// bursts, top hosts|ports|pairs, loss).
+    #[arg(required = true, value_name = "DATASET... KIND")]
+    words: Vec<String>,
+    #[command(flatten)]
+    out: OutputArgs,
+    /// flows, top: order by bytes or frames.
+    #[arg(long, value_enum, default_value = "bytes")]
+    by: ByArg,
+    /// flows, top: rows to print (0: all; default 20 in a table, all in
+    /// JSON/CSV for flows).
+    #[arg(long, value_name = "N")]
+    limit: Option<usize>,
+    /// rates: window length.
+    #[arg(long, default_value = "1min", value_name = "D")]
+    every: String,
+    /// rates: sample length inside each window.
+    #[arg(long, default_value = "1s", value_name = "D")]
+    sample: String,
+    /// bursts: interval lengths.
+    #[arg(
+        long,
+        default_value = "100us,1ms,10ms,100ms,1s",
+        value_name = "D,D,..."
+    )]
+    scales: String,
+}
+
+#[derive(Args)]
+pub struct SqlArgs {
+    /// One or more datasets, then one SQL statement over the tables
+    /// packets and stats and the view flows.
+    #[arg(required = true, num_args = 2.., value_name = "DATASET... SQL")]
+    words: Vec<String>,
+    #[command(flatten)]
+    out: OutputArgs,
+}
+
+/// Splits leading dataset directories from the words after them.
+pub(crate) fn split_datasets(words: &[String]) -> (Vec<PathBuf>, &[String]) {
+    let n = words
+        .iter()
+        .take_while(|w| std::path::Path::new(w.as_str()).is_dir())
+        .count();
+    (words[..n].iter().map(PathBuf::from).collect(), &words[n..])
+}
+
+fn ns_of(d: std::time::Duration) -> i64 {
+    d.as_nanos().min(i64::MAX as u128) as i64
+}
+
+/// Parses --from/--to: an RFC 3339 time, or +D after the datasets' start.
+fn parse_time(s: &str, start: Option<i64>, flag: &str) -> Result<i64, String> {
+    if let Some(off) = s.strip_prefix('+') {
+        let d = parse_duration(off).map_err(|e| format!("{flag}: {e}"))?;
+        let start = start.ok_or_else(|| {
+            format!("{flag} {s}: the dataset has no frames, so an offset has no start")
+        })?;
+        return Ok(start.saturating_add(ns_of(d)));
+    }
+    store::time::parse_rfc3339(s).ok_or_else(|| {
+        format!(
+            "{flag} {s:?}: give a UTC time like 2026-11-22T07:00:00.5Z or an offset from the \
+             first frame like +90s"
+        )
+    })
+}
+
+/// The window of --from/--to; offsets count from the datasets' first frame.
+pub(crate) fn parse_window(
+    datasets: &[PathBuf],
+    from: Option<&str>,
+    to: Option<&str>,
+) -> Result<TimeWindow, String> {
+    let mut window = TimeWindow::default();
+    if from.is_none() && to.is_none() {
+        return Ok(window);
+    }
+    let probe = Session::open(datasets, window, None, 1).map_err(|e| e.to_string())?;
+    let start = probe.span_ns().map(|s| s.0);
+    if let Some(f) = from {
+        window.from_ns = Some(parse_time(f, start, "--from")?);
+    }
+    if let Some(t) = to {
+        window.to_ns = Some(parse_time(t, start, "--to")?);
+    }
+    Ok(window)
+}
+
+fn open(datasets: &[PathBuf], out: &OutputArgs, filter: Option<&str>) -> Result<Session, String> {
+    let window = parse_window(datasets, out.from.as_deref(), out.to.as_deref())?;
+    Session::open(datasets, window, filter, out.threads.unwrap_or(0)).map_err(|e| e.to_string())
+}
+
+pub fn run_analyze(a: AnalyzeArgs) -> Result<ExitCode, String> {
+    let (datasets, rest) = split_datasets(&a.words);
+    if datasets.is_empty() {
+        let first = a.words.first().map_or("", String::as_str);
+        return Err(format!(
+            "{first}: no such dataset directory; give one or more datasets (made by weir \
+             convert or weir capture), then the analysis"
+        ));
+    }
+    let Some((kind, args)) = rest.split_first() else {
+        let hint = a
+            .words
+            .first()
+            .map(|w| format!(" ({w} is not a directory)"))
+            .unwrap_or_default();
+        return Err(format!(
+            "give the dataset, then the analysis: summary, flows, rates, bursts, top \
+             hosts|ports|pairs or loss{hint}"
+        ));
+    };
+    // `top` takes what to rank; the words after are the filter.
+    let (what, filter_words) = if kind == "top" {
+        match args.split_first() {
+            Some((w, rest)) => (Some(w.as_str()), rest),
+            None => {
+                return Err(
+                    "top what? hosts, ports or pairs (weir analyze DATASET top hosts)".into(),
+                );
+            }
+        }
+    } else {
+        (None, args)
+    };
+    let filter = (!filter_words.is_empty()).then(|| filter_words.join(" "));
+    let session = open(&datasets, &a.out, filter.as_deref())?;
+    let format = a.out.format();
+    let by = match a.by {
+        ByArg::Bytes => By::Bytes,
+        ByArg::Frames => By::Frames,
+    };
+    let tables = match kind.as_str() {
+        "summary" => analyze::analyses::summary(&session).map_err(|e| e.to_string())?,
+        "flows" => {
+            let limit = a
+                .limit
+                .unwrap_or(if format == Format::Table { 20 } else { 0 });
+            vec![analyze::analyses::flows(&session, by, limit).map_err(|e| e.to_string())?]
+        }
+        "top" => {
+            let what = what.unwrap_or_default();
+            let limit = a.limit.unwrap_or(20);
+            vec![analyze::analyses::top(&session, what, by, limit).map_err(|e| e.to_string())?]
+        }
+        "loss" => {
+            vec![analyze::analyses::loss(&session).map_err(|e| e.to_string())?]
+        }
+        "rates" => {
+            let every = ns_of(parse_duration(&a.every).map_err(|e| format!("--every: {e}"))?);
+            let sample = ns_of(parse_duration(&a.sample).map_err(|e| format!("--sample: {e}"))?);
+            vec![analyze::analyses::rates(&session, every, sample).map_err(|e| e.to_string())?]
+        }
+        "bursts" => {
+            let scales = a
+                .scales
+                .split(',')
+                .map(|s| {
+                    parse_duration(s)
+                        .map(ns_of)
+                        .map_err(|e| format!("--scales: {e}"))
+                })
+                .collect::<Result<Vec<_>, _>>()?;
+            let b = analyze::analyses::bursts(&session, &scales).map_err(|e| e.to_string())?;
+            analyze::analyses::burst_tables(&b, format == Format::Json)
+                .map_err(|e| e.to_string())?
+        }
+        other => {
+            return Err(format!(
+                "unknown analysis {other:?}: choose summary, flows, rates, bursts, top \
+                 hosts|ports|pairs or loss{}",
+                if std::path::Path::new(other).exists() {
+                    ""
+                } else if datasets.is_empty() {
+                    " (and give the dataset directory first)"
+                } else {
+                    ""
+                }
+            ));
+        }
+    };
+    print!("{}", render(&tables, format).map_err(|e| e.to_string())?);
+    Ok(ExitCode::SUCCESS)
+}
+
+pub fn run_sql(a: SqlArgs) -> Result<ExitCode, String> {
+    let (datasets, rest) = split_datasets(&a.words);
+    if datasets.is_empty() {
+        return Err(format!(
+            "{}: no such dataset directory; usage: weir sql DATASET... \"SELECT ...\"",
+            a.words[0]
+        ));
+    }
+    let [sql] = rest else {
+        return Err(
+            "give the dataset directories, then one SQL statement in quotes: \
+             weir sql DATASET \"SELECT count(*) FROM packets\""
+                .into(),
+        );
+    };
+    let session = open(&datasets, &a.out, None)?;
+    let (schema, batches) = session.query_with_schema(sql).map_err(|e| e.to_string())?;
+    let table = analyze::Table {
+        name: "result".into(),
+        schema,
+        batches,
+    };
+    print!(
+        "{}",
+        render(&[table], a.out.format()).map_err(|e| e.to_string())?
+    );
+    Ok(ExitCode::SUCCESS)
+}

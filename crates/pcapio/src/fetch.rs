@@ -1,0 +1,162 @@
+//! Random access to the records of a plain classic pcap file: what `weir
+//! read` uses to pull single frames out of large files by the offsets the
+//! packet records keep, without reading what lies between them.
+
+use std::fs::File;
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+
+use wire::LinkType;
+
+use crate::error::{ReadError, ReadErrorKind};
+use crate::reader::{MAX_BLOCK_LEN, MAX_FRAME_LEN};
+
+/// One frame read back.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FetchedFrame {
+    pub ts_ns: i64,
+    pub wire_len: u32,
+}
+
+/// A classic pcap file opened for reads at record offsets.
+pub struct PcapFile {
+    path: PathBuf,
+    file: File,
+    big_endian: bool,
+    nanosecond: bool,
+    pub link: LinkType,
+    pub snaplen: u32,
+}
+
+impl PcapFile {
+    /// Opens `path` if it is a plain (uncompressed) classic pcap file;
+    /// `Ok(None)` for anything else (pcapng, compressed, the modified
+    /// variant), which must be read in sequence instead.
+    pub fn open(path: &Path) -> Result<Option<PcapFile>, ReadError> {
+        let err = |offset, kind| ReadError {
+            path: path.to_path_buf(),
+            offset,
+            decompressed: false,
+            kind,
+        };
+        let file = File::open(path).map_err(|e| err(0, ReadErrorKind::Io(e)))?;
+        let mut h = [0u8; 24];
+        match file.read_exact_at(&mut h, 0) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => return Ok(None),
+            Err(e) => return Err(err(0, ReadErrorKind::Io(e))),
+        }
+        let magic = u32::from_le_bytes([h[0], h[1], h[2], h[3]]);
+        let (big_endian, nanosecond) = match magic {
+            0xa1b2_c3d4 => (false, false),
+            0xa1b2_3c4d => (false, true),
+            0xd4c3_b2a1 => (true, false),
+            0x4d3c_b2a1 => (true, true),
+            _ => return Ok(None),
+        };
+        let word = |i: usize| {
+            let b = [h[i], h[i + 1], h[i + 2], h[i + 3]];
+            if big_endian {
+                u32::from_be_bytes(b)
+            } else {
+                u32::from_le_bytes(b)
+            }
+        };
+        Ok(Some(PcapFile {
+            path: path.to_path_buf(),
+            file,
+            big_endian,
+            nanosecond,
+            link: LinkType((word(20) & 0xffff) as u16),
+            snaplen: word(16),
+        }))
+    }
+
+    /// Reads the record at `offset` (as the packet records keep it) into
+    /// `data`, replacing its contents.
+    pub fn read_at(&self, offset: u64, data: &mut Vec<u8>) -> Result<FetchedFrame, ReadError> {
+        let err = |kind| ReadError {
+            path: self.path.clone(),
+            offset,
+            decompressed: false,
+            kind,
+        };
+        let io = |e: std::io::Error| {
+            if e.kind() == std::io::ErrorKind::UnexpectedEof {
+                err(ReadErrorKind::Truncated {
+                    what: "pcap record",
+                    needed: 16,
+                    have: 0,
+                })
+            } else {
+                err(ReadErrorKind::Io(e))
+            }
+        };
+        let mut h = [0u8; 16];
+        self.file.read_exact_at(&mut h, offset).map_err(io)?;
+        let word = |i: usize| {
+            let b = [h[i], h[i + 1], h[i + 2], h[i + 3]];
+            if self.big_endian {
+                u32::from_be_bytes(b)
+            } else {
+                u32::from_le_bytes(b)
+            }
+        };
+        let caplen = word(8);
+        let limit = MAX_FRAME_LEN.max(self.snaplen.min(MAX_BLOCK_LEN));
+        if caplen > limit {
+            return Err(err(ReadErrorKind::BogusLength {
+                what: "pcap record with a captured length",
+                len: caplen as u64,
+                limit: limit as u64,
+            }));
+        }
+        data.clear();
+        data.resize(caplen as usize, 0);
+        self.file.read_exact_at(data, offset + 16).map_err(io)?;
+        let frac = word(4) as i64 * if self.nanosecond { 1 } else { 1000 };
+        Ok(FetchedFrame {
+            ts_ns: word(0) as i64 * 1_000_000_000 + frac,
+            wire_len: word(12),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::PcapWriter;
+
+    #[test]
+    fn reads_records_back_by_offset() {
+        let dir = std::env::temp_dir().join(format!("weir-fetch-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("t.pcap");
+        let mut w = PcapWriter::new(
+            std::fs::File::create(&path).unwrap(),
+            LinkType::ETHERNET,
+            100,
+        )
+        .unwrap();
+        let a = w.write_frame(1_000_000_123, 60, &[1u8; 60]).unwrap();
+        let b = w.write_frame(2_000_000_456, 500, &[2u8; 200]).unwrap();
+        w.into_inner().unwrap();
+        let f = PcapFile::open(&path).unwrap().unwrap();
+        assert_eq!((f.link, f.snaplen), (LinkType::ETHERNET, 100));
+        let mut data = Vec::new();
+        let fb = f.read_at(b, &mut data).unwrap();
+        assert_eq!(
+            fb,
+            FetchedFrame {
+                ts_ns: 2_000_000_456,
+                wire_len: 500
+            }
+        );
+        assert_eq!(data, vec![2u8; 100]); // cut to the snaplen by the writer
+        let fa = f.read_at(a, &mut data).unwrap();
+        assert_eq!((fa.ts_ns, data.len()), (1_000_000_123, 60));
+        assert!(f.read_at(b + 3, &mut data).is_err());
+        assert!(f.read_at(10_000, &mut data).is_err());
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}
