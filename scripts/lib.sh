@@ -14,9 +14,10 @@ say() { printf '\n== %s\n' "$*" >&2; }
 die() { printf 'error: %s\n' "$*" >&2; exit 1; }
 
 # Debian packages: the C toolchain and libpcap for building, the real
-# tools the tests check weir against, and Python for the Parquet clients.
+# tools the tests check weir against, Python for the Parquet clients, and
+# the font PNG plots are drawn with.
 DEB_PACKAGES=(build-essential pkg-config curl ca-certificates git libpcap-dev
-  tcpdump tshark zstd gzip python3 python3-venv iproute2)
+  tcpdump tshark zstd gzip python3 python3-venv iproute2 fonts-dejavu-core)
 
 # Extra packages a script needs beyond these may be given as arguments.
 install_packages() {

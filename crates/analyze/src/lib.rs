@@ -10,6 +10,7 @@
 pub mod analyses;
 mod error;
 pub mod filter;
+pub mod plot;
 pub mod render;
 pub mod session;
 pub mod udf;

@@ -230,11 +230,9 @@ pub fn si(x: f64) -> String {
         .into_iter()
         .find(|(s, _)| x.abs() >= *s)
         .map_or((x, ""), |(s, p)| (x / s, p));
-    if p.is_empty() && v.fract() == 0.0 {
-        format!("{v:.0}")
-    } else {
-        format!("{v:.3} {p}").trim_end().to_string()
-    }
+    let digits = format!("{v:.3}");
+    let digits = digits.trim_end_matches('0').trim_end_matches('.');
+    format!("{digits} {p}").trim_end().to_string()
 }
 
 pub fn human_duration(ns: i64) -> String {
@@ -278,6 +276,8 @@ mod tests {
     fn people_formats() {
         assert_eq!(si(1_234_567.0), "1.235 M");
         assert_eq!(si(12.0), "12");
+        assert_eq!(si(300_000.0), "300 k");
+        assert_eq!(si(3.5e9), "3.5 G");
         assert_eq!(human_duration(1_500_000), "1.500 ms");
         assert_eq!(tcp_flags_text(0x12), "S.");
         assert_eq!(tcp_flags_text(0x19), "FP.");

@@ -68,6 +68,9 @@ pub struct AnalyzeArgs {
     /// rates: sample length inside each window.
     #[arg(long, default_value = "1s", value_name = "D")]
     sample: String,
+    /// rates, bursts, loss: also draw the result into FILE (.svg or .png).
+    #[arg(long, value_name = "FILE")]
+    plot: Option<PathBuf>,
     /// bursts: interval lengths.
     #[arg(
         long,
@@ -183,6 +186,12 @@ pub fn run_analyze(a: AnalyzeArgs) -> Result<ExitCode, String> {
         ByArg::Bytes => By::Bytes,
         ByArg::Frames => By::Frames,
     };
+    if a.plot.is_some() && !matches!(kind.as_str(), "rates" | "bursts" | "loss") {
+        return Err(format!(
+            "--plot draws rates, bursts and loss, not {kind}; use --json or --csv and a \
+             plotting tool of your choice"
+        ));
+    }
     let tables = match kind.as_str() {
         "summary" => analyze::analyses::summary(&session).map_err(|e| e.to_string())?,
         "flows" => {
@@ -197,12 +206,20 @@ pub fn run_analyze(a: AnalyzeArgs) -> Result<ExitCode, String> {
             vec![analyze::analyses::top(&session, what, by, limit).map_err(|e| e.to_string())?]
         }
         "loss" => {
-            vec![analyze::analyses::loss(&session).map_err(|e| e.to_string())?]
+            let t = analyze::analyses::loss(&session).map_err(|e| e.to_string())?;
+            if let Some(p) = &a.plot {
+                analyze::plot::loss(&t, p).map_err(|e| e.to_string())?;
+            }
+            vec![t]
         }
         "rates" => {
             let every = ns_of(parse_duration(&a.every).map_err(|e| format!("--every: {e}"))?);
             let sample = ns_of(parse_duration(&a.sample).map_err(|e| format!("--sample: {e}"))?);
-            vec![analyze::analyses::rates(&session, every, sample).map_err(|e| e.to_string())?]
+            let t = analyze::analyses::rates(&session, every, sample).map_err(|e| e.to_string())?;
+            if let Some(p) = &a.plot {
+                analyze::plot::rates(&t, p).map_err(|e| e.to_string())?;
+            }
+            vec![t]
         }
         "bursts" => {
             let scales = a
@@ -215,6 +232,9 @@ pub fn run_analyze(a: AnalyzeArgs) -> Result<ExitCode, String> {
                 })
                 .collect::<Result<Vec<_>, _>>()?;
             let b = analyze::analyses::bursts(&session, &scales).map_err(|e| e.to_string())?;
+            if let Some(p) = &a.plot {
+                analyze::plot::bursts(&b, p).map_err(|e| e.to_string())?;
+            }
             analyze::analyses::burst_tables(&b, format == Format::Json)
                 .map_err(|e| e.to_string())?
         }

@@ -496,3 +496,42 @@ fn flows_match_tshark_conversations_on_a_real_trace() {
     }
     assert!(checked >= 5, "{checked} conversations compared");
 }
+
+#[test]
+fn plots_of_rates_and_bursts() {
+    let s = Scratch::new("an-plots");
+    let (ds, _) = known_dataset(&s);
+    let d = ds.to_str().unwrap();
+    let svg = s.join("rates.svg");
+    let mut cmd = weir();
+    cmd.args([
+        "analyze", d, "rates", "--every", "2s", "--sample", "500ms", "--plot",
+    ])
+    .arg(&svg);
+    let r = run_bounded(cmd, Duration::from_secs(60));
+    assert_eq!(r.code(), 0, "{}", r.stderr());
+    let text = std::fs::read_to_string(&svg).unwrap();
+    assert!(text.starts_with("<svg") || text.contains("<svg"), "not SVG");
+    // Three lines (least, mean, greatest) in each of two panels.
+    assert!(text.matches("<polyline").count() >= 6, "{text}");
+    assert!(text.contains("frames per second") && text.contains("greatest sample"));
+    let png = s.join("bursts.png");
+    let mut cmd = weir();
+    cmd.args(["analyze", d, "bursts", "--scales", "100ms,1s", "--plot"])
+        .arg(&png);
+    let r = run_bounded(cmd, Duration::from_secs(60));
+    assert_eq!(r.code(), 0, "{}", r.stderr());
+    let bytes = std::fs::read(&png).unwrap();
+    assert_eq!(&bytes[..8], b"\x89PNG\r\n\x1a\n");
+    assert!(bytes.len() > 10_000, "{} bytes", bytes.len());
+    for (args, want) in [
+        (vec!["flows", "--plot", "x.svg"], "--plot draws"),
+        (vec!["rates", "--plot", "x.pdf"], ".svg or .png"),
+    ] {
+        let mut cmd = weir();
+        cmd.args(["analyze", d]).args(&args);
+        let r = run_bounded(cmd, Duration::from_secs(60));
+        assert_ne!(r.code(), 0);
+        assert!(r.stderr().contains(want), "{}", r.stderr());
+    }
+}

@@ -537,7 +537,9 @@ fn overload_drops_are_counted_and_add_up() {
     assert!(r.stdout().contains("dropped"), "{}", r.stdout());
     // weir analyze loss: per second, the same drops in total.
     let mut c = weir();
-    c.args(["analyze", ds.to_str().unwrap(), "loss", "--json"]);
+    let plot = s.join("loss.svg");
+    c.args(["analyze", ds.to_str().unwrap(), "loss", "--json", "--plot"])
+        .arg(&plot);
     let a = run_bounded(c, Duration::from_secs(60));
     assert_eq!(a.code(), 0, "{}", a.stderr());
     let rows: serde_json::Value = serde_json::from_str(&a.stdout()).unwrap();
@@ -551,6 +553,8 @@ fn overload_drops_are_counted_and_add_up() {
     assert_eq!(sum("kernel_drops"), kernel);
     assert_eq!(sum("pcap_drops"), pcap);
     assert_eq!(sum("captured"), captured);
+    let svg = std::fs::read_to_string(&plot).unwrap();
+    assert!(svg.contains("dropped: ring full"), "{svg}");
     // And weir read gives back every frame the pcap files hold, which
     // tcpdump opens.
     let out = s.join("all.pcap");

@@ -1,0 +1,349 @@
+//! Plots of `rates`, `bursts` and `loss` as SVG or PNG (plotters). Text is
+//! laid out (both formats) and drawn (PNG) with DejaVu Sans from the
+//! system (Debian: fonts-dejavu-core), found at run time.
+
+use std::path::Path;
+
+use datafusion::arrow::array::{Array, AsArray};
+use datafusion::arrow::datatypes::{DataType, Float64Type, Int64Type, UInt32Type, UInt64Type};
+use plotters::coord::Shift;
+use plotters::prelude::*;
+
+use crate::analyses::{BurstScale, Table};
+use crate::error::AnalyzeError;
+use crate::render::{human_duration, si};
+
+const SIZE: (u32, u32) = (1100, 760);
+const FONTS: &[&str] = &[
+    "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf",
+    "/usr/share/fonts/dejavu/DejaVuSans.ttf",
+];
+
+fn err(e: impl std::fmt::Display) -> AnalyzeError {
+    AnalyzeError::Engine(format!("drawing the plot: {e}"))
+}
+
+/// A column as numbers (nulls as NaN), by name.
+fn column(t: &Table, name: &str) -> Result<Vec<f64>, AnalyzeError> {
+    let idx = t
+        .schema
+        .index_of(name)
+        .map_err(|_| AnalyzeError::Engine(format!("the result has no column {name}")))?;
+    let mut out = Vec::with_capacity(t.rows());
+    for b in &t.batches {
+        let a = b.column(idx);
+        for i in 0..a.len() {
+            out.push(if a.is_null(i) {
+                f64::NAN
+            } else {
+                match a.data_type() {
+                    DataType::Float64 => a.as_primitive::<Float64Type>().value(i),
+                    DataType::Int64 => a.as_primitive::<Int64Type>().value(i) as f64,
+                    DataType::UInt64 => a.as_primitive::<UInt64Type>().value(i) as f64,
+                    DataType::UInt32 => a.as_primitive::<UInt32Type>().value(i) as f64,
+                    other => {
+                        return Err(AnalyzeError::Engine(format!(
+                            "column {name} is {other}, not a number"
+                        )));
+                    }
+                }
+            });
+        }
+    }
+    Ok(out)
+}
+
+/// A named, coloured line: (x, y) points.
+type Series = (String, RGBColor, Vec<(f64, f64)>);
+
+/// One chart: line series over a shared x axis.
+struct Panel {
+    title: String,
+    x_desc: String,
+    y_desc: String,
+    /// Logarithmic x and y axes.
+    log: (bool, bool),
+    series: Vec<Series>,
+}
+
+/// Panels in a grid of (rows, columns).
+struct Figure {
+    grid: (usize, usize),
+    panels: Vec<Panel>,
+}
+
+fn draw_figure<DB: DrawingBackend>(
+    root: &DrawingArea<DB, Shift>,
+    fig: &Figure,
+) -> Result<(), AnalyzeError>
+where
+    DB::ErrorType: 'static,
+{
+    root.fill(&WHITE).map_err(err)?;
+    for (area, panel) in root.split_evenly(fig.grid).iter().zip(&fig.panels) {
+        lines(area, panel)?;
+    }
+    root.present().map_err(err)
+}
+
+/// Writes `fig` as SVG or PNG, chosen by the extension of `path`.
+fn save(path: &Path, fig: &Figure) -> Result<(), AnalyzeError> {
+    let ext = path
+        .extension()
+        .and_then(|e| e.to_str())
+        .map(str::to_ascii_lowercase);
+    match ext.as_deref() {
+        Some("svg") => {
+            load_font()?;
+            draw_figure(&SVGBackend::new(path, SIZE).into_drawing_area(), fig)
+        }
+        Some("png") => {
+            load_font()?;
+            draw_figure(&BitMapBackend::new(path, SIZE).into_drawing_area(), fig)
+        }
+        _ => Err(AnalyzeError::Usage(format!(
+            "--plot {}: name the file .svg or .png",
+            path.display()
+        ))),
+    }
+}
+
+/// Registers DejaVu Sans for PNG text, once.
+fn load_font() -> Result<(), AnalyzeError> {
+    static LOADED: std::sync::OnceLock<Result<(), String>> = std::sync::OnceLock::new();
+    LOADED
+        .get_or_init(|| {
+            let bytes = FONTS
+                .iter()
+                .find_map(|p| std::fs::read(p).ok())
+                .ok_or_else(|| {
+                    format!(
+                        "plots need the DejaVu Sans font ({}; Debian: apt-get install \
+                     fonts-dejavu-core)",
+                        FONTS[0]
+                    )
+                })?;
+            let bytes: &'static [u8] = Box::leak(bytes.into_boxed_slice());
+            plotters::style::register_font("sans-serif", FontStyle::Normal, bytes)
+                .map_err(|_| "the DejaVu Sans font file is not a usable font".to_string())
+        })
+        .clone()
+        .map_err(AnalyzeError::Usage)
+}
+
+/// A line chart of a panel's series.
+fn lines<DB: DrawingBackend>(
+    area: &DrawingArea<DB, Shift>,
+    panel: &Panel,
+) -> Result<(), AnalyzeError>
+where
+    DB::ErrorType: 'static,
+{
+    let Panel {
+        title,
+        x_desc,
+        y_desc,
+        log,
+        series,
+    } = panel;
+    let log = *log;
+    let pts = series.iter().flat_map(|s| s.2.iter()).filter(|p| {
+        p.0.is_finite() && p.1.is_finite() && (!log.0 || p.0 > 0.0) && (!log.1 || p.1 > 0.0)
+    });
+    let (mut x0, mut x1, mut y0, mut y1) = (f64::MAX, f64::MIN, f64::MAX, f64::MIN);
+    for p in pts {
+        x0 = x0.min(p.0);
+        x1 = x1.max(p.0);
+        y0 = y0.min(p.1);
+        y1 = y1.max(p.1);
+    }
+    if x0 > x1 {
+        (x0, x1, y0, y1) = (0.0, 1.0, 0.0, 1.0);
+    }
+    if x1 <= x0 {
+        x1 = x0 + 1.0;
+    }
+    if !log.1 {
+        y0 = y0.min(0.0);
+    }
+    if y1 <= y0 {
+        y1 = y0 + 1.0;
+    }
+    let mut b = ChartBuilder::on(area);
+    b.caption(title.as_str(), ("sans-serif", 20))
+        .margin(12)
+        .x_label_area_size(40)
+        .y_label_area_size(80);
+    macro_rules! draw {
+        ($chart:expr) => {{
+            let mut chart = $chart;
+            chart
+                .configure_mesh()
+                .x_desc(x_desc.as_str())
+                .y_desc(y_desc.as_str())
+                .x_label_formatter(&|v| si(*v))
+                .y_label_formatter(&|v| si(*v))
+                .draw()
+                .map_err(err)?;
+            for (name, color, data) in series {
+                let c = *color;
+                chart
+                    .draw_series(LineSeries::new(
+                        data.iter().copied().filter(|p| {
+                            p.0.is_finite()
+                                && p.1.is_finite()
+                                && (!log.0 || p.0 > 0.0)
+                                && (!log.1 || p.1 > 0.0)
+                        }),
+                        c.stroke_width(2),
+                    ))
+                    .map_err(err)?
+                    .label(name.as_str())
+                    .legend(move |(x, y)| {
+                        PathElement::new(vec![(x, y), (x + 20, y)], c.stroke_width(2))
+                    });
+            }
+            chart
+                .configure_series_labels()
+                .background_style(WHITE.mix(0.8))
+                .border_style(BLACK)
+                .draw()
+                .map_err(err)?;
+        }};
+    }
+    match log {
+        (false, false) => draw!(b.build_cartesian_2d(x0..x1, y0..y1).map_err(err)?),
+        (true, true) => draw!(
+            b.build_cartesian_2d((x0..x1).log_scale(), (y0..y1).log_scale())
+                .map_err(err)?
+        ),
+        (false, true) => draw!(
+            b.build_cartesian_2d(x0..x1, (y0..y1).log_scale())
+                .map_err(err)?
+        ),
+        (true, false) => draw!(
+            b.build_cartesian_2d((x0..x1).log_scale(), y0..y1)
+                .map_err(err)?
+        ),
+    }
+    Ok(())
+}
+
+const MIN_C: RGBColor = RGBColor(0x1f, 0x77, 0xb4);
+const MEAN_C: RGBColor = RGBColor(0x2c, 0xa0, 0x2c);
+const MAX_C: RGBColor = RGBColor(0xd6, 0x27, 0x28);
+const PALETTE: [RGBColor; 8] = [
+    RGBColor(0x1f, 0x77, 0xb4),
+    RGBColor(0xff, 0x7f, 0x0e),
+    RGBColor(0x2c, 0xa0, 0x2c),
+    RGBColor(0xd6, 0x27, 0x28),
+    RGBColor(0x94, 0x67, 0xbd),
+    RGBColor(0x8c, 0x56, 0x4b),
+    RGBColor(0xe3, 0x77, 0xc2),
+    RGBColor(0x7f, 0x7f, 0x7f),
+];
+
+fn panel(title: &str, x: &str, y: &str, log: (bool, bool)) -> Panel {
+    Panel {
+        title: title.into(),
+        x_desc: x.into(),
+        y_desc: y.into(),
+        log,
+        series: Vec::new(),
+    }
+}
+
+/// Seconds from the first value of the `start_ns` column.
+fn seconds(table: &Table) -> Result<Vec<f64>, AnalyzeError> {
+    let t = column(table, "start_ns")?;
+    let t0 = t.first().copied().unwrap_or(0.0);
+    Ok(t.iter().map(|v| (v - t0) / 1e9).collect())
+}
+
+fn against(x: &[f64], y: Vec<f64>) -> Vec<(f64, f64)> {
+    x.iter().copied().zip(y).collect()
+}
+
+/// `rates`: frames/s and bits/s per window (least, mean, greatest), over
+/// seconds from the first window.
+pub fn rates(table: &Table, path: &Path) -> Result<(), AnalyzeError> {
+    let x = seconds(table)?;
+    let x_desc = "window start, seconds from the first window";
+    let mut panels = Vec::new();
+    for (unit, title, y) in [
+        ("fps", "frames per second", "frames/s"),
+        ("bps", "bits per second", "bits/s"),
+    ] {
+        let mut p = panel(title, x_desc, y, (false, false));
+        for (k, name, color) in [
+            ("max", "greatest sample", MAX_C),
+            ("mean", "mean", MEAN_C),
+            ("min", "least sample", MIN_C),
+        ] {
+            let y = column(table, &format!("{k}_{unit}"))?;
+            p.series.push((name.into(), color, against(&x, y)));
+        }
+        panels.push(p);
+    }
+    save(
+        path,
+        &Figure {
+            grid: (2, 1),
+            panels,
+        },
+    )
+}
+
+/// `bursts`: for each time scale, the share of intervals whose rate is
+/// higher than x (log-log CCDF).
+pub fn bursts(scales: &[BurstScale], path: &Path) -> Result<(), AnalyzeError> {
+    let y = "share of intervals with a higher rate";
+    let mut fps = panel(
+        "frame rate, by interval length",
+        "frames/s",
+        y,
+        (true, true),
+    );
+    let mut bps = panel("bit rate, by interval length", "bits/s", y, (true, true));
+    for (k, s) in scales.iter().enumerate() {
+        let color = PALETTE[k % PALETTE.len()];
+        fps.series
+            .push((human_duration(s.scale_ns), color, s.ccdf_fps.clone()));
+        bps.series
+            .push((human_duration(s.scale_ns), color, s.ccdf_bps.clone()));
+    }
+    save(
+        path,
+        &Figure {
+            grid: (1, 2),
+            panels: vec![fps, bps],
+        },
+    )
+}
+
+/// `loss`: per second, frames seen, captured and dropped by each stage.
+pub fn loss(table: &Table, path: &Path) -> Result<(), AnalyzeError> {
+    let x = seconds(table)?;
+    let mut p = panel(
+        "frames per second by stage",
+        "seconds from the first",
+        "frames",
+        (false, false),
+    );
+    for (k, name, color) in [
+        ("kernel_seen", "seen by the kernel", PALETTE[0]),
+        ("captured", "captured", PALETTE[2]),
+        ("kernel_drops", "dropped: ring full", PALETTE[3]),
+        ("pcap_drops", "dropped: pcap staging full", PALETTE[1]),
+    ] {
+        p.series
+            .push((name.into(), color, against(&x, column(table, k)?)));
+    }
+    save(
+        path,
+        &Figure {
+            grid: (1, 1),
+            panels: vec![p],
+        },
+    )
+}
