@@ -17,7 +17,7 @@ die() { printf 'error: %s\n' "$*" >&2; exit 1; }
 # tools the tests check weir against, Python for the Parquet clients, and
 # the font PNG plots are drawn with.
 DEB_PACKAGES=(build-essential pkg-config curl ca-certificates git libpcap-dev
-  tcpdump tshark zstd gzip python3 python3-venv iproute2 fonts-dejavu-core)
+  tcpdump tshark zstd lz4 gzip python3 python3-venv iproute2 fonts-dejavu-core)
 
 # Extra packages a script needs beyond these may be given as arguments.
 install_packages() {

@@ -62,10 +62,33 @@ pub struct CaptureArgs {
     /// Start a new pcap file this often (e.g. 60s).
     #[arg(long, value_parser = parse_duration)]
     rotate_time: Option<Duration>,
-    /// Memory for pcap staging per worker (frames are dropped and counted
-    /// when it is full).
-    #[arg(long, value_parser = parse_size, default_value = "256Mi")]
-    staging: u64,
+    /// Memory staging full frames for the pcap writers, all workers
+    /// together (frames are dropped and counted when it is full). Default:
+    /// an eighth of the memory available, from 256Mi up to 4Gi.
+    #[arg(long = "buffer", alias = "staging", value_parser = parse_size, value_name = "SIZE")]
+    buffer: Option<u64>,
+    /// Compress pcap files off the capture path: none, lz4, zstd,
+    /// zstd:LEVEL (-7..19), or auto (the zstd level follows the writer's
+    /// backlog, down to storing blocks as they are). Compressed files are
+    /// in zstd's seekable format (.pcap.zst) or LZ4 frames (.pcap.lz4).
+    #[arg(long, default_value = "none", value_name = "CODEC")]
+    compress: pcapio::seekable::Codec,
+    /// Write pcap files through the page cache instead of O_DIRECT.
+    #[arg(long)]
+    no_direct: bool,
+    /// Delete the oldest finished pcap files to keep those on disk under
+    /// this size (e.g. 500G).
+    #[arg(long, value_parser = parse_size, value_name = "SIZE")]
+    max_disk: Option<u64>,
+    /// Delete finished pcap files once their newest frame is this old
+    /// (e.g. 7d, 12h).
+    #[arg(long, value_parser = parse_duration, value_name = "AGE")]
+    max_age: Option<Duration>,
+    /// When the disk is full: stop (end the capture cleanly) or drop
+    /// (keep capturing; frames not written are counted, writing resumes
+    /// when space returns).
+    #[arg(long, default_value = "stop", value_parser = ["stop", "drop"])]
+    on_full: String,
     /// Drop root privileges to this user once the sockets are open.
     #[arg(short = 'Z', value_name = "USER")]
     user: Option<String>,
@@ -86,11 +109,15 @@ pub struct CaptureArgs {
     filter: Vec<String>,
 }
 
-/// The default ring: a quarter second of 10 Gb/s, at most an eighth of the
-/// memory available, shared by all rings.
-fn default_ring_bytes(rings: usize) -> usize {
-    let quarter_second = 10e9 / 8.0 / 4.0;
-    let avail = std::fs::read_to_string("/proc/meminfo")
+/// The default pcap staging: an eighth of the memory available, from
+/// 256 MiB to 4 GiB (at 10 Gb/s, 4 GiB rides out a 3-second stall of the
+/// disk).
+fn default_buffer_bytes() -> u64 {
+    ((mem_available() / 8.0) as u64).clamp(256 << 20, 4 << 30)
+}
+
+fn mem_available() -> f64 {
+    std::fs::read_to_string("/proc/meminfo")
         .ok()
         .and_then(|m| {
             m.lines()
@@ -98,7 +125,14 @@ fn default_ring_bytes(rings: usize) -> usize {
                 .and_then(|l| l.split_whitespace().nth(1))
                 .and_then(|kb| kb.parse::<f64>().ok())
         })
-        .map_or(2e9, |kb| kb * 1024.0);
+        .map_or(2e9, |kb| kb * 1024.0)
+}
+
+/// The default ring: a quarter second of 10 Gb/s, at most an eighth of the
+/// memory available, shared by all rings.
+fn default_ring_bytes(rings: usize) -> usize {
+    let quarter_second = 10e9 / 8.0 / 4.0;
+    let avail = mem_available();
     let per_ring = (avail / 8.0 / rings.max(1) as f64).min(quarter_second);
     (per_ring as usize).max(8 << 20)
 }
@@ -177,12 +211,22 @@ pub fn run(a: CaptureArgs) -> Result<ExitCode, String> {
             }
             (None, None) => unreachable!("checked above"),
         };
+        let staging = a.buffer.unwrap_or_else(default_buffer_bytes);
         Some(PcapOut {
             dir,
             single_name: single,
             rotate_bytes: a.rotate_size,
             rotate: a.rotate_time,
-            staging_bytes: a.staging as usize,
+            staging_bytes: (staging / rings as u64).max(1 << 20) as usize,
+            codec: a.compress,
+            direct: !a.no_direct,
+            on_full: if a.on_full == "drop" {
+                pcapio::spool::OnFull::Drop
+            } else {
+                pcapio::spool::OnFull::Stop
+            },
+            max_disk: a.max_disk,
+            max_age: a.max_age,
         })
     } else {
         None
@@ -255,6 +299,7 @@ pub fn run(a: CaptureArgs) -> Result<ExitCode, String> {
             Ended::Count => "count reached",
             Ended::Duration => "duration over",
             Ended::Signal => "interrupted",
+            Ended::DiskFull => "the disk is full (--on-full stop)",
         };
         println!(
             "weir capture: {} frames in {:.1} s ({}); kernel saw {}, dropped {}; pcap staging dropped {}",
@@ -265,6 +310,19 @@ pub fn run(a: CaptureArgs) -> Result<ExitCode, String> {
             group_digits(report.kernel_drops),
             group_digits(report.pcap_drops)
         );
+        if report.pcap_write_lost > 0 {
+            println!(
+                "weir capture: {} of the pcap drops were frames lost to failed writes",
+                group_digits(report.pcap_write_lost)
+            );
+        }
+        if report.pcap_removed > 0 {
+            println!(
+                "weir capture: retention removed {} pcap file{} (listed in the manifest)",
+                report.pcap_removed,
+                if report.pcap_removed == 1 { "" } else { "s" }
+            );
+        }
         match (&report.manifest, &a.output, &a.write) {
             (Some(m), Some(dir), _) => {
                 println!("weir capture: dataset {}", dir.display());

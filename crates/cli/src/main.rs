@@ -41,6 +41,15 @@ enum Command {
     /// Write the frames of a dataset that match a time window and a filter
     /// to a pcap file.
     Read(read_cmd::ReadArgs),
+    /// Put a dataset whose capture was killed back in order: cut open pcap
+    /// files at their last whole frame, keep the stats, rebuild the manifest.
+    Recover(RecoverArgs),
+}
+
+#[derive(clap::Args)]
+struct RecoverArgs {
+    /// The dataset directory.
+    dataset: PathBuf,
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -104,6 +113,7 @@ fn main() -> ExitCode {
         Command::Analyze(a) => analyze_cmd::run_analyze(a),
         Command::Sql(a) => analyze_cmd::run_sql(a),
         Command::Read(a) => read_cmd::run(a),
+        Command::Recover(a) => recover(a),
     };
     match result {
         Ok(code) => code,
@@ -216,6 +226,37 @@ fn info(a: InfoArgs) -> Result<ExitCode, String> {
     } else {
         println!("weir dataset {}", a.dataset.display());
         print!("{}", manifest.describe());
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn recover(a: RecoverArgs) -> Result<ExitCode, String> {
+    let r = ingest::recover::recover(&a.dataset).map_err(|e| e.to_string())?;
+    let root = a.dataset.display();
+    if r.already_complete {
+        println!("weir recover: {root} is complete; nothing to do");
+        return Ok(ExitCode::SUCCESS);
+    }
+    for (name, frames, cut) in &r.pcap_repaired {
+        println!(
+            "weir recover: pcap/{name}: kept {} whole frames, cut {cut} bytes of a torn tail",
+            store::manifest::group_digits(*frames)
+        );
+    }
+    for p in &r.parts_removed {
+        println!(
+            "weir recover: removed {p} (never finished: its footer was not written; its frames \
+             are in the pcap files, and weir convert of those rebuilds their records)"
+        );
+    }
+    if let Some(s) = &r.stats_recovered {
+        println!(
+            "weir recover: stats/{s}: the per-second stats not yet in a file, from the journal"
+        );
+    }
+    if let Some(m) = &r.manifest {
+        println!("weir recover: manifest rebuilt for {root}");
+        print!("{}", m.describe());
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -9,6 +9,7 @@
 
 mod convert;
 pub mod live;
+pub mod recover;
 mod stats;
 mod worker;
 

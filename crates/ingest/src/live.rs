@@ -16,10 +16,12 @@ use std::time::{Duration, Instant};
 use capture::Interface;
 use capture::filter::Filter;
 use capture::ring::{Fanout, KernelStats, RingError, RingOptions, RxRing, kernel_stats};
-use pcapio::spool::{PcapFileInfo, Spool, SpoolOptions, SpoolReport, spool};
+use pcapio::retention::Retention;
+use pcapio::seekable::Codec;
+use pcapio::spool::{OnFull, PcapFileInfo, Spool, SpoolOptions, SpoolReport, SpoolShared, spool};
 use store::manifest::{
     CaptureInfo, DATASET_FORMAT, DATASET_FORMAT_VERSION, Drops, Files, InterfaceEntry, Manifest,
-    PcapFileEntry, RunInfo, TimeSpan,
+    PcapFileEntry, RemovedPcapEntry, RunInfo, TimeSpan,
 };
 use store::stats::{StatsRow, StatsWriter};
 use store::{Dataset, PACKET_SCHEMA_VERSION, PacketFileSummary, StoreError};
@@ -38,6 +40,14 @@ pub struct PcapOut {
     pub rotate: Option<Duration>,
     /// Staging memory per worker.
     pub staging_bytes: usize,
+    pub codec: Codec,
+    /// O_DIRECT writes where the filesystem takes them.
+    pub direct: bool,
+    pub on_full: OnFull,
+    /// Retention: delete the oldest files past this many bytes of pcap on
+    /// disk, or once their newest frame is this old.
+    pub max_disk: Option<u64>,
+    pub max_age: Option<Duration>,
 }
 
 /// Everything a live capture needs to know.
@@ -76,6 +86,8 @@ pub enum LiveError {
 struct Counters {
     frames: AtomicU64,
     bytes: AtomicU64,
+    /// The pcap writer's numbers, when there is one.
+    spool: std::sync::OnceLock<Arc<SpoolShared>>,
     pcap_frames: AtomicU64,
     pcap_drops: AtomicU64,
     records: AtomicU64,
@@ -171,6 +183,8 @@ pub enum Ended {
     Count,
     Duration,
     Signal,
+    /// The disk filled and `--on-full stop` was in force.
+    DiskFull,
 }
 
 /// The outcome of a capture.
@@ -181,7 +195,11 @@ pub struct LiveReport {
     pub kernel_seen: u64,
     pub kernel_drops: u64,
     pub pcap_drops: u64,
+    /// Of the pcap drops, frames lost to failed writes.
+    pub pcap_write_lost: u64,
     pub pcap_files: Vec<PcapFileInfo>,
+    /// Files retention deleted.
+    pub pcap_removed: usize,
     pub ended: Ended,
     pub elapsed: Duration,
     /// Problems that did not stop the capture (a pcap write error, say).
@@ -234,6 +252,17 @@ impl Opened {
             .map(|s| (s.worker, s.iface, s.ring.raw_fd(), s.counters.clone()))
             .collect();
 
+        let retention = opts
+            .pcap
+            .as_ref()
+            .filter(|p| p.max_disk.is_some() || p.max_age.is_some())
+            .map(|p| {
+                Arc::new(Retention::new(
+                    p.max_disk,
+                    p.max_age.map(|d| d.as_nanos() as i64),
+                ))
+            });
+        let mut direct_io = false;
         let mut handles = Vec::new();
         for slot in slots {
             let spool = match &opts.pcap {
@@ -255,8 +284,14 @@ impl Opened {
                         block_bytes: 256 << 10,
                         blocks: (p.staging_bytes >> 18).max(4),
                         first_file_id: (slot.worker as u32) << 20,
+                        codec: p.codec,
+                        direct: p.direct,
+                        on_full: p.on_full,
+                        retention: retention.clone(),
                     };
-                    Some(spool(o).map_err(LiveError::Thread)?)
+                    let (s, h) = spool(o).map_err(LiveError::Thread)?;
+                    let _ = slot.counters.spool.set(s.shared());
+                    Some((s, h))
                 }
                 None => None,
             };
@@ -289,10 +324,13 @@ impl Opened {
             );
         }
 
+        if let Some(d) = dataset {
+            d.write_manifest(&base_manifest(&opts, &libpcap, fds.len() as u32))?;
+        }
         on_ready();
         // The stats loop: once a second until every worker is done.
         let mut ended = Ended::Signal;
-        let mut prev: Vec<[u64; 5]> = vec![[0; 5]; fds.len()];
+        let mut prev: Vec<[u64; 7]> = vec![[0; 7]; fds.len()];
         let mut kernel_total = KernelStats::default();
         let mut totals = Second::default();
         let mut next_tick = started + Duration::from_secs(1);
@@ -315,6 +353,13 @@ impl Opened {
                 {
                     stop_flag.store(true, Ordering::Relaxed);
                     ended = Ended::Count;
+                } else if fds.iter().any(|f| {
+                    f.3.spool
+                        .get()
+                        .is_some_and(|s| s.stop_wanted.load(Ordering::Relaxed))
+                }) {
+                    stop_flag.store(true, Ordering::Relaxed);
+                    ended = Ended::DiskFull;
                 }
             }
             let now = Instant::now();
@@ -339,6 +384,7 @@ impl Opened {
         let mut pcap_files = Vec::new();
         let mut rings = Vec::new();
         let mut first_error = None;
+        let mut pcap_write_lost = 0u64;
         for h in handles {
             let out = h.join().map_err(|_| {
                 LiveError::Usage("a capture worker panicked; this is a bug in weir".into())
@@ -356,10 +402,14 @@ impl Opened {
                 })?;
                 if let Some(e) = report.error {
                     warnings.push(format!(
-                        "pcap writing stopped: {e}; {} frames after it were not written",
+                        "pcap writing failed: {e}; {} frames staged after the last whole block \
+                         on disk were not written (counted as pcap drops); every file is closed \
+                         at a whole frame",
                         report.frames_lost
                     ));
                 }
+                direct_io |= report.direct;
+                pcap_write_lost += report.frames_lost;
                 pcap_files.extend(report.files);
             }
             rings.push(out.ring);
@@ -387,6 +437,11 @@ impl Opened {
             .iter()
             .all(|f| f.3.hw_timestamps.load(Ordering::Relaxed) > 0);
         let frames = totals.total_frames;
+        let (removed, retention_errors) =
+            retention.as_ref().map(|r| r.removed()).unwrap_or_default();
+        warnings.extend(retention_errors);
+        let removed_ids: std::collections::HashSet<u32> = removed.iter().map(|f| f.id).collect();
+        pcap_files.retain(|f| !removed_ids.contains(&f.id));
         let manifest = match dataset {
             Some(d) => {
                 let mut files = records_files;
@@ -400,92 +455,60 @@ impl Opened {
                         bytes: f.bytes,
                         ts_first: f.ts_first,
                         ts_last: f.ts_last,
+                        stored_bytes: (!f.methods.is_empty()).then_some(f.stored_bytes),
+                        methods: f.methods.clone(),
                     })
                     .collect();
                 pcap.sort_by_key(|f| f.id);
                 let (first, last) = span(&frame_stats, &pcap_files);
-                let mut counts = frame_stats.counts();
-                counts.frames = frames;
-                counts.wire_bytes = totals_bytes(&fds);
-                let m = Manifest {
-                    format: DATASET_FORMAT.to_string(),
-                    format_version: DATASET_FORMAT_VERSION,
-                    weir_version: env!("CARGO_PKG_VERSION").to_string(),
-                    packet_schema_version: PACKET_SCHEMA_VERSION,
-                    created: store::time::format_ns(now_ns()),
-                    kind: "capture".to_string(),
-                    clock: if hw { "hardware" } else { "kernel" }.to_string(),
-                    row_order: opts.worker.writer.order,
-                    sources: Vec::new(),
-                    interfaces: opts
-                        .interfaces
+                let mut m = base_manifest(&opts, &libpcap, fds.len() as u32);
+                m.clock = if hw { "hardware" } else { "kernel" }.to_string();
+                m.counts = frame_stats.counts();
+                m.counts.frames = frames;
+                m.counts.wire_bytes = totals_bytes(&fds);
+                m.time_span = first.zip(last).map(|(a, b)| TimeSpan::new(a, b));
+                m.files = Files {
+                    packets: files,
+                    pcap,
+                    stats: stats_files
                         .iter()
-                        .map(|i| {
-                            let link = i.link_type().unwrap_or(LinkType::ETHERNET);
-                            InterfaceEntry {
-                                source: 0,
-                                link_type: link.0,
-                                link_name: link.name().to_string(),
-                                name: Some(i.name.clone()),
-                                description: None,
-                                snaplen: opts.snaplen,
-                                ts_units_per_sec: 1_000_000_000,
-                                dropped: None,
-                                received: None,
-                            }
+                        .map(|n| format!("{}/{n}", store::dataset::STATS_DIR))
+                        .collect(),
+                    pcap_removed: removed
+                        .iter()
+                        .map(|f| RemovedPcapEntry {
+                            id: f.id,
+                            path: format!("{}/{}", store::dataset::PCAP_DIR, f.name),
+                            frames: f.frames,
+                            stored_bytes: f.stored_bytes,
+                            ts_first: f.ts_first,
+                            ts_last: f.ts_last,
+                            reason: f.reason.clone(),
                         })
                         .collect(),
-                    time_span: first.zip(last).map(|(a, b)| TimeSpan::new(a, b)),
-                    counts,
-                    files: Files {
-                        packets: files,
-                        pcap,
-                        stats: stats_files
-                            .iter()
-                            .map(|n| format!("{}/{n}", store::dataset::STATS_DIR))
-                            .collect(),
-                    },
-                    run: Some(RunInfo {
-                        command: opts.command.clone(),
-                        workers: fds.len() as u32,
-                        elapsed_s: elapsed.as_secs_f64(),
-                        frames_per_s: frames as f64 / elapsed.as_secs_f64().max(1e-9),
-                    }),
-                    capture: Some(CaptureInfo {
-                        workers_per_interface: opts.workers_per_iface as u32,
-                        snaplen: opts.snaplen,
-                        filter: opts.filter.clone(),
-                        ring_bytes: opts.ring.total() as u64,
-                        promiscuous: opts.promiscuous,
-                        libpcap,
-                        sinks: [
-                            opts.pcap.as_ref().map(|_| "pcap"),
-                            opts.records.then_some("records"),
-                            Some("stats"),
-                        ]
-                        .into_iter()
-                        .flatten()
-                        .map(str::to_string)
-                        .collect(),
-                        rotate_bytes: opts.pcap.as_ref().and_then(|p| p.rotate_bytes),
-                        rotate_seconds: opts
-                            .pcap
-                            .as_ref()
-                            .and_then(|p| p.rotate)
-                            .map(|d| d.as_secs_f64()),
-                        ended_by: match ended {
-                            Ended::Count => "count",
-                            Ended::Duration => "duration",
-                            Ended::Signal => "signal",
-                        }
-                        .to_string(),
-                    }),
-                    drops: Some(Drops {
-                        kernel_seen: kernel_total.packets,
-                        kernel: kernel_total.drops,
-                        pcap: totals.total_pcap_drops,
-                    }),
                 };
+                m.run = Some(RunInfo {
+                    command: opts.command.clone(),
+                    workers: fds.len() as u32,
+                    elapsed_s: elapsed.as_secs_f64(),
+                    frames_per_s: frames as f64 / elapsed.as_secs_f64().max(1e-9),
+                });
+                if let Some(c) = &mut m.capture {
+                    c.ended_by = match ended {
+                        Ended::Count => "count",
+                        Ended::Duration => "duration",
+                        Ended::Signal => "signal",
+                        Ended::DiskFull => "disk-full",
+                    }
+                    .to_string();
+                    c.direct_io = direct_io;
+                }
+                m.drops = Some(Drops {
+                    kernel_seen: kernel_total.packets,
+                    kernel: kernel_total.drops,
+                    pcap: totals.total_pcap_drops,
+                    pcap_write: pcap_write_lost,
+                });
                 d.write_manifest(&m)?;
                 Some(m)
             }
@@ -497,11 +520,91 @@ impl Opened {
             kernel_seen: kernel_total.packets,
             kernel_drops: kernel_total.drops,
             pcap_drops: totals.total_pcap_drops,
+            pcap_write_lost,
             pcap_files,
+            pcap_removed: removed.len(),
             ended,
             elapsed,
             warnings,
         })
+    }
+}
+
+/// The manifest of a capture before anything is known of its traffic:
+/// written when the capture starts (ended_by "running"), so that a dataset
+/// whose capture was killed still says how it was made, and completed at
+/// the end (or by `weir recover`).
+fn base_manifest(opts: &LiveOptions, libpcap: &str, workers: u32) -> Manifest {
+    Manifest {
+        format: DATASET_FORMAT.to_string(),
+        format_version: DATASET_FORMAT_VERSION,
+        weir_version: env!("CARGO_PKG_VERSION").to_string(),
+        packet_schema_version: PACKET_SCHEMA_VERSION,
+        created: store::time::format_ns(now_ns()),
+        kind: "capture".to_string(),
+        clock: "kernel".to_string(),
+        row_order: opts.worker.writer.order,
+        sources: Vec::new(),
+        interfaces: opts
+            .interfaces
+            .iter()
+            .map(|i| {
+                let link = i.link_type().unwrap_or(LinkType::ETHERNET);
+                InterfaceEntry {
+                    source: 0,
+                    link_type: link.0,
+                    link_name: link.name().to_string(),
+                    name: Some(i.name.clone()),
+                    description: None,
+                    snaplen: opts.snaplen,
+                    ts_units_per_sec: 1_000_000_000,
+                    dropped: None,
+                    received: None,
+                }
+            })
+            .collect(),
+        time_span: None,
+        counts: Default::default(),
+        files: Files::default(),
+        run: Some(RunInfo {
+            command: opts.command.clone(),
+            workers,
+            elapsed_s: 0.0,
+            frames_per_s: 0.0,
+        }),
+        capture: Some(CaptureInfo {
+            workers_per_interface: opts.workers_per_iface as u32,
+            snaplen: opts.snaplen,
+            filter: opts.filter.clone(),
+            ring_bytes: opts.ring.total() as u64,
+            promiscuous: opts.promiscuous,
+            libpcap: libpcap.to_string(),
+            sinks: [
+                opts.pcap.as_ref().map(|_| "pcap"),
+                opts.records.then_some("records"),
+                Some("stats"),
+            ]
+            .into_iter()
+            .flatten()
+            .map(str::to_string)
+            .collect(),
+            rotate_bytes: opts.pcap.as_ref().and_then(|p| p.rotate_bytes),
+            rotate_seconds: opts
+                .pcap
+                .as_ref()
+                .and_then(|p| p.rotate)
+                .map(|d| d.as_secs_f64()),
+            ended_by: "running".to_string(),
+            compress: opts.pcap.as_ref().map(|p| p.codec.to_string()),
+            direct_io: false,
+            max_disk_bytes: opts.pcap.as_ref().and_then(|p| p.max_disk),
+            max_age_seconds: opts
+                .pcap
+                .as_ref()
+                .and_then(|p| p.max_age)
+                .map(|d| d.as_secs_f64()),
+        }),
+        drops: None,
     }
 }
 
@@ -533,7 +636,7 @@ fn now_ns() -> i64 {
 /// worker, and sums them for the caller.
 fn sample(
     fds: &[(u16, u16, i32, Arc<Counters>)],
-    prev: &mut [[u64; 5]],
+    prev: &mut [[u64; 7]],
     kernel_total: &mut KernelStats,
     started: Instant,
     stats: Option<&mut StatsWriter>,
@@ -551,8 +654,18 @@ fn sample(
             c.frames.load(Ordering::Relaxed),
             c.bytes.load(Ordering::Relaxed),
             c.pcap_frames.load(Ordering::Relaxed),
-            c.pcap_drops.load(Ordering::Relaxed),
+            // Dropped at staging, plus staged but lost to a failed write.
+            c.pcap_drops.load(Ordering::Relaxed)
+                + c.spool
+                    .get()
+                    .map_or(0, |x| x.frames_lost.load(Ordering::Relaxed)),
             c.records.load(Ordering::Relaxed),
+            c.spool
+                .get()
+                .map_or(0, |s| s.bytes_in.load(Ordering::Relaxed)),
+            c.spool
+                .get()
+                .map_or(0, |s| s.bytes_out.load(Ordering::Relaxed)),
         ];
         let d: Vec<u64> = cur.iter().zip(p.iter()).map(|(a, b)| a - b).collect();
         *p = cur;
@@ -578,6 +691,9 @@ fn sample(
             records: d[4],
             ring_backlog: c.ring_backlog.load(Ordering::Relaxed) as u32,
             pcap_backlog: c.pcap_backlog.load(Ordering::Relaxed) as u32,
+            pcap_bytes: d[5],
+            pcap_stored_bytes: d[6],
+            pcap_level: c.spool.get().and_then(|s| s.method()).map(|m| m.code()),
         });
     }
     if let Some(s) = stats {

@@ -1,10 +1,14 @@
-//! Random access to the records of a plain classic pcap file: what `weir
-//! read` uses to pull single frames out of large files by the offsets the
-//! packet records keep, without reading what lies between them.
+//! Random access to the records of a classic pcap file, plain or
+//! compressed as weir writes it (zstd or LZ4 frames with a seek table):
+//! what `weir read` uses to pull single frames out of large files by the
+//! offsets the packet records keep, without reading what lies between them.
 
 use std::fs::File;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+use crate::seekable::SeekableFile;
 
 use wire::LinkType;
 
@@ -18,10 +22,42 @@ pub struct FetchedFrame {
     pub wire_len: u32,
 }
 
+/// Where the pcap bytes come from.
+enum Body {
+    Plain(File),
+    /// Offsets are into the decompressed stream.
+    Packed(Mutex<SeekableFile>),
+}
+
+impl Body {
+    fn read_exact_at(&self, mut buf: &mut [u8], mut at: u64) -> std::io::Result<()> {
+        match self {
+            Body::Plain(f) => f.read_exact_at(buf, at),
+            Body::Packed(m) => {
+                let mut f = m.lock().unwrap_or_else(|e| e.into_inner());
+                while !buf.is_empty() {
+                    let i = f
+                        .table
+                        .locate(at)
+                        .ok_or(std::io::ErrorKind::UnexpectedEof)?;
+                    let start = f.table.frames[i].decompressed_at;
+                    let frame = f.frame(i)?;
+                    let from = (at - start) as usize;
+                    let n = buf.len().min(frame.len() - from);
+                    buf[..n].copy_from_slice(&frame[from..from + n]);
+                    buf = &mut buf[n..];
+                    at += n as u64;
+                }
+                Ok(())
+            }
+        }
+    }
+}
+
 /// A classic pcap file opened for reads at record offsets.
 pub struct PcapFile {
     path: PathBuf,
-    file: File,
+    file: Body,
     big_endian: bool,
     nanosecond: bool,
     pub link: LinkType,
@@ -29,8 +65,8 @@ pub struct PcapFile {
 }
 
 impl PcapFile {
-    /// Opens `path` if it is a plain (uncompressed) classic pcap file;
-    /// `Ok(None)` for anything else (pcapng, compressed, the modified
+    /// Opens `path` if it is a classic pcap file, plain or in zstd or LZ4
+    /// frames; `Ok(None)` for anything else (pcapng, gzip, the modified
     /// variant), which must be read in sequence instead.
     pub fn open(path: &Path) -> Result<Option<PcapFile>, ReadError> {
         let err = |offset, kind| ReadError {
@@ -40,6 +76,10 @@ impl PcapFile {
             kind,
         };
         let file = File::open(path).map_err(|e| err(0, ReadErrorKind::Io(e)))?;
+        let file = match SeekableFile::open(path).map_err(|e| err(0, ReadErrorKind::Io(e)))? {
+            Some(f) => Body::Packed(Mutex::new(f)),
+            None => Body::Plain(file),
+        };
         let mut h = [0u8; 24];
         match file.read_exact_at(&mut h, 0) {
             Ok(()) => {}

@@ -24,4 +24,8 @@ pub use reader::{
     MAX_FRAME_LEN, ReaderOptions, TraceReader,
 };
 pub use writer::{PCAP_HEADER_LEN, PCAP_RECORD_HEADER_LEN, PcapWriter};
+pub mod outfile;
+pub mod repair;
+pub mod retention;
+pub mod seekable;
 pub mod spool;

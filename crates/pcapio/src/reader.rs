@@ -3,6 +3,7 @@
 use std::fs::File;
 use std::io::{self, BufReader, Read};
 use std::ops::{Deref, Range};
+use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -35,6 +36,7 @@ pub enum Compression {
     None,
     Gzip,
     Zstd,
+    Lz4,
 }
 
 impl Compression {
@@ -43,6 +45,7 @@ impl Compression {
             Compression::None => "none",
             Compression::Gzip => "gzip",
             Compression::Zstd => "zstd",
+            Compression::Lz4 => "lz4",
         }
     }
 }
@@ -237,6 +240,20 @@ impl TraceReader {
             kind: ReadErrorKind::Io(e),
         };
         let file = File::open(&path).map_err(io_err)?;
+        let mut head = [0u8; 4];
+        let lz4 = file.read_exact_at(&mut head, 0).is_ok()
+            && crate::seekable::Container::sniff(&head) == Some(crate::seekable::Container::Lz4);
+        if lz4 {
+            // LZ4 files as weir writes them (one frame per block, a seek
+            // table at the end), read frame by frame.
+            if let Some(f) = crate::seekable::SeekableFile::open(&path).map_err(io_err)?
+                && !f.table.frames.is_empty()
+            {
+                let mut reader = Self::from_read(path.clone(), Box::new(f.into_reader()), options)?;
+                reader.compression = Compression::Lz4;
+                return Ok(reader);
+            }
+        }
         let stream = file.try_clone().map_err(io_err)?;
         let mut reader = Self::from_read(path.clone(), Box::new(stream), options)?;
         let is_file = file.metadata().map(|m| m.is_file()).unwrap_or(false);
@@ -306,16 +323,10 @@ impl TraceReader {
                     false,
                 ));
             }
-            [0x04, 0x22, 0x4d, 0x18, ..] => {
-                return Err(err(
-                    ReadErrorKind::Unsupported(
-                        "lz4-compressed; decompress it first (lz4 -d FILE) or recompress with \
-                         zstd"
-                            .into(),
-                    ),
-                    false,
-                ));
-            }
+            [0x04, 0x22, 0x4d, 0x18, ..] => (
+                Compression::Lz4,
+                Box::new(lz4_flex::frame::FrameDecoder::new(buffered)),
+            ),
             _ => (Compression::None, Box::new(buffered)),
         };
         let mut reader = TraceReader {

@@ -1,27 +1,46 @@
 //! Pcap files written off the capture path.
 //!
 //! A capture worker stages records into blocks taken from a fixed pool
-//! ([`Spool::append`]); full blocks go to a writer thread that appends them
-//! to the current file and hands the block back. Rotation by size or time
-//! is decided on the worker, so each frame's file and offset are known the
-//! moment it is staged. When the writer falls behind and the pool is
-//! empty, frames are dropped and counted: the worker never waits for a disk.
+//! ([`Spool::append`]); full blocks go to a writer thread that compresses
+//! each (or not, per `--compress`), appends it to the current file in large
+//! aligned writes and hands the block back. Rotation by size or time is
+//! decided on the worker, so each frame's file and offset (in the
+//! decompressed pcap stream) are known the moment it is staged. When the
+//! writer falls behind and the pool is empty, frames are dropped and
+//! counted: the worker never waits for a disk.
 //!
 //! Files are written as hidden `.NAME.part` and renamed when complete, with
-//! mode 0640.
+//! mode 0640. A write error (a full disk) closes the current file validly
+//! at its last whole block; the frames that could not be written are
+//! counted, and the worker drops (and counts) frames until a new file can
+//! be opened, trying once a second, unless the capture is to stop.
 
-use std::fs::{File, OpenOptions};
-use std::io::{self, Write};
-use std::os::unix::fs::OpenOptionsExt;
-use std::path::{Path, PathBuf};
-use std::thread::JoinHandle;
-
+use std::collections::{BTreeMap, VecDeque};
+use std::io;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
 
-use crossbeam_channel::{Receiver, unbounded};
+use crossbeam_channel::{Receiver, RecvTimeoutError, unbounded};
 use wire::LinkType;
 
+use crate::outfile::OutFile;
+use crate::retention::{RemovedFile, Retention};
+use crate::seekable::{Codec, Container, FrameEncoder, Method, SeekTable, auto_method};
 use crate::writer::{PCAP_HEADER_LEN, PCAP_RECORD_HEADER_LEN};
+
+/// What to do when the disk is full (`--on-full`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum OnFull {
+    /// End the capture cleanly.
+    #[default]
+    Stop,
+    /// Keep capturing; pcap frames are dropped (and counted) until space
+    /// returns.
+    Drop,
+}
 
 /// Where and how a spool writes.
 #[derive(Clone, Debug)]
@@ -34,7 +53,8 @@ pub struct SpoolOptions {
     pub single_name: Option<String>,
     pub link: LinkType,
     pub snaplen: u32,
-    /// Start a new file before one would exceed this many bytes.
+    /// Start a new file before one would exceed this many bytes (of pcap,
+    /// before compression).
     pub rotate_bytes: Option<u64>,
     /// Start a new file when a frame is this much later than the file's first.
     pub rotate_ns: Option<i64>,
@@ -43,6 +63,33 @@ pub struct SpoolOptions {
     pub blocks: usize,
     /// The first file's id; later files count up (ids go into records).
     pub first_file_id: u32,
+    pub codec: Codec,
+    /// Write with O_DIRECT where the filesystem allows it.
+    pub direct: bool,
+    pub on_full: OnFull,
+    pub retention: Option<Arc<Retention>>,
+}
+
+impl SpoolOptions {
+    /// Options with the defaults for everything but where and what.
+    pub fn new(dir: PathBuf, prefix: String, link: LinkType, snaplen: u32) -> SpoolOptions {
+        SpoolOptions {
+            dir,
+            prefix,
+            single_name: None,
+            link,
+            snaplen,
+            rotate_bytes: None,
+            rotate_ns: None,
+            block_bytes: 256 << 10,
+            blocks: 64,
+            first_file_id: 0,
+            codec: Codec::None,
+            direct: false,
+            on_full: OnFull::Stop,
+            retention: None,
+        }
+    }
 }
 
 /// A finished pcap file.
@@ -53,25 +100,65 @@ pub struct PcapFileInfo {
     /// File name (relative to the spool's directory).
     pub name: String,
     pub frames: u64,
+    /// Bytes of pcap (decompressed).
     pub bytes: u64,
+    /// Bytes the file takes (compressed, with its seek table).
+    pub stored_bytes: u64,
     pub ts_first: Option<i64>,
     pub ts_last: Option<i64>,
+    /// Blocks written with each compression method (`zstd:3`, `stored`).
+    pub methods: BTreeMap<String, u64>,
 }
 
 /// What the writer thread reports when it ends.
 #[derive(Debug, Default)]
 pub struct SpoolReport {
     pub files: Vec<PcapFileInfo>,
-    /// The first write error, if any; later blocks were discarded.
+    /// The first write error, if any.
     pub error: Option<String>,
-    /// Frames in blocks discarded after an error.
+    /// Staged frames that could not be written (after an error).
     pub frames_lost: u64,
+    /// Whether writes bypassed the page cache (O_DIRECT).
+    pub direct: bool,
+}
+
+/// What the writer publishes while it runs, for the worker and the stats.
+#[derive(Debug, Default)]
+pub struct SpoolShared {
+    /// The writer has no file to write to (a write error, a full disk).
+    failed: AtomicBool,
+    /// `--on-full stop` and the disk filled: the capture should end.
+    pub stop_wanted: AtomicBool,
+    /// Staged frames the writer could not write.
+    pub frames_lost: AtomicU64,
+    /// Bytes of pcap in, bytes to the file out (after compression).
+    pub bytes_in: AtomicU64,
+    pub bytes_out: AtomicU64,
+    /// The method of the latest block ([`Method::code`]); `i32::MIN` when
+    /// nothing is compressed.
+    pub method: AtomicI32,
+}
+
+impl SpoolShared {
+    /// The latest block's compression method, if the spool compresses.
+    pub fn method(&self) -> Option<Method> {
+        let c = self.method.load(Ordering::Relaxed);
+        (c != i32::MIN).then(|| Method::from_code(c as i16))
+    }
 }
 
 enum Msg {
-    Open { name: String },
-    Block { data: Vec<u8>, frames: u64 },
-    Close { info: PcapFileInfo },
+    Open {
+        name: String,
+        id: u32,
+    },
+    Block {
+        data: Vec<u8>,
+        frames: u64,
+        ts_first: i64,
+        ts_last: i64,
+    },
+    Close,
 }
 
 /// The capture side of a spool.
@@ -79,11 +166,16 @@ pub struct Spool {
     opts: SpoolOptions,
     tx: crossbeam_channel::Sender<Msg>,
     free: FreeBlocks,
+    shared: Arc<SpoolShared>,
     cur: Option<Vec<u8>>,
     cur_frames: u64,
+    cur_ts: (i64, i64),
     file: Option<PcapFileInfo>,
     next_seq: u32,
-    /// Frames dropped because no staging block was free.
+    /// While the writer has failed: the frame time of the next retry.
+    retry_at: Option<i64>,
+    /// Frames dropped because no staging block was free or the writer had
+    /// no file.
     pub dropped: u64,
     /// Frames staged.
     pub staged: u64,
@@ -122,23 +214,43 @@ pub fn spool(opts: SpoolOptions) -> io::Result<(Spool, JoinHandle<SpoolReport>)>
         b.clear();
         free.give(b);
     }
-    let free_rx = free.clone();
-    let free_tx = free;
+    let shared = Arc::new(SpoolShared {
+        method: AtomicI32::new(i32::MIN),
+        ..Default::default()
+    });
     let (tx, rx) = unbounded();
-    let dir = opts.dir.clone();
-    let header = header_bytes(opts.link, opts.snaplen);
+    let writer = FileWriter {
+        dir: opts.dir.clone(),
+        header: header_bytes(opts.link, opts.snaplen),
+        codec: opts.codec,
+        container: opts.codec.container(),
+        direct: opts.direct,
+        reserve: opts.rotate_bytes,
+        blocks,
+        on_full: opts.on_full,
+        retention: opts.retention.clone(),
+        shared: shared.clone(),
+        free: free.clone(),
+        encoder: FrameEncoder::new(),
+        frame: Vec::new(),
+        cur: None,
+        report: SpoolReport::default(),
+    };
     let handle = std::thread::Builder::new()
         .name(format!("weir-pcap-{}", opts.prefix))
-        .spawn(move || write_files(&dir, header, rx, free_tx))?;
+        .spawn(move || writer.run(rx))?;
     Ok((
         Spool {
             opts,
             tx,
-            free: free_rx,
+            free,
+            shared,
             cur: None,
             cur_frames: 0,
+            cur_ts: (0, 0),
             file: None,
             next_seq: 0,
+            retry_at: None,
             dropped: 0,
             staged: 0,
         },
@@ -163,6 +275,19 @@ impl Spool {
     pub fn append(&mut self, ts_ns: i64, wire_len: u32, frame: &[u8]) -> Option<(u32, u64)> {
         let cap = frame.len().min(self.opts.snaplen as usize);
         let need = PCAP_RECORD_HEADER_LEN as usize + cap;
+        if self.shared.failed.load(Ordering::Relaxed) {
+            // The writer has no file: drop, and once a second start a new
+            // file so that the writer tries again.
+            let retry = *self.retry_at.get_or_insert(ts_ns + 1_000_000_000);
+            if ts_ns >= retry && self.opts.on_full == OnFull::Drop {
+                self.retry_at = Some(ts_ns + 1_000_000_000);
+                self.close_file();
+                self.open_file();
+            }
+            self.dropped += 1;
+            return None;
+        }
+        self.retry_at = None;
         if let Some(f) = &self.file {
             let too_big = self
                 .opts
@@ -210,9 +335,18 @@ impl Spool {
         file.frames += 1;
         file.ts_first.get_or_insert(ts_ns);
         file.ts_last = Some(ts_ns);
+        if self.cur_frames == 0 {
+            self.cur_ts.0 = ts_ns;
+        }
+        self.cur_ts.1 = ts_ns;
         self.cur_frames += 1;
         self.staged += 1;
         Some((file.id, offset))
+    }
+
+    /// What the writer publishes (compression, lost frames, a full disk).
+    pub fn shared(&self) -> Arc<SpoolShared> {
+        self.shared.clone()
     }
 
     /// Blocks queued for the writer or being written: how far behind it is.
@@ -229,19 +363,28 @@ impl Spool {
                 return;
             }
             let frames = std::mem::take(&mut self.cur_frames);
-            let _ = self.tx.send(Msg::Block { data: b, frames });
+            let _ = self.tx.send(Msg::Block {
+                data: b,
+                frames,
+                ts_first: self.cur_ts.0,
+                ts_last: self.cur_ts.1,
+            });
         }
     }
 
     fn open_file(&mut self) {
         let id = self.opts.first_file_id + self.next_seq;
+        let suffix = self.opts.codec.container().map_or("", Container::suffix);
         let name = match &self.opts.single_name {
-            Some(n) if self.next_seq == 0 => n.clone(),
-            Some(n) => format!("{n}.{}", self.next_seq),
-            None => format!("{}-{:05}.pcap", self.opts.prefix, self.next_seq),
+            Some(n) if self.next_seq == 0 => format!("{n}{suffix}"),
+            Some(n) => format!("{n}.{}{suffix}", self.next_seq),
+            None => format!("{}-{:05}.pcap{suffix}", self.opts.prefix, self.next_seq),
         };
         self.next_seq += 1;
-        let _ = self.tx.send(Msg::Open { name: name.clone() });
+        let _ = self.tx.send(Msg::Open {
+            name: name.clone(),
+            id,
+        });
         self.file = Some(PcapFileInfo {
             id,
             name,
@@ -252,8 +395,8 @@ impl Spool {
 
     fn close_file(&mut self) {
         self.flush_block();
-        if let Some(info) = self.file.take() {
-            let _ = self.tx.send(Msg::Close { info });
+        if self.file.take().is_some() {
+            let _ = self.tx.send(Msg::Close);
         }
     }
 
@@ -265,68 +408,364 @@ impl Spool {
     }
 }
 
-/// The writer thread: appends blocks to files, renames them when closed.
-fn write_files(dir: &Path, header: [u8; 24], rx: Receiver<Msg>, free: FreeBlocks) -> SpoolReport {
-    let mut report = SpoolReport::default();
-    let mut open: Option<(File, PathBuf, PathBuf)> = None;
-    let fail = |report: &mut SpoolReport, what: String| {
-        if report.error.is_none() {
-            report.error = Some(what);
+/// The file being written.
+struct Current {
+    out: OutFile,
+    part: PathBuf,
+    path: PathBuf,
+    table: SeekTable,
+    info: PcapFileInfo,
+    /// Where each block not yet known to be on disk ends, with the frame
+    /// count and newest frame there: what a failed file is cut back to.
+    ends: VecDeque<(u64, u64, Option<i64>)>,
+    /// (length, frames, newest frame) at the last block end on disk.
+    whole: (u64, u64, Option<i64>),
+}
+
+/// The writer thread's state.
+struct FileWriter {
+    dir: PathBuf,
+    header: [u8; 24],
+    codec: Codec,
+    container: Option<Container>,
+    direct: bool,
+    reserve: Option<u64>,
+    blocks: usize,
+    on_full: OnFull,
+    retention: Option<Arc<Retention>>,
+    shared: Arc<SpoolShared>,
+    free: FreeBlocks,
+    encoder: FrameEncoder,
+    frame: Vec<u8>,
+    cur: Option<Current>,
+    report: SpoolReport,
+}
+
+/// Buffer of a writer's file: large writes, a few per staging pool.
+const WRITE_BUFFER: usize = 4 << 20;
+
+impl FileWriter {
+    fn run(mut self, rx: Receiver<Msg>) -> SpoolReport {
+        let mut last_sync = Instant::now();
+        loop {
+            match rx.recv_timeout(Duration::from_millis(500)) {
+                Ok(Msg::Open { name, id }) => self.open(name, id),
+                Ok(Msg::Block {
+                    data,
+                    frames,
+                    ts_first,
+                    ts_last,
+                }) => {
+                    let backlog = rx.len() as f64 / self.blocks as f64;
+                    self.block(&data, frames, (ts_first, ts_last), backlog);
+                    let mut data = data;
+                    data.clear();
+                    self.free.give(data);
+                }
+                Ok(Msg::Close) => self.close(),
+                Err(RecvTimeoutError::Timeout) => {}
+                Err(RecvTimeoutError::Disconnected) => break,
+            }
+            // Once a second: what is written reaches the file even when
+            // traffic is light (a crash then loses at most a second), and
+            // old files age out.
+            if last_sync.elapsed() >= Duration::from_secs(1) {
+                last_sync = Instant::now();
+                if let Some(c) = &mut self.cur
+                    && let Err(e) = c.out.sync_tail()
+                {
+                    self.fail(e);
+                }
+                if let Some(r) = &self.retention {
+                    r.enforce(now_ns());
+                }
+            }
         }
-    };
-    for msg in rx.iter() {
-        match msg {
-            Msg::Open { name, .. } => {
-                let path = dir.join(&name);
-                let part = dir.join(format!(".{name}.part"));
-                let created = OpenOptions::new()
-                    .write(true)
-                    .create(true)
-                    .truncate(true)
-                    .mode(0o640)
-                    .open(&part)
-                    .and_then(|mut f| f.write_all(&header).map(|_| f));
-                match created {
-                    Ok(f) => open = Some((f, part, path)),
-                    Err(e) => fail(&mut report, format!("{}: {e}", part.display())),
+        self.close();
+        self.report
+    }
+
+    fn error(&mut self, what: String) {
+        if self.report.error.is_none() {
+            self.report.error = Some(what);
+        }
+    }
+
+    fn open(&mut self, name: String, id: u32) {
+        self.close();
+        let path = self.dir.join(&name);
+        let part = self.dir.join(format!(".{name}.part"));
+        let out = match OutFile::create(&part, self.direct, WRITE_BUFFER, self.reserve) {
+            Ok(o) => o,
+            Err(e) => {
+                let full = is_full(&e);
+                self.error(format!("{}: {e}{}", part.display(), advice(&e)));
+                self.shared.failed.store(true, Ordering::Relaxed);
+                if full && self.on_full == OnFull::Stop {
+                    self.shared.stop_wanted.store(true, Ordering::Relaxed);
                 }
+                return;
             }
-            Msg::Block { mut data, frames } => {
-                let ok = match (&mut open, &report.error) {
-                    (Some((f, part, _)), None) => match f.write_all(&data) {
-                        Ok(()) => true,
-                        Err(e) => {
-                            fail(&mut report, format!("{}: {e}", part.display()));
-                            false
-                        }
-                    },
-                    _ => false,
+        };
+        self.report.direct |= out.is_direct();
+        let mut c = Current {
+            out,
+            part,
+            path,
+            table: SeekTable::default(),
+            info: PcapFileInfo {
+                id,
+                name,
+                ..Default::default()
+            },
+            ends: VecDeque::new(),
+            whole: (0, 0, None),
+        };
+        let header = self.header;
+        let written = match self.container {
+            None => c.out.append(&header).map(|_| header.len()),
+            Some(container) => {
+                self.frame.clear();
+                let method = match container {
+                    Container::Zstd => Method::Stored,
+                    Container::Lz4 => Method::Lz4,
                 };
-                if !ok {
-                    report.frames_lost += frames;
-                }
-                data.clear();
-                free.give(data);
+                self.encoder
+                    .encode(method, &header, &mut self.frame)
+                    .and_then(|n| c.out.append(&self.frame).map(|_| n))
             }
-            Msg::Close { info } => {
-                if let Some((f, part, path)) = open.take() {
-                    let done = f.sync_data().and_then(|_| std::fs::rename(&part, &path));
-                    match done {
-                        Ok(()) if report.error.is_none() => report.files.push(info),
-                        Ok(()) => {}
-                        Err(e) => fail(&mut report, format!("{}: {e}", part.display())),
-                    }
+        };
+        match written {
+            Ok(n) => {
+                if self.container.is_some() {
+                    c.table.push(n as u32, header.len() as u32);
                 }
+                c.info.bytes = PCAP_HEADER_LEN;
+                c.ends.push_back((c.out.len(), 0, None));
+                self.cur = Some(c);
+                self.shared.failed.store(false, Ordering::Relaxed);
+                if let Some(r) = &self.retention {
+                    r.open_bytes_changed(n as i64);
+                }
+            }
+            Err(e) => {
+                self.cur = Some(c);
+                self.fail(e);
             }
         }
     }
-    report
+
+    fn block(&mut self, data: &[u8], frames: u64, ts: (i64, i64), backlog: f64) {
+        let Some(c) = &mut self.cur else {
+            self.report.frames_lost += frames;
+            self.shared.frames_lost.fetch_add(frames, Ordering::Relaxed);
+            return;
+        };
+        let before = c.out.len();
+        let result = match self.container {
+            None => c.out.append(data).map(|_| None),
+            Some(_) => {
+                let method = match self.codec {
+                    Codec::Zstd(l) => Method::Zstd(l),
+                    Codec::Lz4 => Method::Lz4,
+                    _ => auto_method(backlog),
+                };
+                self.frame.clear();
+                self.encoder
+                    .encode(method, data, &mut self.frame)
+                    .and_then(|n| c.out.append(&self.frame).map(|_| Some((n, method))))
+            }
+        };
+        match result {
+            Ok(m) => {
+                if let Some((n, method)) = m {
+                    c.table.push(n as u32, data.len() as u32);
+                    *c.info.methods.entry(method.name()).or_default() += 1;
+                    self.shared
+                        .method
+                        .store(method.code() as i32, Ordering::Relaxed);
+                }
+                let grown = c.out.len() - before;
+                c.info.frames += frames;
+                c.info.bytes += data.len() as u64;
+                if c.info.ts_first.is_none() {
+                    c.info.ts_first = Some(ts.0);
+                }
+                c.info.ts_last = Some(ts.1);
+                c.ends
+                    .push_back((c.out.len(), c.info.frames, c.info.ts_last));
+                // Block ends now on disk are settled.
+                while let Some(&(end, f, t)) = c.ends.front() {
+                    if end > c.out.on_disk() {
+                        break;
+                    }
+                    c.whole = (end, f, t);
+                    c.ends.pop_front();
+                }
+                self.shared
+                    .bytes_in
+                    .fetch_add(data.len() as u64, Ordering::Relaxed);
+                self.shared.bytes_out.fetch_add(grown, Ordering::Relaxed);
+                if let Some(r) = &self.retention {
+                    r.open_bytes_changed(grown as i64);
+                }
+            }
+            Err(e) => {
+                // The block is lost with the file's unwritten tail.
+                c.info.frames += frames;
+                self.fail(e);
+            }
+        }
+    }
+
+    /// A write failed: the file is cut back to its last whole block on
+    /// disk and closed validly; the frames after it are counted lost.
+    fn fail(&mut self, e: io::Error) {
+        let Some(c) = self.cur.take() else { return };
+        let full = is_full(&e);
+        self.error(format!("{}: {e}{}", c.part.display(), advice(&e)));
+        self.shared.failed.store(true, Ordering::Relaxed);
+        if full && self.on_full == OnFull::Stop {
+            self.shared.stop_wanted.store(true, Ordering::Relaxed);
+        }
+        let (len, frames, ts_last) = c.whole;
+        let lost = c.info.frames - frames;
+        self.report.frames_lost += lost;
+        self.shared.frames_lost.fetch_add(lost, Ordering::Relaxed);
+        let open_len = c.out.len();
+        let mut info = c.info;
+        let mut table = c.table;
+        table
+            .frames
+            .retain(|f| f.compressed_at + f.compressed_len as u64 <= len);
+        info.frames = frames;
+        info.bytes = table.decompressed_len().max(PCAP_HEADER_LEN);
+        if self.container.is_none() {
+            info.bytes = len;
+        }
+        info.ts_last = ts_last;
+        if frames == 0 {
+            info.ts_first = None;
+        }
+        if frames == 0 {
+            // Not one whole frame on disk: no file is better than an empty
+            // or headless one.
+            drop(c.out);
+            let _ = std::fs::remove_file(&c.part);
+            if let Some(r) = &self.retention {
+                r.open_bytes_changed(-(open_len as i64));
+            }
+            return;
+        }
+        let closed = c.out.truncate_and_close(len).and_then(|len| {
+            let mut stored = len;
+            if self.container.is_some() {
+                // The seek table, if there is room; readers walk the frames
+                // without it.
+                let t = table.to_bytes();
+                let f = std::fs::OpenOptions::new().write(true).open(&c.part)?;
+                use std::os::unix::fs::FileExt;
+                match f.write_all_at(&t, len).and_then(|_| f.sync_data()) {
+                    Ok(()) => stored += t.len() as u64,
+                    Err(_) => f.set_len(len)?,
+                }
+            }
+            std::fs::rename(&c.part, &c.path)?;
+            Ok(stored)
+        });
+        if let Some(r) = &self.retention {
+            r.open_bytes_changed(-(open_len as i64));
+        }
+        match closed {
+            Ok(stored) => {
+                info.stored_bytes = stored;
+                self.finished(c.path, info);
+            }
+            Err(e) => {
+                let what = format!("{}: {e}", c.part.display());
+                self.error(what);
+            }
+        }
+    }
+
+    fn close(&mut self) {
+        let Some(mut c) = self.cur.take() else { return };
+        let open_len = c.out.len();
+        if self.container.is_some() {
+            let t = c.table.to_bytes();
+            if let Err(e) = c.out.append(&t) {
+                self.cur = Some(c);
+                self.fail(e);
+                return;
+            }
+        }
+        match c.out.finish() {
+            Ok(stored) => {
+                if let Some(r) = &self.retention {
+                    r.open_bytes_changed(-(open_len as i64));
+                }
+                match std::fs::rename(&c.part, &c.path) {
+                    Ok(()) => {
+                        c.info.stored_bytes = stored;
+                        self.finished(c.path, c.info);
+                    }
+                    Err(e) => self.error(format!("{}: {e}", c.part.display())),
+                }
+            }
+            Err(e) => {
+                // finish() left the file at what is on disk; cut it back to
+                // whole blocks.
+                self.cur = Some(c);
+                self.fail(e);
+            }
+        }
+    }
+
+    fn finished(&mut self, path: PathBuf, info: PcapFileInfo) {
+        if let Some(r) = &self.retention {
+            r.file_closed(
+                path,
+                RemovedFile {
+                    id: info.id,
+                    name: info.name.clone(),
+                    frames: info.frames,
+                    stored_bytes: info.stored_bytes,
+                    ts_first: info.ts_first,
+                    ts_last: info.ts_last,
+                    reason: String::new(),
+                },
+            );
+            r.enforce(now_ns());
+        }
+        self.report.files.push(info);
+    }
+}
+
+fn is_full(e: &io::Error) -> bool {
+    matches!(e.raw_os_error(), Some(libc::ENOSPC) | Some(libc::EDQUOT))
+}
+
+fn advice(e: &io::Error) -> &'static str {
+    if is_full(e) {
+        " (the disk is full: free space, or bound the capture with --max-disk or --max-age)"
+    } else {
+        ""
+    }
+}
+
+fn now_ns() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as i64)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::seekable::SeekableFile;
     use crate::{ReaderOptions, TraceReader};
+    use std::io::Read;
+    use std::path::Path;
 
     fn opts(dir: &Path) -> SpoolOptions {
         SpoolOptions {
@@ -340,6 +779,10 @@ mod tests {
             block_bytes: 4096,
             blocks: 8,
             first_file_id: 7,
+            codec: Codec::None,
+            direct: false,
+            on_full: OnFull::Stop,
+            retention: None,
         }
     }
 
@@ -419,6 +862,88 @@ mod tests {
         s.finish();
         let report = writer.join().unwrap();
         assert_eq!(report.files[0].frames, kept);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn compressed_files_hold_the_same_pcap_and_a_seek_table() {
+        let dir = std::env::temp_dir().join(format!("weir-spool-zst-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let frames: Vec<Vec<u8>> = (0..3000u32)
+            .map(|i| {
+                (0..(60 + i % 1400))
+                    .map(|b| (b * (i % 7 + 1)) as u8)
+                    .collect()
+            })
+            .collect();
+        let mut plain_bytes = None;
+        for codec in [Codec::None, Codec::Zstd(3), Codec::Lz4, Codec::Auto] {
+            let mut o = opts(&dir);
+            o.prefix = format!("{codec}").replace(':', "");
+            o.snaplen = 2000;
+            o.rotate_bytes = None;
+            o.rotate_ns = None;
+            o.blocks = 64;
+            o.codec = codec;
+            o.direct = true;
+            let (mut s, writer) = spool(o).unwrap();
+            let mut placed = Vec::new();
+            for (i, f) in frames.iter().enumerate() {
+                while s.backlog() > 60 {
+                    std::thread::sleep(std::time::Duration::from_millis(1));
+                }
+                placed.push(s.append(i as i64 * 1000, f.len() as u32, f).unwrap());
+            }
+            s.finish();
+            let report = writer.join().unwrap();
+            assert!(report.error.is_none(), "{codec}: {:?}", report.error);
+            let info = &report.files[0];
+            assert_eq!(info.frames, 3000);
+            let path = dir.join(&info.name);
+            assert_eq!(std::fs::metadata(&path).unwrap().len(), info.stored_bytes);
+            let pcap = match codec.container() {
+                None => std::fs::read(&path).unwrap(),
+                Some(_) => {
+                    assert!(info.name.ends_with(codec.container().unwrap().suffix()));
+                    let f = SeekableFile::open(&path).unwrap().unwrap();
+                    assert!(f.had_table, "{codec}: seek table");
+                    let mut v = Vec::new();
+                    f.into_reader().read_to_end(&mut v).unwrap();
+                    v
+                }
+            };
+            assert_eq!(pcap.len() as u64, info.bytes);
+            // Records' offsets point into the decompressed stream, and
+            // random access finds them there.
+            let random = crate::fetch::PcapFile::open(&path).unwrap().unwrap();
+            let mut got = Vec::new();
+            for ((_, off), f) in placed.iter().zip(&frames).step_by(97) {
+                let at = *off as usize + 16;
+                assert_eq!(&pcap[at..at + f.len()], &f[..]);
+                random.read_at(*off, &mut got).unwrap();
+                assert_eq!(&got, f, "{codec}: read_at {off}");
+            }
+            // And the sequential reader reads every frame.
+            let mut r = TraceReader::open(&path, ReaderOptions::default()).unwrap();
+            let mut n = 0;
+            while let Some(c) = r.next_chunk().unwrap() {
+                n += c.frames.len();
+            }
+            assert_eq!(n, frames.len(), "{codec}: TraceReader");
+            match &plain_bytes {
+                None => plain_bytes = Some(pcap),
+                Some(p) => assert_eq!(p, &pcap, "{codec}: same pcap as uncompressed"),
+            }
+            if codec == Codec::Zstd(3) {
+                let all = zstd::stream::decode_all(&std::fs::read(&path).unwrap()[..]).unwrap();
+                assert_eq!(Some(&all), plain_bytes.as_ref());
+                assert_eq!(
+                    info.methods.get("zstd:3"),
+                    Some(&(info.methods.values().sum()))
+                );
+            }
+        }
         let _ = std::fs::remove_dir_all(&dir);
     }
 }

@@ -20,7 +20,7 @@ pub enum StoreError {
 }
 
 impl StoreError {
-    pub(crate) fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
+    pub fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
         let path = path.into();
         // Say what to do about the errors people actually hit.
         let source = match source.raw_os_error() {

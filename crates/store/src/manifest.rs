@@ -57,8 +57,19 @@ pub struct CaptureInfo {
     pub sinks: Vec<String>,
     pub rotate_bytes: Option<u64>,
     pub rotate_seconds: Option<f64>,
-    /// Why it ended: "count", "duration", "signal".
+    /// Why it ended: "count", "duration", "signal", "disk-full".
     pub ended_by: String,
+    /// `--compress`: none, lz4, zstd:LEVEL or auto.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub compress: Option<String>,
+    /// Whether pcap writes bypassed the page cache (O_DIRECT).
+    #[serde(default)]
+    pub direct_io: bool,
+    /// Retention limits (`--max-disk`, `--max-age`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_disk_bytes: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_age_seconds: Option<f64>,
 }
 
 /// Frames lost on the way, by stage.
@@ -68,8 +79,12 @@ pub struct Drops {
     pub kernel_seen: u64,
     /// Dropped by the kernel: the receive ring was full.
     pub kernel: u64,
-    /// Captured but not written to pcap: staging memory was full.
+    /// Captured but not written to pcap: staging memory was full, or the
+    /// disk was (then also counted in `pcap_write`).
     pub pcap: u64,
+    /// Of those, frames lost because a write failed (a full disk).
+    #[serde(default)]
+    pub pcap_write: u64,
 }
 
 /// One input trace of a conversion.
@@ -149,6 +164,23 @@ pub struct Files {
     /// Stats table files (`stats/`).
     #[serde(default)]
     pub stats: Vec<String>,
+    /// Pcap files retention deleted (`--max-disk`, `--max-age`); records
+    /// still point at their frames by id.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub pcap_removed: Vec<RemovedPcapEntry>,
+}
+
+/// A pcap file deleted by retention.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RemovedPcapEntry {
+    pub id: u32,
+    pub path: String,
+    pub frames: u64,
+    pub stored_bytes: u64,
+    pub ts_first: Option<i64>,
+    pub ts_last: Option<i64>,
+    /// "max-disk" or "max-age".
+    pub reason: String,
 }
 
 /// A pcap file of the dataset.
@@ -158,9 +190,16 @@ pub struct PcapFileEntry {
     /// Relative to the dataset root.
     pub path: String,
     pub frames: u64,
+    /// Bytes of pcap (decompressed).
     pub bytes: u64,
     pub ts_first: Option<i64>,
     pub ts_last: Option<i64>,
+    /// Bytes on disk, when compressed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stored_bytes: Option<u64>,
+    /// Blocks per compression method (`zstd:3`, `stored`, `lz4`).
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub methods: std::collections::BTreeMap<String, u64>,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]

@@ -762,3 +762,40 @@ encoders! {
     parse_error: u8 = ColumnSpec { names: Some(parse_error_name), ..spec(true, DICT) },
         |r| r.parse_error as u8, r.parse_error != ParseError::None, FLOW;
 }
+
+/// The summary of a finished packet file, from its footer alone (what
+/// `weir recover` lists when no manifest says it).
+pub fn summarize_packet_file(root: &Path, rel: &str) -> Result<PacketFileSummary, StoreError> {
+    use parquet::file::reader::{FileReader, SerializedFileReader};
+    use parquet::file::statistics::Statistics;
+    let path = root.join(rel);
+    let file = File::open(&path).map_err(|e| StoreError::io(&path, e))?;
+    let bytes = file.metadata().map_err(|e| StoreError::io(&path, e))?.len();
+    let reader = SerializedFileReader::new(file).map_err(|e| StoreError::parquet(&path, e))?;
+    let meta = reader.metadata();
+    let ts_col = meta
+        .file_metadata()
+        .schema_descr()
+        .columns()
+        .iter()
+        .position(|c| c.name() == "ts");
+    let (mut lo, mut hi) = (None::<i64>, None::<i64>);
+    for rg in meta.row_groups() {
+        if let Some(Statistics::Int64(s)) = ts_col.and_then(|i| rg.column(i).statistics()) {
+            if let Some(&m) = s.min_opt() {
+                lo = Some(lo.map_or(m, |x| x.min(m)));
+            }
+            if let Some(&m) = s.max_opt() {
+                hi = Some(hi.map_or(m, |x| x.max(m)));
+            }
+        }
+    }
+    Ok(PacketFileSummary {
+        path: rel.to_string(),
+        rows: meta.file_metadata().num_rows().max(0) as u64,
+        bytes,
+        row_groups: meta.num_row_groups() as u32,
+        ts_min: lo,
+        ts_max: hi,
+    })
+}

@@ -2,15 +2,17 @@
 //! Loss is data: every counter a capture keeps lands here.
 //!
 //! Low volume, so it is written with arrow-rs's own writer. Files are short
-//! (a new one every `rotate_rows` rows) so that a crash loses at most the
-//! open one.
+//! (a new one every `rotate_rows` rows), and the rows not yet in a file are
+//! also appended, as they come, to a small journal (`stats/.journal`,
+//! one line a row): after a crash `weir recover` turns it into the last
+//! file, so every second sampled before the crash is kept.
 
 use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use arrow_array::builder::{
-    TimestampNanosecondBuilder, UInt16Builder, UInt32Builder, UInt64Builder,
+    Int16Builder, TimestampNanosecondBuilder, UInt16Builder, UInt32Builder, UInt64Builder,
 };
 use arrow_array::{ArrayRef, RecordBatch};
 use arrow_schema::{DataType, Field, Schema, SchemaRef, TimeUnit};
@@ -49,6 +51,13 @@ pub struct StatsRow {
     pub ring_backlog: u32,
     /// Staging blocks waiting for the pcap writer, at the sample.
     pub pcap_backlog: u32,
+    /// Bytes of pcap the writer handled, and the bytes they took on disk
+    /// (after compression).
+    pub pcap_bytes: u64,
+    pub pcap_stored_bytes: u64,
+    /// Compression of the writer's latest block: the zstd level, 0 for a
+    /// stored (uncompressed) block, 100 for LZ4; null when not compressing.
+    pub pcap_level: Option<i16>,
 }
 
 /// The stats table's schema.
@@ -72,6 +81,9 @@ pub fn stats_schema() -> SchemaRef {
         u64f("records"),
         Field::new("ring_backlog", DataType::UInt32, false),
         Field::new("pcap_backlog", DataType::UInt32, false),
+        u64f("pcap_bytes"),
+        u64f("pcap_stored_bytes"),
+        Field::new("pcap_level", DataType::Int16, true),
     ]))
 }
 
@@ -82,7 +94,11 @@ pub struct StatsWriter {
     pending: Vec<StatsRow>,
     seq: u32,
     files: Vec<String>,
+    journal: Option<File>,
 }
+
+/// The journal of rows not yet in a file.
+pub const JOURNAL: &str = ".journal";
 
 impl StatsWriter {
     /// Writes into `dir` (`stats-NNNNN.parquet`), a file every `rotate_rows`.
@@ -93,10 +109,12 @@ impl StatsWriter {
             pending: Vec::new(),
             seq: 0,
             files: Vec::new(),
+            journal: None,
         }
     }
 
     pub fn push(&mut self, row: StatsRow) -> Result<(), StoreError> {
+        self.journal_row(&row)?;
         self.pending.push(row);
         if self.pending.len() >= self.rotate_rows {
             self.flush()?;
@@ -118,14 +136,117 @@ impl StatsWriter {
         self.files.push(name);
         self.seq += 1;
         self.pending.clear();
+        if let Some(j) = &self.journal {
+            j.set_len(0)
+                .map_err(|e| StoreError::io(self.dir.join(JOURNAL), e))?;
+        }
+        Ok(())
+    }
+
+    /// Appends a row to the journal (one write, so a crash keeps whole
+    /// lines; a torn last line is skipped when read).
+    fn journal_row(&mut self, r: &StatsRow) -> Result<(), StoreError> {
+        use std::io::Write;
+        let path = self.dir.join(JOURNAL);
+        if self.journal.is_none() {
+            let f = std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(&path)
+                .map_err(|e| StoreError::io(&path, e))?;
+            self.journal = Some(f);
+        }
+        let line = format!(
+            "{} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {}\n",
+            r.ts_ns,
+            r.worker,
+            r.iface,
+            r.frames,
+            r.bytes,
+            r.kernel_packets,
+            r.kernel_drops,
+            r.kernel_freezes,
+            r.pcap_frames,
+            r.pcap_drops,
+            r.records,
+            r.ring_backlog,
+            r.pcap_backlog,
+            r.pcap_bytes,
+            r.pcap_stored_bytes,
+            r.pcap_level.map_or("-".to_string(), |l| l.to_string()),
+        );
+        if let Some(j) = &mut self.journal {
+            j.write_all(line.as_bytes())
+                .map_err(|e| StoreError::io(&path, e))?;
+        }
         Ok(())
     }
 
     /// Flushes and returns the names of the files written.
     pub fn finish(mut self) -> Result<Vec<String>, StoreError> {
         self.flush()?;
+        if self.journal.take().is_some() {
+            let _ = std::fs::remove_file(self.dir.join(JOURNAL));
+        }
         Ok(self.files)
     }
+}
+
+/// After a crash: the journal's rows (those not yet in a file) are written
+/// as one more stats file, and the journal removed. Returns the new file's
+/// name, if there were rows.
+pub fn recover_journal(dir: &Path) -> Result<Option<String>, StoreError> {
+    let path = dir.join(JOURNAL);
+    let text = match std::fs::read_to_string(&path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(StoreError::io(&path, e)),
+    };
+    let rows: Vec<StatsRow> = text.lines().filter_map(parse_journal_line).collect();
+    let mut name = None;
+    if !rows.is_empty() {
+        let mut seq = 0;
+        while dir.join(format!("stats-{seq:05}.parquet")).exists() {
+            seq += 1;
+        }
+        let n = format!("stats-{seq:05}.parquet");
+        let part = dir.join(format!(".{n}.part"));
+        let file = create_file(&part)?;
+        write_rows(file, &rows).map_err(|e| StoreError::parquet(&part, e))?;
+        std::fs::rename(&part, dir.join(&n)).map_err(|e| StoreError::io(&part, e))?;
+        name = Some(n);
+    }
+    std::fs::remove_file(&path).map_err(|e| StoreError::io(&path, e))?;
+    Ok(name)
+}
+
+fn parse_journal_line(line: &str) -> Option<StatsRow> {
+    let f: Vec<&str> = line.split(' ').collect();
+    if f.len() != 16 {
+        return None;
+    }
+    let u = |i: usize| f[i].parse::<u64>().ok();
+    Some(StatsRow {
+        ts_ns: f[0].parse().ok()?,
+        worker: f[1].parse().ok()?,
+        iface: f[2].parse().ok()?,
+        frames: u(3)?,
+        bytes: u(4)?,
+        kernel_packets: u(5)?,
+        kernel_drops: u(6)?,
+        kernel_freezes: u(7)?,
+        pcap_frames: u(8)?,
+        pcap_drops: u(9)?,
+        records: u(10)?,
+        ring_backlog: f[11].parse().ok()?,
+        pcap_backlog: f[12].parse().ok()?,
+        pcap_bytes: u(13)?,
+        pcap_stored_bytes: u(14)?,
+        pcap_level: match f[15] {
+            "-" => None,
+            l => Some(l.parse().ok()?),
+        },
+    })
 }
 
 fn write_rows(file: File, rows: &[StatsRow]) -> parquet::errors::Result<()> {
@@ -136,7 +257,13 @@ fn write_rows(file: File, rows: &[StatsRow]) -> parquet::errors::Result<()> {
     let mut u64s: Vec<UInt64Builder> = (0..8).map(|_| UInt64Builder::with_capacity(n)).collect();
     let mut ring = UInt32Builder::with_capacity(n);
     let mut pcap = UInt32Builder::with_capacity(n);
+    let mut pcap_bytes = UInt64Builder::with_capacity(n);
+    let mut pcap_stored = UInt64Builder::with_capacity(n);
+    let mut level = Int16Builder::with_capacity(n);
     for r in rows {
+        pcap_bytes.append_value(r.pcap_bytes);
+        pcap_stored.append_value(r.pcap_stored_bytes);
+        level.append_option(r.pcap_level);
         ts.append_value(r.ts_ns);
         worker.append_value(r.worker);
         iface.append_value(r.iface);
@@ -164,6 +291,9 @@ fn write_rows(file: File, rows: &[StatsRow]) -> parquet::errors::Result<()> {
     cols.extend(u64s.iter_mut().map(|b| Arc::new(b.finish()) as ArrayRef));
     cols.push(Arc::new(ring.finish()));
     cols.push(Arc::new(pcap.finish()));
+    cols.push(Arc::new(pcap_bytes.finish()));
+    cols.push(Arc::new(pcap_stored.finish()));
+    cols.push(Arc::new(level.finish()));
     let batch = RecordBatch::try_new(stats_schema(), cols)?;
     let props = WriterProperties::builder()
         .set_compression(Compression::ZSTD(ZstdLevel::default()))
@@ -182,6 +312,7 @@ fn write_rows(file: File, rows: &[StatsRow]) -> parquet::errors::Result<()> {
 
 /// Every row of one stats file.
 pub fn read_stats_file(path: &Path) -> Result<Vec<StatsRow>, StoreError> {
+    use arrow_array::Array;
     use arrow_array::cast::AsArray;
     use arrow_array::types::{TimestampNanosecondType, UInt16Type, UInt32Type, UInt64Type};
     use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
@@ -235,6 +366,17 @@ pub fn read_stats_file(path: &Path) -> Result<Vec<StatsRow>, StoreError> {
             .map(|n| u64c(n))
             .collect::<Result<Vec<_>, _>>()?;
         let (ring, pcap) = (u32c("ring_backlog")?, u32c("pcap_backlog")?);
+        // Columns added later: absent in older files.
+        let opt64 = |n: &str| {
+            batch
+                .column_by_name(n)
+                .and_then(|c| c.as_primitive_opt::<UInt64Type>().cloned())
+        };
+        let (pb, ps) = (opt64("pcap_bytes"), opt64("pcap_stored_bytes"));
+        let lv = batch.column_by_name("pcap_level").and_then(|c| {
+            c.as_primitive_opt::<arrow_array::types::Int16Type>()
+                .cloned()
+        });
         for i in 0..batch.num_rows() {
             let v = |k: usize| cols[k].value(i);
             out.push(StatsRow {
@@ -251,6 +393,11 @@ pub fn read_stats_file(path: &Path) -> Result<Vec<StatsRow>, StoreError> {
                 records: v(7),
                 ring_backlog: ring.value(i),
                 pcap_backlog: pcap.value(i),
+                pcap_bytes: pb.as_ref().map_or(0, |c| c.value(i)),
+                pcap_stored_bytes: ps.as_ref().map_or(0, |c| c.value(i)),
+                pcap_level: lv
+                    .as_ref()
+                    .and_then(|c| (!c.is_null(i)).then(|| c.value(i))),
             });
         }
     }
@@ -274,6 +421,8 @@ mod tests {
                 frames: i * 10,
                 kernel_drops: i,
                 pcap_backlog: i as u32,
+                pcap_stored_bytes: i * 3,
+                pcap_level: (i % 3 != 0).then_some(i as i16 - 4),
                 ..Default::default()
             })
             .collect();
@@ -287,6 +436,39 @@ mod tests {
             .flat_map(|f| read_stats_file(&dir.join(f)).unwrap())
             .collect();
         assert_eq!(back, rows);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn rows_not_yet_in_a_file_survive_a_crash_in_the_journal() {
+        let dir = std::env::temp_dir().join(format!("weir-stats-j-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let mut w = StatsWriter::new(&dir, 4);
+        let rows: Vec<StatsRow> = (0..6u64)
+            .map(|i| StatsRow {
+                ts_ns: i as i64,
+                frames: i,
+                pcap_level: (i == 5).then_some(-3),
+                ..Default::default()
+            })
+            .collect();
+        for r in &rows {
+            w.push(*r).unwrap();
+        }
+        // A crash: the writer vanishes without finish(); a torn line too.
+        std::mem::forget(w);
+        std::fs::OpenOptions::new()
+            .append(true)
+            .open(dir.join(JOURNAL))
+            .and_then(|mut f| std::io::Write::write_all(&mut f, b"17 0 0 3"))
+            .unwrap();
+        let name = recover_journal(&dir).unwrap().unwrap();
+        assert_eq!(name, "stats-00001.parquet");
+        let mut back = read_stats_file(&dir.join("stats-00000.parquet")).unwrap();
+        back.extend(read_stats_file(&dir.join(&name)).unwrap());
+        assert_eq!(back, rows);
+        assert!(!dir.join(JOURNAL).exists());
         let _ = std::fs::remove_dir_all(&dir);
     }
 }

@@ -1,0 +1,388 @@
+//! Full packets kept for days: compressed pcap (checked with the stock
+//! `zstd` and `lz4` tools and tcpdump), `weir read` out of the middle of a
+//! compressed file, `kill -9` then `weir recover`, and a disk that fills up
+//! mid-capture. Traffic flows on a veth pair between two namespaces each
+//! test makes; every sender is bounded in count and time.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+use common::background::Background;
+use common::netns::{IFACE, VethPair};
+use common::*;
+
+const WEIR: &str = env!("CARGO_BIN_EXE_weir");
+
+fn capture(ns: &str, args: &[&str]) -> Background {
+    let mut cmd = VethPair::exec(ns, WEIR);
+    cmd.arg("capture").args(["-i", IFACE]).args(args);
+    Background::start(cmd, "capturing on", Duration::from_secs(30))
+}
+
+fn send(ns: &str, args: &[&str]) {
+    let mut cmd = VethPair::exec(ns, WEIR);
+    cmd.arg("gen").args(["-i", IFACE]).args(args);
+    let r = run_bounded(cmd, Duration::from_secs(60));
+    assert_eq!(r.code(), 0, "weir gen failed: {}", r.stderr());
+}
+
+/// Decompresses with the stock tool (by suffix) and counts with tcpdump.
+fn stock_frames(path: &Path, scratch: &Scratch) -> (PathBuf, usize) {
+    let name = path.file_name().unwrap().to_string_lossy().to_string();
+    let plain = scratch.join(&format!("{name}.plain.pcap"));
+    let tool_name = if name.ends_with(".zst") {
+        Some("zstd")
+    } else if name.ends_with(".lz4") {
+        Some("lz4")
+    } else {
+        None
+    };
+    match tool_name {
+        Some(t) => {
+            let mut cmd = tool(t);
+            cmd.args(["-d", "-q", "-f", "-c"]).arg(path);
+            let r = run_bounded(cmd, Duration::from_secs(60));
+            assert_eq!(r.code(), 0, "{t} -d {}: {}", path.display(), r.stderr());
+            // The tool's output is the pcap; run_bounded keeps stdout as text,
+            // so decompress again straight into a file.
+            let f = std::fs::File::create(&plain).unwrap();
+            let mut cmd = tool(t);
+            cmd.args(["-d", "-q", "-c"]).arg(path).stdout(f);
+            assert!(cmd.status().unwrap().success());
+        }
+        None => {
+            std::fs::copy(path, &plain).unwrap();
+        }
+    }
+    let mut cmd = tool("tcpdump");
+    cmd.args(["-nn", "-r"]).arg(&plain);
+    let t = run_bounded(cmd, Duration::from_secs(60));
+    assert_eq!(
+        t.code(),
+        0,
+        "tcpdump -r {}: {}",
+        plain.display(),
+        t.stderr()
+    );
+    (plain, t.stdout().lines().count())
+}
+
+fn pcap_paths(ds: &Path) -> Vec<PathBuf> {
+    manifest(ds)["files"]["pcap"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| ds.join(f["path"].as_str().unwrap()))
+        .collect()
+}
+
+fn frames_of(path: &Path) -> Vec<(i64, Vec<u8>)> {
+    let mut r = pcapio::TraceReader::open(path, Default::default()).expect("open");
+    let mut out = Vec::new();
+    while let Some(c) = r.next_chunk().expect("read") {
+        out.extend(c.iter().map(|(d, b)| (d.ts_ns, b.to_vec())));
+    }
+    out
+}
+
+#[test]
+fn each_compression_mode_writes_files_the_stock_tools_read() {
+    let net = VethPair::new("zmodes");
+    let s = Scratch::new("store-modes");
+    for codec in ["zstd", "zstd:-3", "lz4", "auto"] {
+        let ds = s.join(&format!("ds-{}", codec.replace(':', "")));
+        let cap = capture(
+            &net.b,
+            &[
+                "-o",
+                ds.to_str().unwrap(),
+                "-j",
+                "1",
+                "-c",
+                "6000",
+                "--duration",
+                "30s",
+                "--compress",
+                codec,
+                "--rotate-size",
+                "512Ki",
+                "udp",
+            ],
+        );
+        send(
+            &net.a,
+            &[
+                "--count", "6000", "--rate", "20000", "--size", "700", "--flows", "16", "--seed",
+                "3",
+            ],
+        );
+        let r = cap.wait(Duration::from_secs(40));
+        assert_eq!(r.code(), 0, "{codec}: {}", r.stderr());
+        let m = manifest(&ds);
+        assert_eq!(m["counts"]["frames"], 6000, "{codec}");
+        let named = if codec == "zstd" { "zstd:3" } else { codec };
+        assert_eq!(m["capture"]["compress"], named);
+        let paths = pcap_paths(&ds);
+        assert!(
+            paths.len() > 3,
+            "{codec}: rotated into {} files",
+            paths.len()
+        );
+        let suffix = if codec == "lz4" {
+            ".pcap.lz4"
+        } else {
+            ".pcap.zst"
+        };
+        let mut total = 0;
+        let mut plain_bytes = 0u64;
+        let mut stored = 0u64;
+        for (p, f) in paths.iter().zip(m["files"]["pcap"].as_array().unwrap()) {
+            assert!(p.to_string_lossy().ends_with(suffix), "{}", p.display());
+            let (_, n) = stock_frames(p, &s);
+            assert_eq!(n as u64, f["frames"].as_u64().unwrap(), "{}", p.display());
+            assert_eq!(frames_of(p).len(), n, "weir reads {}", p.display());
+            total += n;
+            plain_bytes += f["bytes"].as_u64().unwrap();
+            stored += f["stored_bytes"].as_u64().unwrap();
+            assert_eq!(
+                std::fs::metadata(p).unwrap().len(),
+                f["stored_bytes"].as_u64().unwrap()
+            );
+            assert!(f["methods"].as_object().is_some_and(|o| !o.is_empty()));
+        }
+        assert_eq!(total, 6000, "{codec}");
+        // Half-random payloads: compression must have done something.
+        assert!(
+            stored < plain_bytes,
+            "{codec}: {stored} stored of {plain_bytes}"
+        );
+
+        // A slice from the middle of the capture, out of compressed files:
+        // exactly the frames of that window.
+        let all: Vec<(i64, Vec<u8>)> = paths.iter().flat_map(|p| frames_of(p)).collect();
+        let (t0, t1) = (all[2000].0, all[4000].0);
+        let out = s.join(&format!("slice-{}.pcap", codec.replace(':', "")));
+        let mut cmd = weir();
+        cmd.arg("read")
+            .arg(&ds)
+            .args([
+                "--from",
+                &store::time::format_ns(t0),
+                "--to",
+                &store::time::format_ns(t1),
+            ])
+            .arg("-w")
+            .arg(&out);
+        let r = run_bounded(cmd, Duration::from_secs(60));
+        assert_eq!(r.code(), 0, "{codec}: weir read: {}", r.stderr());
+        let want: Vec<&(i64, Vec<u8>)> = all.iter().filter(|(t, _)| *t >= t0 && *t < t1).collect();
+        let got = frames_of(&out);
+        assert_eq!(got.len(), want.len(), "{codec}: slice");
+        assert!(
+            got.iter().zip(&want).all(|(a, b)| a.1 == b.1),
+            "{codec}: slice bytes"
+        );
+        assert!(
+            stats_have_levels(&ds),
+            "{codec}: stats record the compression"
+        );
+    }
+}
+
+fn stats_have_levels(ds: &Path) -> bool {
+    manifest(ds)["files"]["stats"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|f| store::stats::read_stats_file(&ds.join(f.as_str().unwrap())).unwrap())
+        .any(|r| r.pcap_level.is_some() && r.pcap_stored_bytes > 0)
+}
+
+#[test]
+fn kill_9_then_recover_keeps_every_frame_before_the_cut() {
+    let net = VethPair::new("kill9");
+    let s = Scratch::new("store-kill9");
+    for codec in ["none", "zstd:1"] {
+        let ds = s.join(&format!("ds-{}", codec.replace(':', "")));
+        let cap = capture(
+            &net.b,
+            &[
+                "-o",
+                ds.to_str().unwrap(),
+                "-j",
+                "1",
+                "--compress",
+                codec,
+                "--duration",
+                "60s",
+                "udp",
+            ],
+        );
+        let gen_args = [
+            "--count", "40000", "--rate", "10000", "--size", "400", "--flows", "8", "--seed", "9",
+        ];
+        let mut g = VethPair::exec(&net.a, WEIR);
+        g.arg("gen").args(["-i", IFACE]).args(gen_args);
+        let sender = Background::start(g, "", Duration::from_secs(5));
+        std::thread::sleep(Duration::from_millis(2600));
+        cap.signal(libc::SIGKILL);
+        let _ = cap.wait(Duration::from_secs(10));
+        let _ = sender.wait(Duration::from_secs(30));
+        assert_eq!(manifest(&ds)["capture"]["ended_by"], "running");
+
+        let mut cmd = weir();
+        cmd.arg("recover").arg(&ds);
+        let r = run_bounded(cmd, Duration::from_secs(60));
+        assert_eq!(r.code(), 0, "{codec}: recover: {}", r.stderr());
+        let m = manifest(&ds);
+        assert_eq!(m["capture"]["ended_by"], "killed (recovered)", "{codec}");
+        for e in walk(&ds) {
+            let n = e.file_name().unwrap().to_string_lossy().to_string();
+            assert!(
+                !n.ends_with(".part") && n != ".journal",
+                "left: {}",
+                e.display()
+            );
+        }
+        // Every frame kept is one that was sent, in order, from the first.
+        let reference = s.join("sent.pcap");
+        let mut cmd = weir();
+        cmd.arg("gen").args(gen_args).arg("-w").arg(&reference);
+        assert_eq!(run_bounded(cmd, Duration::from_secs(30)).code(), 0);
+        let sent = frames_of(&reference);
+        let paths = pcap_paths(&ds);
+        assert_eq!(paths.len(), 1);
+        let (_, n_stock) = stock_frames(&paths[0], &s);
+        let got = frames_of(&paths[0]);
+        assert_eq!(got.len(), n_stock);
+        assert!(got.len() > 5_000, "{codec}: {} frames kept", got.len());
+        assert_eq!(m["counts"]["frames"].as_u64().unwrap(), got.len() as u64);
+        assert!(
+            got.iter().zip(&sent).all(|(a, b)| a.1 == b.1),
+            "{codec}: the recovered frames are the first ones sent"
+        );
+        // The per-second stats written before the kill are there.
+        let rows: Vec<_> = m["files"]["stats"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .flat_map(|f| store::stats::read_stats_file(&ds.join(f.as_str().unwrap())).unwrap())
+            .collect();
+        assert!(rows.len() >= 2, "{codec}: {} stats rows", rows.len());
+        assert!(rows.iter().map(|r| r.frames).sum::<u64>() >= 10_000);
+        let again = {
+            let mut c = weir();
+            c.arg("recover").arg(&ds);
+            run_bounded(c, Duration::from_secs(30))
+        };
+        assert!(
+            again.stdout().contains("nothing to do"),
+            "{}",
+            again.stdout()
+        );
+    }
+}
+
+fn walk(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).unwrap().flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            out.extend(walk(&p));
+        } else {
+            out.push(p);
+        }
+    }
+    out
+}
+
+/// A small tmpfs, unmounted when dropped.
+struct SmallDisk(PathBuf);
+
+impl SmallDisk {
+    fn mount(dir: PathBuf, size: &str) -> SmallDisk {
+        std::fs::create_dir_all(&dir).unwrap();
+        let st = Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "weir-test"])
+            .arg(&dir)
+            .status()
+            .unwrap();
+        assert!(st.success(), "mount a test tmpfs at {}", dir.display());
+        SmallDisk(dir)
+    }
+}
+
+impl Drop for SmallDisk {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg(&self.0).status();
+    }
+}
+
+#[test]
+fn a_disk_that_fills_up_leaves_valid_files_and_a_clear_error() {
+    let net = VethPair::new("full");
+    let s = Scratch::new("store-full");
+    for on_full in ["stop", "drop"] {
+        let disk = SmallDisk::mount(s.join(&format!("disk-{on_full}")), "3m");
+        let out = disk.0.join("x.pcap");
+        let cap = capture(
+            &net.b,
+            &[
+                "-w",
+                out.to_str().unwrap(),
+                "--rotate-size",
+                "600Ki",
+                "--on-full",
+                on_full,
+                "--buffer",
+                "64Mi",
+                "-c",
+                "4000",
+                "--duration",
+                "30s",
+                "udp",
+            ],
+        );
+        send(
+            &net.a,
+            &[
+                "--count", "4000", "--rate", "4000", "--size", "1400", "--flows", "4",
+            ],
+        );
+        let r = cap.wait(Duration::from_secs(40));
+        let said = format!("{}\n{}", r.stdout(), r.stderr());
+        assert!(said.contains("the disk is full"), "{on_full}: {said}");
+        assert_ne!(r.code(), 0, "{on_full}: a full disk is a failure: {said}");
+        // Every file is whole: tcpdump reads each to its end.
+        let mut kept = 0;
+        for e in std::fs::read_dir(&disk.0).unwrap().flatten() {
+            let n = e.file_name().to_string_lossy().to_string();
+            assert!(!n.ends_with(".part"), "{on_full}: left {n}");
+            let (_, frames) = stock_frames(&e.path(), &s);
+            assert_eq!(frames, frames_of(&e.path()).len());
+            kept += frames;
+        }
+        assert!(kept > 1000, "{on_full}: {kept} frames kept");
+        if on_full == "stop" {
+            assert!(said.contains("the disk is full (--on-full stop)"), "{said}");
+            assert!(kept < 4000);
+        } else {
+            // Capture went on: every frame is either in a file or counted.
+            let count = |what: &str| -> u64 {
+                let line = said.lines().find(|l| l.contains(what)).unwrap_or("");
+                let tail = &line[line.find(what).map_or(0, |i| i + what.len())..];
+                tail.split(|c: char| !c.is_ascii_digit() && c != ',')
+                    .find(|t| !t.is_empty())
+                    .map_or(0, |t| t.replace(',', "").parse().unwrap_or(0))
+            };
+            let captured = count("weir capture: ");
+            let dropped = count("pcap staging dropped ");
+            assert_eq!(captured, 4000, "{said}");
+            assert_eq!(kept as u64 + dropped, captured, "{said}");
+        }
+        drop(disk);
+    }
+}

@@ -1,0 +1,200 @@
+//! `weir recover`: puts a dataset whose capture was killed (kill -9, a
+//! power cut) back in order. Pcap files left open are cut at their last
+//! whole frame (compressed ones get their seek table); Parquet files left
+//! open cannot be read (their footer was never written) and are removed,
+//! their frames still being in the pcap files; the stats rows not yet in a
+//! file are written from the journal; and the manifest is rebuilt from
+//! what is on disk.
+
+use std::path::{Path, PathBuf};
+
+use pcapio::repair::{repair_pcap, scan_pcap};
+use store::dataset::{PACKETS_DIR, PCAP_DIR, STATS_DIR};
+use store::manifest::{Drops, PcapFileEntry, TimeSpan};
+use store::packets::summarize_packet_file;
+use store::stats::{read_stats_file, recover_journal};
+use store::{Dataset, Manifest, StoreError};
+
+/// What recovery did.
+#[derive(Debug, Default)]
+pub struct Recovered {
+    pub manifest: Option<Manifest>,
+    /// Pcap files that were open: (name, whole frames kept, bytes cut).
+    pub pcap_repaired: Vec<(String, u64, u64)>,
+    /// Unfinished Parquet files removed.
+    pub parts_removed: Vec<String>,
+    /// The stats file written from the journal.
+    pub stats_recovered: Option<String>,
+    /// Nothing needed doing.
+    pub already_complete: bool,
+}
+
+fn io(path: &Path, e: std::io::Error) -> StoreError {
+    StoreError::io(path, e)
+}
+
+fn entries(dir: &Path) -> Result<Vec<String>, StoreError> {
+    let mut names = Vec::new();
+    match std::fs::read_dir(dir) {
+        Ok(rd) => {
+            for e in rd {
+                let e = e.map_err(|e| io(dir, e))?;
+                names.push(e.file_name().to_string_lossy().into_owned());
+            }
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(io(dir, e)),
+    }
+    names.sort();
+    Ok(names)
+}
+
+/// The record id of a capture's pcap file from its name
+/// (`wWWW-SSSSS.pcap[.zst|.lz4]`: worker << 20 | sequence).
+fn pcap_id(name: &str) -> Option<u32> {
+    let rest = name.strip_prefix('w')?;
+    let (w, rest) = rest.split_once('-')?;
+    let seq = rest.split('.').next()?;
+    Some((w.parse::<u32>().ok()? << 20) | seq.parse::<u32>().ok()?)
+}
+
+/// Recovers the dataset at `root`.
+pub fn recover(root: &Path) -> Result<Recovered, StoreError> {
+    let ds = Dataset::open(root)?;
+    let mut m = ds.read_manifest()?;
+    let mut out = Recovered::default();
+    let pcap_dir = root.join(PCAP_DIR);
+    let packets_dir = root.join(PACKETS_DIR);
+    let stats_dir = root.join(STATS_DIR);
+    let running = m.capture.as_ref().is_some_and(|c| c.ended_by == "running");
+    let leftovers = [&pcap_dir, &packets_dir, &stats_dir]
+        .iter()
+        .map(|d| entries(d))
+        .collect::<Result<Vec<_>, _>>()?
+        .iter()
+        .flatten()
+        .any(|n| n.ends_with(".part") || n == store::stats::JOURNAL);
+    if !running && !leftovers {
+        out.already_complete = true;
+        out.manifest = Some(m);
+        return Ok(out);
+    }
+
+    // Pcap: repair the files left open, then describe every file.
+    for name in entries(&pcap_dir)? {
+        if let Some(final_name) = name.strip_prefix('.').and_then(|n| n.strip_suffix(".part")) {
+            let part = pcap_dir.join(&name);
+            let before = std::fs::metadata(&part).map_err(|e| io(&part, e))?.len();
+            let scan = repair_pcap(&part).map_err(|e| io(&part, e))?;
+            let path = pcap_dir.join(final_name);
+            std::fs::rename(&part, &path).map_err(|e| io(&part, e))?;
+            out.pcap_repaired.push((
+                final_name.to_string(),
+                scan.frames,
+                before.saturating_sub(scan.keep_len.min(before)),
+            ));
+        }
+    }
+    let mut pcap = Vec::new();
+    for name in entries(&pcap_dir)? {
+        if name.starts_with('.') {
+            continue;
+        }
+        let path: PathBuf = pcap_dir.join(&name);
+        let scan = scan_pcap(&path).map_err(|e| io(&path, e))?;
+        let Some(id) = pcap_id(&name) else { continue };
+        pcap.push(PcapFileEntry {
+            id,
+            path: format!("{PCAP_DIR}/{name}"),
+            frames: scan.frames,
+            bytes: scan.pcap_bytes,
+            ts_first: scan.ts_first,
+            ts_last: scan.ts_last,
+            stored_bytes: scan.container.map(|_| scan.file_len),
+            methods: Default::default(),
+        });
+    }
+    pcap.sort_by_key(|f| f.id);
+
+    // Packet records: finished files stay; unfinished ones cannot be read.
+    let mut packets = Vec::new();
+    for name in entries(&packets_dir)? {
+        let path = packets_dir.join(&name);
+        if name.ends_with(".part") {
+            std::fs::remove_file(&path).map_err(|e| io(&path, e))?;
+            out.parts_removed.push(format!("{PACKETS_DIR}/{name}"));
+        } else if name.ends_with(".parquet") {
+            packets.push(summarize_packet_file(
+                root,
+                &format!("{PACKETS_DIR}/{name}"),
+            )?);
+        }
+    }
+
+    // Stats: the journal's rows become the last file.
+    if stats_dir.is_dir() {
+        out.stats_recovered = recover_journal(&stats_dir)?;
+    }
+    let mut stats = Vec::new();
+    let mut drops = Drops::default();
+    for name in entries(&stats_dir)? {
+        let path = stats_dir.join(&name);
+        if name.ends_with(".part") {
+            std::fs::remove_file(&path).map_err(|e| io(&path, e))?;
+            out.parts_removed.push(format!("{STATS_DIR}/{name}"));
+        } else if name.ends_with(".parquet") {
+            for r in read_stats_file(&path)? {
+                drops.kernel_seen += r.kernel_packets;
+                drops.kernel += r.kernel_drops;
+                drops.pcap += r.pcap_drops;
+            }
+            stats.push(format!("{STATS_DIR}/{name}"));
+        }
+    }
+
+    let (mut lo, mut hi) = (None::<i64>, None::<i64>);
+    let mut widen = |a: Option<i64>, b: Option<i64>| {
+        if let Some(a) = a {
+            lo = Some(lo.map_or(a, |x| x.min(a)));
+        }
+        if let Some(b) = b {
+            hi = Some(hi.map_or(b, |x| x.max(b)));
+        }
+    };
+    for f in &pcap {
+        widen(f.ts_first, f.ts_last);
+    }
+    for f in &packets {
+        widen(f.ts_min, f.ts_max);
+    }
+    let pcap_frames: u64 = pcap.iter().map(|f| f.frames).sum();
+    let rows: u64 = packets.iter().map(|f| f.rows).sum();
+    m.counts.frames = if pcap.is_empty() { rows } else { pcap_frames };
+    m.time_span = lo.zip(hi).map(|(a, b)| TimeSpan::new(a, b));
+    m.files.pcap = pcap;
+    m.files.packets = packets;
+    m.files.stats = stats;
+    if let Some(c) = &mut m.capture
+        && c.ended_by == "running"
+    {
+        c.ended_by = "killed (recovered)".to_string();
+    }
+    if m.drops.is_none() && !m.files.stats.is_empty() {
+        m.drops = Some(drops);
+    }
+    ds.write_manifest(&m)?;
+    out.manifest = Some(m);
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::pcap_id;
+
+    #[test]
+    fn pcap_ids_follow_the_writers_names() {
+        assert_eq!(pcap_id("w000-00000.pcap"), Some(0));
+        assert_eq!(pcap_id("w002-00013.pcap.zst"), Some((2 << 20) | 13));
+        assert_eq!(pcap_id("other.pcap"), None);
+    }
+}

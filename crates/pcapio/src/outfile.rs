@@ -1,0 +1,289 @@
+//! A file written in large aligned pieces, for the capture writers.
+//!
+//! Bytes collect in an aligned buffer and go to the file a whole buffer at
+//! a time. With `direct`, the file is opened with O_DIRECT: the device
+//! reads the buffer itself and the kernel neither copies it into the page
+//! cache nor has to write back and evict those pages later, which on this
+//! class of machine is where a buffered writer spends its time (see
+//! docs/BENCHMARKS.md). Filesystems that refuse O_DIRECT (tmpfs before 6.6,
+//! some FUSE) get ordinary writes. Space is reserved up front with
+//! fallocate (the file's size stays what has been written, so a crash never
+//! leaves a tail of zeros that would read as records).
+
+use std::alloc::{Layout, alloc, dealloc};
+use std::fs::{File, OpenOptions};
+use std::io;
+use std::os::fd::AsRawFd;
+use std::os::unix::fs::{FileExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+
+/// O_DIRECT needs buffers, offsets and lengths aligned to the device's
+/// logical block; 4 KiB covers every common device.
+const ALIGN: usize = 4096;
+
+/// An aligned, fixed-capacity byte buffer.
+struct AlignedBuf {
+    ptr: *mut u8,
+    cap: usize,
+    len: usize,
+}
+
+// SAFETY: the buffer owns its allocation exclusively.
+unsafe impl Send for AlignedBuf {}
+
+impl AlignedBuf {
+    fn new(cap: usize) -> AlignedBuf {
+        let cap = cap.next_multiple_of(ALIGN).max(ALIGN);
+        let layout = Layout::from_size_align(cap, ALIGN).expect("valid layout");
+        // SAFETY: the layout has a non-zero size.
+        let ptr = unsafe { alloc(layout) };
+        if ptr.is_null() {
+            std::alloc::handle_alloc_error(layout);
+        }
+        // Touch every page now, not on the capture's time.
+        // SAFETY: ptr is valid for cap bytes.
+        unsafe { std::ptr::write_bytes(ptr, 0, cap) };
+        AlignedBuf { ptr, cap, len: 0 }
+    }
+    fn filled(&self) -> &[u8] {
+        // SAFETY: len <= cap bytes are initialised.
+        unsafe { std::slice::from_raw_parts(self.ptr, self.len) }
+    }
+    fn push(&mut self, bytes: &[u8]) -> usize {
+        let n = bytes.len().min(self.cap - self.len);
+        // SAFETY: n bytes fit after len.
+        unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), self.ptr.add(self.len), n) };
+        self.len += n;
+        n
+    }
+    /// Drops the first `n` bytes, moving the rest to the front.
+    fn consume(&mut self, n: usize) {
+        // SAFETY: both ranges lie within the first len bytes.
+        unsafe { std::ptr::copy(self.ptr.add(n), self.ptr, self.len - n) };
+        self.len -= n;
+    }
+}
+
+impl Drop for AlignedBuf {
+    fn drop(&mut self) {
+        let layout = Layout::from_size_align(self.cap, ALIGN).expect("valid layout");
+        // SAFETY: allocated with this layout in `new`.
+        unsafe { dealloc(self.ptr, layout) };
+    }
+}
+
+/// A file being appended to.
+pub struct OutFile {
+    path: PathBuf,
+    file: File,
+    direct: bool,
+    buf: AlignedBuf,
+    /// Bytes in the file (all of them aligned writes when direct).
+    on_disk: u64,
+    /// Bytes of the buffer's start already copied to the file by
+    /// [`OutFile::sync_tail`] (they are written again, aligned, later).
+    tail_synced: bool,
+}
+
+impl OutFile {
+    /// Creates (truncating) `path`, mode 0640, with `buffer` bytes of
+    /// buffer; `direct` asks for O_DIRECT, `reserve` for space up front.
+    pub fn create(
+        path: &Path,
+        direct: bool,
+        buffer: usize,
+        reserve: Option<u64>,
+    ) -> io::Result<OutFile> {
+        let open = |flags: i32| {
+            OpenOptions::new()
+                .write(true)
+                .create(true)
+                .truncate(true)
+                .mode(0o640)
+                .custom_flags(flags)
+                .open(path)
+        };
+        let (file, direct) = if direct {
+            match open(libc::O_DIRECT) {
+                Ok(f) => (f, true),
+                Err(e) if e.raw_os_error() == Some(libc::EINVAL) => (open(0)?, false),
+                Err(e) => return Err(e),
+            }
+        } else {
+            (open(0)?, false)
+        };
+        if let Some(n) = reserve.filter(|n| *n > 0) {
+            // SAFETY: a valid descriptor; failure (no support) is harmless.
+            unsafe {
+                libc::fallocate(
+                    file.as_raw_fd(),
+                    libc::FALLOC_FL_KEEP_SIZE,
+                    0,
+                    n.min(i64::MAX as u64) as libc::off_t,
+                )
+            };
+        }
+        Ok(OutFile {
+            path: path.to_path_buf(),
+            file,
+            direct,
+            buf: AlignedBuf::new(buffer),
+            on_disk: 0,
+            tail_synced: false,
+        })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Whether writes bypass the page cache.
+    pub fn is_direct(&self) -> bool {
+        self.direct
+    }
+
+    /// Bytes appended so far.
+    pub fn len(&self) -> u64 {
+        self.on_disk + self.buf.len as u64
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Bytes already in the file.
+    pub fn on_disk(&self) -> u64 {
+        self.on_disk
+    }
+
+    /// Appends `bytes`, writing whole buffers as they fill. On an error the
+    /// file holds exactly `on_disk()` bytes of what was appended.
+    pub fn append(&mut self, mut bytes: &[u8]) -> io::Result<()> {
+        while !bytes.is_empty() {
+            let n = self.buf.push(bytes);
+            bytes = &bytes[n..];
+            if self.buf.len == self.buf.cap {
+                self.write_buffer(self.buf.cap)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Writes the first `n` buffered bytes (aligned when direct).
+    fn write_buffer(&mut self, n: usize) -> io::Result<()> {
+        let data = &self.buf.filled()[..n];
+        if let Err(e) = self.file.write_all_at(data, self.on_disk) {
+            // A short write may have put part of the buffer in the file;
+            // cut it back to what is whole.
+            let _ = self.file.set_len(self.on_disk);
+            return Err(e);
+        }
+        self.on_disk += n as u64;
+        self.buf.consume(n);
+        self.tail_synced = false;
+        Ok(())
+    }
+
+    /// Puts everything appended so far into the file (through the page
+    /// cache for the unaligned tail), so that a crash loses nothing the
+    /// writer has been idle on. The buffer keeps the tail, so that direct
+    /// writes stay aligned.
+    pub fn sync_tail(&mut self) -> io::Result<()> {
+        if self.tail_synced || self.buf.len == 0 {
+            return Ok(());
+        }
+        let whole = self.buf.len / ALIGN * ALIGN;
+        if self.direct && whole > 0 {
+            self.write_buffer(whole)?;
+        }
+        if self.buf.len > 0 {
+            let tail = self.buf.filled();
+            if self.direct {
+                let plain = OpenOptions::new().write(true).open(&self.path)?;
+                plain.write_all_at(tail, self.on_disk)?;
+            } else {
+                self.file.write_all_at(tail, self.on_disk)?;
+                self.on_disk += tail.len() as u64;
+                self.buf.len = 0;
+            }
+        }
+        self.tail_synced = true;
+        Ok(())
+    }
+
+    /// Writes what is left, trims the file to its length and makes it
+    /// durable. Returns the file's length. After an error the file holds
+    /// `on_disk()` bytes and can still be cut back and closed.
+    pub fn finish(&mut self) -> io::Result<u64> {
+        let len = self.len();
+        if self.buf.len > 0 {
+            let whole = self.buf.len / ALIGN * ALIGN;
+            if self.direct && whole > 0 {
+                self.write_buffer(whole)?;
+            }
+            if self.buf.len > 0 {
+                if self.direct {
+                    // The tail is not a whole block: write it through the
+                    // page cache.
+                    // SAFETY: a valid descriptor; clearing O_DIRECT.
+                    unsafe {
+                        let fd = self.file.as_raw_fd();
+                        let fl = libc::fcntl(fd, libc::F_GETFL);
+                        libc::fcntl(fd, libc::F_SETFL, fl & !libc::O_DIRECT);
+                    }
+                }
+                let tail_len = self.buf.len;
+                if let Err(e) = self.file.write_all_at(self.buf.filled(), self.on_disk) {
+                    let _ = self.file.set_len(self.on_disk);
+                    return Err(e);
+                }
+                self.on_disk += tail_len as u64;
+                self.buf.len = 0;
+            }
+        }
+        // Gives back space reserved beyond the end.
+        self.file.set_len(len)?;
+        self.file.sync_data()?;
+        Ok(len)
+    }
+
+    /// Cuts the file back to `len` bytes (at most what is on disk) after a
+    /// failure, drops the buffer, makes it durable and closes it.
+    pub fn truncate_and_close(self, len: u64) -> io::Result<u64> {
+        let len = len.min(self.on_disk);
+        self.file.set_len(len)?;
+        self.file.sync_data()?;
+        Ok(len)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn writes_exactly_what_was_appended_direct_or_not() {
+        let dir = std::env::temp_dir().join(format!("weir-outfile-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let data: Vec<u8> = (0..1_000_003u32).map(|i| (i * 7 % 253) as u8).collect();
+        for direct in [false, true] {
+            let path = dir.join(format!("f{direct}"));
+            let mut f = OutFile::create(&path, direct, 64 << 10, Some(4 << 20)).unwrap();
+            for piece in data.chunks(9_999) {
+                f.append(piece).unwrap();
+            }
+            f.sync_tail().unwrap();
+            assert_eq!(
+                std::fs::read(&path).unwrap(),
+                data,
+                "synced tail, direct {direct}"
+            );
+            f.append(b"more").unwrap();
+            assert_eq!(f.finish().unwrap(), data.len() as u64 + 4);
+            let back = std::fs::read(&path).unwrap();
+            assert_eq!(&back[..data.len()], &data[..]);
+            assert_eq!(&back[data.len()..], b"more");
+        }
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}

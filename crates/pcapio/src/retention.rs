@@ -1,0 +1,166 @@
+//! Retention of finished pcap files: `--max-disk` and `--max-age`.
+//!
+//! Every writer of a capture reports the files it finishes and the bytes of
+//! the file it has open to one shared [`Retention`]; when the total passes
+//! the limit, or a file's newest frame is older than the age limit, the
+//! oldest finished files (by their newest frame) are deleted first. A file
+//! still being written is never deleted. What was removed, and why, is
+//! kept for the manifest.
+
+use std::path::PathBuf;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// A file retention deleted.
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct RemovedFile {
+    pub id: u32,
+    /// File name (relative to its directory).
+    pub name: String,
+    pub frames: u64,
+    /// Bytes it took on disk.
+    pub stored_bytes: u64,
+    pub ts_first: Option<i64>,
+    pub ts_last: Option<i64>,
+    /// `max-disk` or `max-age`.
+    pub reason: String,
+}
+
+#[derive(Debug)]
+struct Kept {
+    path: PathBuf,
+    file: RemovedFile,
+}
+
+/// Limits shared by all the writers of one capture.
+#[derive(Debug, Default)]
+pub struct Retention {
+    pub max_bytes: Option<u64>,
+    pub max_age_ns: Option<i64>,
+    /// Bytes in files still being written, all writers together.
+    open_bytes: AtomicU64,
+    state: Mutex<State>,
+}
+
+#[derive(Debug, Default)]
+struct State {
+    kept: Vec<Kept>,
+    kept_bytes: u64,
+    removed: Vec<RemovedFile>,
+    errors: Vec<String>,
+}
+
+impl Retention {
+    pub fn new(max_bytes: Option<u64>, max_age_ns: Option<i64>) -> Retention {
+        Retention {
+            max_bytes,
+            max_age_ns,
+            ..Default::default()
+        }
+    }
+
+    /// A writer's open file grew (or shrank, when it closed) by `delta`.
+    pub fn open_bytes_changed(&self, delta: i64) {
+        if delta >= 0 {
+            self.open_bytes.fetch_add(delta as u64, Ordering::Relaxed);
+        } else {
+            self.open_bytes
+                .fetch_sub(delta.unsigned_abs(), Ordering::Relaxed);
+        }
+    }
+
+    /// A finished file, now under its final name.
+    pub fn file_closed(&self, path: PathBuf, file: RemovedFile) {
+        let mut s = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        s.kept_bytes += file.stored_bytes;
+        s.kept.push(Kept { path, file });
+    }
+
+    /// Deletes what the limits say must go; `now_ns` is the wall clock.
+    pub fn enforce(&self, now_ns: i64) {
+        if self.max_bytes.is_none() && self.max_age_ns.is_none() {
+            return;
+        }
+        let open = self.open_bytes.load(Ordering::Relaxed);
+        let mut s = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        // Oldest newest-frame first.
+        s.kept
+            .sort_by_key(|k| (k.file.ts_last.unwrap_or(i64::MIN), k.file.id));
+        while let Some(oldest) = s.kept.first() {
+            let reason = if self.max_bytes.is_some_and(|max| s.kept_bytes + open > max) {
+                "max-disk"
+            } else if self.max_age_ns.is_some_and(|age| {
+                oldest
+                    .file
+                    .ts_last
+                    .is_some_and(|t| now_ns.saturating_sub(t) > age)
+            }) {
+                "max-age"
+            } else {
+                break;
+            };
+            let k = s.kept.remove(0);
+            s.kept_bytes -= k.file.stored_bytes;
+            match std::fs::remove_file(&k.path) {
+                Ok(()) => {
+                    let mut f = k.file;
+                    f.reason = reason.to_string();
+                    s.removed.push(f);
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => s.errors.push(format!(
+                    "{}: could not delete for retention: {e}",
+                    k.path.display()
+                )),
+            }
+        }
+    }
+
+    /// Files deleted so far, and deletions that failed.
+    pub fn removed(&self) -> (Vec<RemovedFile>, Vec<String>) {
+        let s = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        (s.removed.clone(), s.errors.clone())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn oldest_go_first_and_open_files_count() {
+        let dir = std::env::temp_dir().join(format!("weir-retention-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let r = Retention::new(Some(250), Some(1_000));
+        for (id, ts) in [(2u32, 300i64), (1, 100), (3, 500)] {
+            let path = dir.join(format!("f{id}"));
+            std::fs::write(&path, [0u8; 100]).unwrap();
+            r.file_closed(
+                path,
+                RemovedFile {
+                    id,
+                    name: format!("f{id}"),
+                    stored_bytes: 100,
+                    ts_last: Some(ts),
+                    ..Default::default()
+                },
+            );
+        }
+        r.open_bytes_changed(40);
+        r.enforce(600);
+        let (gone, errors) = r.removed();
+        assert!(errors.is_empty());
+        // 300 + 40 open > 250: the file with the oldest frames goes; then
+        // 200 + 40 fits.
+        assert_eq!(gone.iter().map(|f| f.id).collect::<Vec<_>>(), [1]);
+        assert_eq!(gone[0].reason, "max-disk");
+        assert!(!dir.join("f1").exists() && dir.join("f2").exists());
+        // By age: f2's newest frame (300) is more than 1000 ns old at 1400.
+        r.enforce(1_400);
+        let (gone, _) = r.removed();
+        assert_eq!(gone.iter().map(|f| f.id).collect::<Vec<_>>(), [1, 2]);
+        assert_eq!(gone[1].reason, "max-age");
+        assert!(dir.join("f3").exists());
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}
