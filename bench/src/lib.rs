@@ -608,3 +608,83 @@ pub fn need_tool(name: &str, package: &str) -> Result<PathBuf, String> {
         format!("`{name}` is not installed (on Debian/Ubuntu: apt-get install {package})")
     })
 }
+
+// ---------------------------------------------------------------------------
+// The network of the live benchmarks: two namespaces and a veth pair, made
+// here and removed on drop.
+
+/// The veth interface's name in both namespaces.
+pub const IFACE: &str = "veth0";
+
+pub struct Net {
+    /// The sender's namespace.
+    pub a: String,
+    /// The capturer's namespace.
+    pub b: String,
+}
+
+impl Net {
+    /// Namespaces `{prefix}-{pid}-a` and `-b`, joined by a veth pair.
+    pub fn create(prefix: &str) -> Result<Net, String> {
+        let base = format!("{prefix}-{}", std::process::id());
+        let net = Net {
+            a: format!("{base}-a"),
+            b: format!("{base}-b"),
+        };
+        for ns in [&net.a, &net.b] {
+            ip(&["netns", "add", ns])?;
+            // No IPv6 router or neighbour chatter among the counted frames.
+            for key in ["all", "default"] {
+                let _ = Command::new("ip")
+                    .args(["netns", "exec", ns, "sysctl", "-qw"])
+                    .arg(format!("net.ipv6.conf.{key}.disable_ipv6=1"))
+                    .output();
+            }
+        }
+        ip(&[
+            "-n", &net.a, "link", "add", IFACE, "type", "veth", "peer", "name", IFACE, "netns",
+            &net.b,
+        ])?;
+        for ns in [&net.a, &net.b] {
+            ip(&["-n", ns, "link", "set", "lo", "up"])?;
+            ip(&["-n", ns, "link", "set", IFACE, "up"])?;
+        }
+        Ok(net)
+    }
+
+    /// rx_packets of the capture interface (namespace B).
+    pub fn rx_packets(&self) -> Result<u64, String> {
+        let out = Command::new("ip")
+            .args(["-n", &self.b, "-s", "-j", "link", "show", IFACE])
+            .output()
+            .map_err(|e| format!("ip: {e}"))?;
+        let v: Value = serde_json::from_slice(&out.stdout)
+            .map_err(|e| format!("ip -s -j link: unexpected output: {e}"))?;
+        v[0]["stats64"]["rx"]["packets"]
+            .as_u64()
+            .ok_or_else(|| "ip -s -j link: no rx packet counter".into())
+    }
+}
+
+impl Drop for Net {
+    fn drop(&mut self) {
+        for ns in [&self.a, &self.b] {
+            let _ = Command::new("ip").args(["netns", "del", ns]).output();
+        }
+    }
+}
+
+fn ip(args: &[&str]) -> Result<(), String> {
+    let out = Command::new("ip")
+        .args(args)
+        .output()
+        .map_err(|e| format!("cannot run ip (apt-get install iproute2): {e}"))?;
+    if !out.status.success() {
+        return Err(format!(
+            "ip {}: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stderr).trim()
+        ));
+    }
+    Ok(())
+}

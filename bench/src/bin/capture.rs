@@ -37,8 +37,6 @@ tcpdump-shm tcpdump-disk netsniff-shm";
 
 /// Receive ring of every capturer, in MiB (tcpdump -B takes KiB).
 const RING_MIB: u64 = 256;
-/// The interface name in both namespaces.
-const IFACE: &str = "veth0";
 
 struct Opts {
     json: Option<PathBuf>,
@@ -258,79 +256,6 @@ struct Tools {
     netsniff: PathBuf,
     ip: PathBuf,
     taskset: PathBuf,
-}
-
-// ---------------------------------------------------------------------------
-// The network: two namespaces and a veth pair, removed on drop.
-
-struct Net {
-    a: String,
-    b: String,
-}
-
-impl Net {
-    fn create() -> Result<Net, String> {
-        let base = format!("weir-bc-{}", std::process::id());
-        let net = Net {
-            a: format!("{base}-a"),
-            b: format!("{base}-b"),
-        };
-        for ns in [&net.a, &net.b] {
-            ip(&["netns", "add", ns])?;
-            // No IPv6 router or neighbour chatter among the counted frames.
-            for key in ["all", "default"] {
-                let _ = Command::new("ip")
-                    .args(["netns", "exec", ns, "sysctl", "-qw"])
-                    .arg(format!("net.ipv6.conf.{key}.disable_ipv6=1"))
-                    .output();
-            }
-        }
-        ip(&[
-            "-n", &net.a, "link", "add", IFACE, "type", "veth", "peer", "name", IFACE, "netns",
-            &net.b,
-        ])?;
-        for ns in [&net.a, &net.b] {
-            ip(&["-n", ns, "link", "set", "lo", "up"])?;
-            ip(&["-n", ns, "link", "set", IFACE, "up"])?;
-        }
-        Ok(net)
-    }
-
-    /// rx_packets of the capture interface (namespace B).
-    fn rx_packets(&self) -> Result<u64, String> {
-        let out = Command::new("ip")
-            .args(["-n", &self.b, "-s", "-j", "link", "show", IFACE])
-            .output()
-            .map_err(|e| format!("ip: {e}"))?;
-        let v: Value = serde_json::from_slice(&out.stdout)
-            .map_err(|e| format!("ip -s -j link: unexpected output: {e}"))?;
-        v[0]["stats64"]["rx"]["packets"]
-            .as_u64()
-            .ok_or_else(|| "ip -s -j link: no rx packet counter".into())
-    }
-}
-
-impl Drop for Net {
-    fn drop(&mut self) {
-        for ns in [&self.a, &self.b] {
-            let _ = Command::new("ip").args(["netns", "del", ns]).output();
-        }
-    }
-}
-
-fn ip(args: &[&str]) -> Result<(), String> {
-    let out = Command::new("ip")
-        .args(args)
-        .output()
-        .map_err(|e| format!("cannot run ip (apt-get install iproute2): {e}"))?;
-    if !out.status.success() {
-        return Err(format!(
-            "ip {}: {}",
-            args.join(" "),
-            String::from_utf8_lossy(&out.stderr).trim()
-        ));
-    }
-    Ok(())
 }
 
 // ---------------------------------------------------------------------------
@@ -770,7 +695,7 @@ fn run(o: &Opts) -> Result<(), String> {
             disk.dir.display()
         );
     }
-    let net = Net::create()?;
+    let net = Net::create("weir-bc")?;
     let setup = setup_json(o, &tools, &shm, &disk, cores);
     print!("{}", setup_markdown(&setup));
     let cx = Ctx {

@@ -5,7 +5,9 @@
 use std::path::Path;
 
 use datafusion::arrow::array::{Array, AsArray};
-use datafusion::arrow::datatypes::{DataType, Float64Type, Int64Type, UInt32Type, UInt64Type};
+use datafusion::arrow::datatypes::{
+    DataType, Float64Type, Int16Type, Int64Type, UInt32Type, UInt64Type,
+};
 use plotters::coord::Shift;
 use plotters::prelude::*;
 
@@ -39,6 +41,7 @@ fn column(t: &Table, name: &str) -> Result<Vec<f64>, AnalyzeError> {
                 match a.data_type() {
                     DataType::Float64 => a.as_primitive::<Float64Type>().value(i),
                     DataType::Int64 => a.as_primitive::<Int64Type>().value(i) as f64,
+                    DataType::Int16 => a.as_primitive::<Int16Type>().value(i) as f64,
                     DataType::UInt64 => a.as_primitive::<UInt64Type>().value(i) as f64,
                     DataType::UInt32 => a.as_primitive::<UInt32Type>().value(i) as f64,
                     other => {
@@ -339,11 +342,32 @@ pub fn loss(table: &Table, path: &Path) -> Result<(), AnalyzeError> {
         p.series
             .push((name.into(), color, against(&x, column(table, k)?)));
     }
+    let mut panels = vec![p];
+    // With compressed pcap: the level the writers chose, and how fast
+    // bytes went to disk (driverdump's Figure 4).
+    let level = column(table, "pcap_level").unwrap_or_default();
+    if level.iter().any(|l| l.is_finite()) {
+        let mut c = panel(
+            "pcap compression: level chosen (0 = stored) and MB/s written",
+            "seconds from the first",
+            "zstd level / MB/s ÷ 100",
+            (false, false),
+        );
+        c.series
+            .push(("zstd level".into(), PALETTE[0], against(&x, level)));
+        let stored = column(table, "pcap_stored_bytes")?;
+        c.series.push((
+            "MB/s to disk ÷ 100".into(),
+            PALETTE[2],
+            against(&x, stored.iter().map(|b| b / 1e8).collect()),
+        ));
+        panels.push(c);
+    }
     save(
         path,
         &Figure {
-            grid: (1, 1),
-            panels: vec![p],
+            grid: (panels.len(), 1),
+            panels,
         },
     )
 }

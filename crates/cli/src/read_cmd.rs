@@ -90,6 +90,7 @@ pub fn run(a: ReadArgs) -> Result<ExitCode, String> {
     let mut scan = ScanReport::default();
     let mut files: Vec<PathBuf> = Vec::new();
     let mut unreachable = 0u64;
+    let mut retention_note = String::new();
     for (d, root) in datasets.iter().enumerate() {
         let session = Session::open(std::slice::from_ref(root), window, None, 0)
             .map_err(|e| e.to_string())?;
@@ -112,7 +113,15 @@ pub fn run(a: ReadArgs) -> Result<ExitCode, String> {
         files.extend(ids.iter().map(|id| paths[id].clone()));
         let (found, missing) = candidates_of(&batches, |id| index.get(&id).copied())
             .map_err(|e| format!("{}: {e}", root.display()))?;
-        if missing > 0 && found.is_empty() {
+        if missing > 0 && !m.files.pcap_removed.is_empty() {
+            retention_note = format!(
+                "; frames of {} are gone with the pcap files retention removed (--max-disk, \
+                 --max-age: listed under files.pcap_removed in {}/manifest.json)",
+                root.display(),
+                root.display()
+            );
+        }
+        if missing > 0 && found.is_empty() && m.files.pcap_removed.is_empty() {
             return Err(format!(
                 "{}: its records do not point at frames ({missing} in the window); frames are \
                  kept by weir capture --pcap, or by weir convert --index-sources (which points \
@@ -249,7 +258,7 @@ pub fn run(a: ReadArgs) -> Result<ExitCode, String> {
             },
             store::manifest::group_digits(cands.len() as u64),
             if unreachable > 0 {
-                format!(", {unreachable} records without a frame")
+                format!(", {unreachable} records without a frame{retention_note}")
             } else {
                 String::new()
             },

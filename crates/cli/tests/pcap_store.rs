@@ -386,3 +386,71 @@ fn a_disk_that_fills_up_leaves_valid_files_and_a_clear_error() {
         drop(disk);
     }
 }
+
+#[test]
+fn retention_removes_the_oldest_files_and_says_so() {
+    let net = VethPair::new("retain");
+    let s = Scratch::new("store-retain");
+    let ds = s.join("ds");
+    let cap = capture(
+        &net.b,
+        &[
+            "-o",
+            ds.to_str().unwrap(),
+            "-j",
+            "1",
+            "-c",
+            "6000",
+            "--duration",
+            "30s",
+            "--rotate-size",
+            "256Ki",
+            "--max-disk",
+            "1Mi",
+            "udp",
+        ],
+    );
+    send(
+        &net.a,
+        &[
+            "--count", "6000", "--rate", "20000", "--size", "700", "--flows", "8",
+        ],
+    );
+    let r = cap.wait(Duration::from_secs(40));
+    assert_eq!(r.code(), 0, "{}", r.stderr());
+    assert!(r.stdout().contains("retention removed"), "{}", r.stdout());
+    let m = manifest(&ds);
+    let kept = m["files"]["pcap"].as_array().unwrap();
+    let removed = m["files"]["pcap_removed"].as_array().unwrap();
+    assert!(removed.len() >= 5, "{} removed", removed.len());
+    assert!(removed.iter().all(|f| f["reason"] == "max-disk"));
+    // The oldest went: every removed file comes before every kept one.
+    let max_removed = removed
+        .iter()
+        .map(|f| f["id"].as_u64().unwrap())
+        .max()
+        .unwrap();
+    assert!(kept.iter().all(|f| f["id"].as_u64().unwrap() > max_removed));
+    for f in removed {
+        assert!(!ds.join(f["path"].as_str().unwrap()).exists());
+    }
+    let on_disk: u64 = std::fs::read_dir(ds.join("pcap"))
+        .unwrap()
+        .flatten()
+        .map(|e| e.metadata().unwrap().len())
+        .sum();
+    assert!(on_disk <= 1 << 20, "{on_disk} bytes of pcap kept");
+    let in_files: u64 = kept.iter().map(|f| f["frames"].as_u64().unwrap()).sum();
+    let gone: u64 = removed.iter().map(|f| f["frames"].as_u64().unwrap()).sum();
+    assert_eq!(in_files + gone, 6000);
+    // Records stay for every frame; weir read returns the frames still
+    // kept and says where the others went.
+    assert_eq!(records(&ds).len(), 6000);
+    let out = s.join("all.pcap");
+    let mut cmd = weir();
+    cmd.arg("read").arg(&ds).arg("-w").arg(&out);
+    let r = run_bounded(cmd, Duration::from_secs(60));
+    assert_eq!(r.code(), 0, "{}", r.stderr());
+    assert!(r.stderr().contains("retention removed"), "{}", r.stderr());
+    assert_eq!(frames_of(&out).len() as u64, in_files);
+}
