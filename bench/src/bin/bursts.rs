@@ -103,6 +103,41 @@ fn disk_direct_bandwidth(dir: &Path, gib: u64) -> Result<(f64, bool), String> {
     Ok(((gib << 30) as f64 / s, direct))
 }
 
+/// Each compression method's speed and ratio on the traffic the benchmark
+/// sends (`size`-byte frames, half-random payloads) in staging-block pieces,
+/// on one core: what the `auto` ladder trades.
+fn ladder(weir: &Path, scratch: &Scratch, size: u32) -> Result<Vec<(String, f64, f64)>, String> {
+    use pcapio::seekable::{AUTO_LADDER, FrameEncoder, Method};
+    let pcap = scratch.path("ladder.pcap");
+    let frames = (256u64 << 20) / (size as u64 + 16);
+    let st = Command::new(weir)
+        .args(["gen", "--model", "fixed", "--size", &size.to_string()])
+        .args(["--payload", "half-random", "--flows", "1000", "-c", &frames.to_string(), "-w"])
+        .arg(&pcap)
+        .output()
+        .map_err(|e| format!("weir gen: {e}"))?;
+    if !st.status.success() {
+        return Err(format!("weir gen: {}", String::from_utf8_lossy(&st.stderr)));
+    }
+    let data = fs::read(&pcap).map_err(|e| e.to_string())?;
+    let _ = fs::remove_file(&pcap);
+    let mut methods: Vec<Method> = AUTO_LADDER.iter().map(|(m, _)| *m).collect();
+    methods.push(Method::Lz4);
+    let mut enc = FrameEncoder::new();
+    let mut out = Vec::with_capacity(data.len() + (1 << 20));
+    let mut rows = Vec::new();
+    for m in methods {
+        out.clear();
+        let t = Instant::now();
+        for block in data.chunks(256 << 10) {
+            enc.encode(m, block, &mut out).map_err(|e| e.to_string())?;
+        }
+        let s = t.elapsed().as_secs_f64();
+        rows.push((m.name(), data.len() as f64 / s / 1e6, data.len() as f64 / out.len() as f64));
+    }
+    Ok(rows)
+}
+
 /// CPU seconds (user + system) of a child, once it has exited.
 fn reap_cpu(child: Child, limit: Duration) -> Result<f64, String> {
     let pid = child.id() as libc::pid_t;
@@ -327,6 +362,11 @@ fn run(o: &Opts) -> Result<(), String> {
         o.disk_gib
     );
     let (disk_bps, direct) = disk_direct_bandwidth(scratch.path("").as_path(), o.disk_gib)?;
+    let mut rungs = Vec::new();
+    for size in [1514u32, 64] {
+        eprintln!("compression methods on {size}-byte frames");
+        rungs.push((size, ladder(&weir, &scratch, size)?));
+    }
     let net = Net::create("weir-bb")?;
     let mut md = String::new();
     let kernel = tool_output(Path::new("uname"), &["-r"]).unwrap_or_default();
@@ -351,6 +391,19 @@ fn run(o: &Opts) -> Result<(), String> {
         },
         o.seconds,
     );
+    let _ = writeln!(
+        md,
+        "Compression on one core, 256 KiB blocks of the benchmark's traffic (MB/s in, \
+         ratio):\n\n| method | 1514 B frames | 64 B frames |\n|---|--:|--:|"
+    );
+    for (k, (name, _, _)) in rungs[0].1.iter().enumerate() {
+        let cell = |i: usize| {
+            let (_, speed, ratio) = &rungs[i].1[k];
+            format!("{speed:.0} MB/s, {ratio:.2}")
+        };
+        let _ = writeln!(md, "| {name} | {} | {} |", cell(0), cell(1));
+    }
+    let _ = writeln!(md);
     let _ = writeln!(
         md,
         "| frames | capturer | offered | kept | kept % | drops reported | written GB/s (bursts) | \

@@ -38,7 +38,7 @@ impl PcapScan {
 
 /// Reads a nanosecond or microsecond little-endian classic pcap stream,
 /// counting whole records; stops quietly at the first incomplete one.
-fn walk_records(r: impl Read, scan: &mut PcapScan) -> io::Result<()> {
+pub fn walk_records(r: impl Read, scan: &mut PcapScan) -> io::Result<()> {
     let mut r = BufReader::with_capacity(1 << 20, r);
     let mut h = [0u8; 24];
     if read_full(&mut r, &mut h)? < 24 {

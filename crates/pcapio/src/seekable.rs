@@ -328,11 +328,33 @@ impl SeekTable {
     /// Reads the table at the end of a file of `file_len` bytes, if it has
     /// one that agrees with the file's size.
     pub fn read_footer(file: &File, file_len: u64) -> io::Result<Option<SeekTable>> {
+        Self::from_tail(file_len, |buf, at| file.read_exact_at(buf, at))
+    }
+
+    /// The table at the end of `bytes` (a whole file in memory), if any.
+    pub fn from_bytes(bytes: &[u8]) -> Option<SeekTable> {
+        Self::from_tail(bytes.len() as u64, |buf, at| {
+            let at = at as usize;
+            let src = bytes
+                .get(at..at + buf.len())
+                .ok_or(io::ErrorKind::UnexpectedEof)?;
+            buf.copy_from_slice(src);
+            Ok(())
+        })
+        .ok()
+        .flatten()
+    }
+
+    /// The table of a file of `file_len` bytes read through `read_at`.
+    fn from_tail(
+        file_len: u64,
+        read_at: impl Fn(&mut [u8], u64) -> io::Result<()>,
+    ) -> io::Result<Option<SeekTable>> {
         if file_len < (8 + FOOTER_LEN) as u64 {
             return Ok(None);
         }
         let mut footer = [0u8; FOOTER_LEN];
-        file.read_exact_at(&mut footer, file_len - FOOTER_LEN as u64)?;
+        read_at(&mut footer, file_len - FOOTER_LEN as u64)?;
         let word = |b: &[u8]| u32::from_le_bytes([b[0], b[1], b[2], b[3]]);
         if word(&footer[5..9]) != SEEKABLE_FOOTER_MAGIC {
             return Ok(None);
@@ -343,14 +365,14 @@ impl SeekTable {
         if table_len > file_len || n > (1 << 26) {
             return Ok(None);
         }
-        let mut raw = vec![0u8; (table_len - 8 - FOOTER_LEN as u64) as usize];
         let start = file_len - table_len;
         let mut head = [0u8; 8];
-        file.read_exact_at(&mut head, start)?;
+        read_at(&mut head, start)?;
         if word(&head[0..4]) != SEEK_TABLE_MAGIC || word(&head[4..8]) as u64 != table_len - 8 {
             return Ok(None);
         }
-        file.read_exact_at(&mut raw, start + 8)?;
+        let mut raw = vec![0u8; (table_len - 8 - FOOTER_LEN as u64) as usize];
+        read_at(&mut raw, start + 8)?;
         let mut t = SeekTable::default();
         for e in raw.chunks_exact(entry as usize) {
             t.push(word(&e[0..4]), word(&e[4..8]));
@@ -419,7 +441,11 @@ fn lz4_frame_extent(b: &[u8]) -> Option<(usize, u64)> {
     let content_checksum = flg & 0x04 != 0;
     let has_dict = flg & 0x01 != 0;
     let mut at = 6 + if has_size { 8 } else { 0 } + if has_dict { 4 } else { 0 } + 1;
-    let size = has_size.then(|| u64::from_le_bytes(b[6..14].try_into().unwrap_or([0; 8])));
+    let size = if has_size {
+        Some(u64::from_le_bytes(b.get(6..14)?.try_into().ok()?))
+    } else {
+        None
+    };
     let max_block = match (b[5] >> 4) & 7 {
         4 => 64 << 10,
         5 => 256 << 10,
@@ -709,6 +735,15 @@ mod tests {
         f.into_reader().read_to_end(&mut back).unwrap();
         assert_eq!(back, plain[..t.frames[2].decompressed_at as usize]);
         let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn a_short_lz4_header_is_not_a_frame() {
+        // Found by fuzzing: the content-size flag set in a header cut
+        // before the size.
+        let b = [0x04, 0x22, 0x4d, 0x18, 0x68, 0x70, 0x00, 0x01];
+        assert!(walk_frames(Container::Lz4, &b).frames.is_empty());
+        assert!(SeekTable::from_bytes(&b).is_none());
     }
 
     #[test]
