@@ -111,7 +111,7 @@ fn ladder(weir: &Path, scratch: &Scratch, size: u32) -> Result<Vec<(String, f64,
     let pcap = scratch.path("ladder.pcap");
     let frames = (256u64 << 20) / (size as u64 + 16);
     let st = Command::new(weir)
-        .args(["gen", "--model", "fixed", "--size", &size.to_string()])
+        .args(["gen", "--model", "flood", "--size", &size.to_string()])
         .args(["--payload", "half-random", "--flows", "1000", "-c", &frames.to_string(), "-w"])
         .arg(&pcap)
         .output()
@@ -204,7 +204,9 @@ fn one(
     let ds = out.join("ds");
     let pcap = out.join("tcpdump.pcap");
     let mut cmd = Command::new("ip");
-    cmd.args(["netns", "exec", &net.b]);
+    // The generator has core 0 to itself; each capturer gets core 1, all
+    // its threads (weir's compressing writer competes with its worker).
+    cmd.args(["netns", "exec", &net.b, "taskset", "-c", "1"]);
     match tcpdump {
         None => {
             cmd.arg(weir)
@@ -375,8 +377,9 @@ fn run(o: &Opts) -> Result<(), String> {
         md,
         "## Bursts to disk{}\n\nMachine: {cpu}, {} cores, kernel {}; git {}. Disk: {} ({fs_type}, \
          {} free), direct-write bandwidth {:.2} GB/s{}. Traffic: `weir gen --rate max --burst \
-         10s/10s --duration {}s --payload half-random` from one namespace; capture in the other: \
-         `weir capture -j 1 --pcap --compress auto` (O_DIRECT) and `tcpdump -w -B 1048576`.\n",
+         10s/10s --duration {}s --payload half-random` from one namespace on core 0; capture in \
+         the other on core 1: `weir capture -j 1 --pcap --compress auto` (O_DIRECT) and \
+         `tcpdump -w -B 1048576`.\n",
         if o.quick { " (--quick)" } else { "" },
         std::thread::available_parallelism().map_or(1, |n| n.get()),
         kernel.trim(),
