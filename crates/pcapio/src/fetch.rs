@@ -22,9 +22,15 @@ pub struct FetchedFrame {
     pub wire_len: u32,
 }
 
+/// Bytes read ahead from a plain file: candidates come sorted by offset,
+/// so one read of this much serves the records that follow (a read(2) per
+/// record costs more than the record).
+const READ_AHEAD: usize = 1 << 20;
+
 /// Where the pcap bytes come from.
 enum Body {
-    Plain(File),
+    /// The file, and a window of it: (offset of its first byte, bytes).
+    Plain(File, Mutex<(u64, Vec<u8>)>),
     /// Offsets are into the decompressed stream.
     Packed(Mutex<SeekableFile>),
 }
@@ -32,7 +38,38 @@ enum Body {
 impl Body {
     fn read_exact_at(&self, mut buf: &mut [u8], mut at: u64) -> std::io::Result<()> {
         match self {
-            Body::Plain(f) => f.read_exact_at(buf, at),
+            Body::Plain(f, window) => {
+                let mut w = window.lock().unwrap_or_else(|e| e.into_inner());
+                let inside = |w: &(u64, Vec<u8>)| {
+                    at >= w.0 && at + buf.len() as u64 <= w.0 + w.1.len() as u64
+                };
+                if !inside(&w) {
+                    if buf.len() > READ_AHEAD {
+                        return f.read_exact_at(buf, at);
+                    }
+                    w.1.resize(READ_AHEAD, 0);
+                    let mut n = 0;
+                    while n < READ_AHEAD {
+                        match f.read_at(&mut w.1[n..], at + n as u64) {
+                            Ok(0) => break,
+                            Ok(k) => n += k,
+                            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                            Err(e) => {
+                                w.1.clear();
+                                return Err(e);
+                            }
+                        }
+                    }
+                    w.1.truncate(n);
+                    w.0 = at;
+                    if !inside(&w) {
+                        return Err(std::io::ErrorKind::UnexpectedEof.into());
+                    }
+                }
+                let from = (at - w.0) as usize;
+                buf.copy_from_slice(&w.1[from..from + buf.len()]);
+                Ok(())
+            }
             Body::Packed(m) => {
                 let mut f = m.lock().unwrap_or_else(|e| e.into_inner());
                 while !buf.is_empty() {
@@ -78,7 +115,7 @@ impl PcapFile {
         let file = File::open(path).map_err(|e| err(0, ReadErrorKind::Io(e)))?;
         let file = match SeekableFile::open(path).map_err(|e| err(0, ReadErrorKind::Io(e)))? {
             Some(f) => Body::Packed(Mutex::new(f)),
-            None => Body::Plain(file),
+            None => Body::Plain(file, Mutex::new((0, Vec::new()))),
         };
         let mut h = [0u8; 24];
         match file.read_exact_at(&mut h, 0) {
