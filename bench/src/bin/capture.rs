@@ -32,7 +32,7 @@ usage: capture [--quick] [--json OUT.json] [--seconds S] [--reps N] [--sizes 64,
 Runs weir capture (pcap, records, both; to /dev/shm and to disk), tcpdump -w
 (to /dev/shm and to disk) and netsniff-ng on a veth pair fed by weir gen at
 its maximum rate, and prints a Markdown table (run as root).
-Labels for --only: weir-pcap-shm weir-records-shm weir-both-shm weir-pcap-disk
+Labels for --only: weir-pcap-shm weir-records-shm weir-both-shm weir-pcap-disk weir-pcap-disk-buffered
 tcpdump-shm tcpdump-disk netsniff-shm";
 
 /// Receive ring of every capturer, in MiB (tcpdump -B takes KiB).
@@ -138,16 +138,18 @@ enum Capturer {
     WeirRecordsShm,
     WeirBothShm,
     WeirPcapDisk,
+    WeirPcapDiskBuffered,
     TcpdumpShm,
     TcpdumpDisk,
     NetsniffShm,
 }
 
-const CAPTURERS: [Capturer; 7] = [
+const CAPTURERS: [Capturer; 8] = [
     Capturer::WeirPcapShm,
     Capturer::WeirRecordsShm,
     Capturer::WeirBothShm,
     Capturer::WeirPcapDisk,
+    Capturer::WeirPcapDiskBuffered,
     Capturer::TcpdumpShm,
     Capturer::TcpdumpDisk,
     Capturer::NetsniffShm,
@@ -160,6 +162,7 @@ impl Capturer {
             Capturer::WeirRecordsShm => "weir-records-shm",
             Capturer::WeirBothShm => "weir-both-shm",
             Capturer::WeirPcapDisk => "weir-pcap-disk",
+            Capturer::WeirPcapDiskBuffered => "weir-pcap-disk-buffered",
             Capturer::TcpdumpShm => "tcpdump-shm",
             Capturer::TcpdumpDisk => "tcpdump-disk",
             Capturer::NetsniffShm => "netsniff-shm",
@@ -171,7 +174,8 @@ impl Capturer {
             Capturer::WeirPcapShm => "weir --pcap → /dev/shm",
             Capturer::WeirRecordsShm => "weir --records → /dev/shm",
             Capturer::WeirBothShm => "weir --pcap --records → /dev/shm",
-            Capturer::WeirPcapDisk => "weir --pcap → disk",
+            Capturer::WeirPcapDisk => "weir --pcap → disk (O_DIRECT)",
+            Capturer::WeirPcapDiskBuffered => "weir --pcap --no-direct → disk",
             Capturer::TcpdumpShm => "tcpdump -w → /dev/shm",
             Capturer::TcpdumpDisk => "tcpdump -w → disk",
             Capturer::NetsniffShm => "netsniff-ng → /dev/shm",
@@ -179,7 +183,10 @@ impl Capturer {
     }
 
     fn on_disk(self) -> bool {
-        matches!(self, Capturer::WeirPcapDisk | Capturer::TcpdumpDisk)
+        matches!(
+            self,
+            Capturer::WeirPcapDisk | Capturer::WeirPcapDiskBuffered | Capturer::TcpdumpDisk
+        )
     }
 
     /// The line on stderr/stdout that says the capturer is listening.
@@ -213,6 +220,7 @@ impl Capturer {
         };
         match self {
             Capturer::WeirPcapShm | Capturer::WeirPcapDisk => weir(&["--pcap"]),
+            Capturer::WeirPcapDiskBuffered => weir(&["--pcap", "--no-direct"]),
             Capturer::WeirRecordsShm => weir(&["--records"]),
             Capturer::WeirBothShm => weir(&["--pcap", "--records"]),
             Capturer::TcpdumpShm | Capturer::TcpdumpDisk => vec![
@@ -246,6 +254,7 @@ impl Capturer {
                 | Capturer::WeirRecordsShm
                 | Capturer::WeirBothShm
                 | Capturer::WeirPcapDisk
+                | Capturer::WeirPcapDiskBuffered
         )
     }
 }
