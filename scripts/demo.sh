@@ -32,8 +32,8 @@ ip -n "$ns_a" addr add 10.99.0.1/24 dev veth0
 ip -n "$ns_b" addr add 10.99.0.2/24 dev veth0
 
 mkdir -p "$out"
-say "capturing on veth0 in $ns_b for $seconds s: weir capture -i veth0 -o $out/dataset"
-ip netns exec "$ns_b" "$WEIR" capture -i veth0 -o "$out/dataset" --force \
+say "capturing on veth0 in $ns_b for $seconds s: weir capture -i veth0 -o $out/dataset --compress auto"
+ip netns exec "$ns_b" "$WEIR" capture -i veth0 -o "$out/dataset" --force --compress auto \
   --duration "${seconds}s" 2> "$out/capture.log" &
 capture_pid=$!
 # Wait until the rings are open (the capture says so), at most 30 s.
@@ -58,4 +58,4 @@ say "the analysis report: weir analyze $out/dataset summary | rates | bursts | t
 say "frames of one flow back out of the dataset: weir read $out/dataset udp port 1024 -w $out/one-flow.pcap"
 "$WEIR" read "$out/dataset" udp port 1024 -w "$out/one-flow.pcap" --force
 echo
-echo "Records: $out/dataset/packets/*.parquet  frames: $out/dataset/pcap/*.pcap  stats: $out/dataset/stats/*.parquet"
+echo "Records: $out/dataset/packets/*.parquet  frames: $out/dataset/pcap/*.pcap*  stats: $out/dataset/stats/*.parquet"

@@ -112,7 +112,15 @@ fn ladder(weir: &Path, scratch: &Scratch, size: u32) -> Result<Vec<(String, f64,
     let frames = (256u64 << 20) / (size as u64 + 16);
     let st = Command::new(weir)
         .args(["gen", "--model", "flood", "--size", &size.to_string()])
-        .args(["--payload", "half-random", "--flows", "1000", "-c", &frames.to_string(), "-w"])
+        .args([
+            "--payload",
+            "half-random",
+            "--flows",
+            "1000",
+            "-c",
+            &frames.to_string(),
+            "-w",
+        ])
         .arg(&pcap)
         .output()
         .map_err(|e| format!("weir gen: {e}"))?;
@@ -133,7 +141,11 @@ fn ladder(weir: &Path, scratch: &Scratch, size: u32) -> Result<Vec<(String, f64,
             enc.encode(m, block, &mut out).map_err(|e| e.to_string())?;
         }
         let s = t.elapsed().as_secs_f64();
-        rows.push((m.name(), data.len() as f64 / s / 1e6, data.len() as f64 / out.len() as f64));
+        rows.push((
+            m.name(),
+            data.len() as f64 / s / 1e6,
+            data.len() as f64 / out.len() as f64,
+        ));
     }
     Ok(rows)
 }

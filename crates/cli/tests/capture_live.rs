@@ -253,7 +253,13 @@ fn fanout_keeps_each_flow_on_one_worker() {
     let rows = records(&ds);
     let mut workers_of: HashMap<u32, HashSet<u16>> = HashMap::new();
     let mut both_ways: HashMap<u32, HashSet<bool>> = HashMap::new();
-    for r in rows.iter().filter(|r| r.has(Has::FLOW)) {
+    // TCP and UDP: for portless protocols (ICMPv6 neighbour and listener
+    // chatter) the kernel's hash takes ICMP fields that weir's 5-tuple does
+    // not, so their "flows" may be spread.
+    for r in rows
+        .iter()
+        .filter(|r| r.has(Has::FLOW) && (r.has(Has::TCP) || r.has(Has::UDP)))
+    {
         workers_of.entry(r.flow_hash).or_default().insert(r.worker);
         both_ways
             .entry(r.flow_hash)

@@ -437,6 +437,24 @@ impl Opened {
             .iter()
             .all(|f| f.3.hw_timestamps.load(Ordering::Relaxed) > 0);
         let frames = totals.total_frames;
+        // Every frame the kernel put in a ring is taken by its worker or
+        // counted as a kernel drop, except those that arrived after the
+        // workers' last read (traffic does not stop with the capture). The
+        // difference is kept; a large one means frames were lost between
+        // kernel and worker, and is said as a fault.
+        let unread = kernel_total
+            .packets
+            .saturating_sub(kernel_total.drops)
+            .saturating_sub(frames);
+        if unread > 1000 && unread * 100 > frames {
+            warnings.push(format!(
+                "{unread} frames the kernel placed in the capture rings never reached a worker \
+                 (kernel saw {}, dropped {}, workers took {frames}); they are counted as \
+                 drops.ring_unread in the manifest. This is a fault in weir's ring handling: \
+                 please report it with the manifest",
+                kernel_total.packets, kernel_total.drops
+            ));
+        }
         let (removed, retention_errors) =
             retention.as_ref().map(|r| r.removed()).unwrap_or_default();
         warnings.extend(retention_errors);
@@ -508,6 +526,7 @@ impl Opened {
                     kernel: kernel_total.drops,
                     pcap: totals.total_pcap_drops,
                     pcap_write: pcap_write_lost,
+                    ring_unread: unread,
                 });
                 d.write_manifest(&m)?;
                 Some(m)

@@ -85,6 +85,16 @@ pub struct Drops {
     /// Of those, frames lost because a write failed (a full disk).
     #[serde(default)]
     pub pcap_write: u64,
+    /// Frames the kernel counted into a ring that no worker took
+    /// (`kernel_seen - kernel - frames`): those that arrived after the
+    /// workers' last read of their rings, a handful at most when traffic
+    /// runs on past the end of the capture; more means frames were lost.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub ring_unread: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 /// One input trace of a conversion.
@@ -307,21 +317,53 @@ impl Manifest {
             };
             let _ = writeln!(
                 s,
-                "drops      kernel {} of {} seen ({share:.3}%), pcap staging {}",
+                "drops      kernel {} of {} seen ({share:.3}%), pcap staging {}{}{}",
                 group_digits(d.kernel),
                 group_digits(d.kernel_seen),
-                group_digits(d.pcap)
+                group_digits(d.pcap),
+                if d.pcap_write > 0 {
+                    format!(" ({} lost to failed writes)", group_digits(d.pcap_write))
+                } else {
+                    String::new()
+                },
+                if d.ring_unread > 0 {
+                    format!(
+                        ", never read from the rings {}",
+                        group_digits(d.ring_unread)
+                    )
+                } else {
+                    String::new()
+                }
             );
         }
         if !self.files.pcap.is_empty() {
             let bytes: u64 = self.files.pcap.iter().map(|f| f.bytes).sum();
             let frames: u64 = self.files.pcap.iter().map(|f| f.frames).sum();
+            let stored: u64 = self
+                .files
+                .pcap
+                .iter()
+                .map(|f| f.stored_bytes.unwrap_or(f.bytes))
+                .sum();
             let _ = writeln!(
                 s,
-                "pcap       {} files, {} frames, {}",
+                "pcap       {} files, {} frames, {}{}{}",
                 self.files.pcap.len(),
                 group_digits(frames),
-                human_bytes(bytes)
+                human_bytes(bytes),
+                if stored != bytes {
+                    format!(" ({} on disk)", human_bytes(stored))
+                } else {
+                    String::new()
+                },
+                if self.files.pcap_removed.is_empty() {
+                    String::new()
+                } else {
+                    format!(
+                        "; {} older files removed by retention",
+                        self.files.pcap_removed.len()
+                    )
+                }
             );
         }
         let bytes = self.packet_bytes();
