@@ -249,6 +249,34 @@ impl RxRing {
             .count()
     }
 
+    /// The ring's hand-over state, for a diagnosis: the block the worker
+    /// waits on, then (status, frames) of it and the next few blocks, and
+    /// how many blocks are the user's (none after a drain).
+    pub fn state(&self) -> String {
+        let n = self.opts.block_count;
+        let user = (0..n)
+            .filter(|&i| self.block_status(i).load(Ordering::Acquire) & libc::TP_STATUS_USER != 0)
+            .count();
+        let ahead: Vec<(u32, u32)> = (0..n.min(6))
+            .map(|k| {
+                let i = (self.next + k) % n;
+                // SAFETY: reading the header of a block the kernel may be
+                // filling; a torn read only garbles this message.
+                let pkts = unsafe {
+                    (*(self.block_ptr(i) as *const libc::tpacket_block_desc))
+                        .hdr
+                        .bh1
+                        .num_pkts
+                };
+                (self.block_status(i).load(Ordering::Acquire), pkts)
+            })
+            .collect();
+        format!(
+            "waiting on block {} of {n}; (status, frames) from there {ahead:?}; {user} user-owned",
+            self.next
+        )
+    }
+
     /// Waits up to `timeout` for the next block and calls `f` on each of its
     /// frames; returns how many frames it had (0 on timeout). The block goes
     /// back to the kernel when `f` has seen every frame.

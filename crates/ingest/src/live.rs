@@ -424,6 +424,11 @@ impl Opened {
             &mut totals,
         )?;
         on_second(&last);
+        let ring_states: Vec<String> = rings
+            .iter()
+            .enumerate()
+            .map(|(k, r)| format!("ring {k}: {}", r.state()))
+            .collect();
         drop(rings);
         if let Some(e) = first_error {
             warnings.push(e);
@@ -451,8 +456,10 @@ impl Opened {
                 "{unread} frames the kernel placed in the capture rings never reached a worker \
                  (kernel saw {}, dropped {}, workers took {frames}); they are counted as \
                  drops.ring_unread in the manifest. This is a fault in weir's ring handling: \
-                 please report it with the manifest",
-                kernel_total.packets, kernel_total.drops
+                 please report it with the manifest and this: {}",
+                kernel_total.packets,
+                kernel_total.drops,
+                ring_states.join("; ")
             ));
         }
         let (removed, retention_errors) =
