@@ -237,7 +237,6 @@ impl Opened {
             slots,
             libpcap,
         } = self;
-        let started = Instant::now();
         let claimed = Arc::new(AtomicU64::new(0));
         let stop_flag = Arc::new(AtomicBool::new(false));
         let stats_dir = match dataset {
@@ -328,6 +327,11 @@ impl Opened {
             d.write_manifest(&base_manifest(&opts, &libpcap, fds.len() as u32))?;
         }
         on_ready();
+        // Time counts from here: setting up (writing gigabytes of staging,
+        // slow when memory must first be reclaimed) must not eat into
+        // --duration, or the capture would end as it starts and the
+        // traffic that follows would sit unread in the rings.
+        let started = Instant::now();
         // The stats loop: once a second until every worker is done.
         let mut ended = Ended::Signal;
         let mut prev: Vec<[u64; 7]> = vec![[0; 7]; fds.len()];
