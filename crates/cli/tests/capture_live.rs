@@ -10,27 +10,13 @@ use std::path::Path;
 use std::time::Duration;
 
 use common::background::Background;
+use common::live::{capture, send, walk};
 use common::netns::{IFACE, VethPair};
 use common::*;
 use store::stats::read_stats_file;
 use wire::{Has, PacketRecord};
 
 const WEIR: &str = env!("CARGO_BIN_EXE_weir");
-const READY: &str = "capturing on";
-
-fn capture(ns: &str, args: &[&str]) -> Background {
-    let mut cmd = VethPair::exec(ns, WEIR);
-    cmd.arg("capture").args(["-i", IFACE]).args(args);
-    Background::start(cmd, READY, Duration::from_secs(30))
-}
-
-fn send(ns: &str, args: &[&str]) -> Run {
-    let mut cmd = VethPair::exec(ns, WEIR);
-    cmd.arg("gen").args(["-i", IFACE]).args(args);
-    let r = run_bounded(cmd, Duration::from_secs(60));
-    assert_eq!(r.code(), 0, "weir gen failed: {}", r.stderr());
-    r
-}
 
 /// Frames in a pcap file, by our own reader and by tcpdump.
 fn pcap_frames(path: &Path) -> Vec<Vec<u8>> {
@@ -75,19 +61,6 @@ fn no_part_files(dir: &Path) {
             e.display()
         );
     }
-}
-
-fn walk(dir: &Path) -> Vec<std::path::PathBuf> {
-    let mut out = Vec::new();
-    for e in std::fs::read_dir(dir).unwrap().flatten() {
-        let p = e.path();
-        if p.is_dir() {
-            out.extend(walk(&p));
-        } else {
-            out.push(p);
-        }
-    }
-    out
 }
 
 fn stats_rows(ds: &Path) -> Vec<store::stats::StatsRow> {
@@ -653,7 +626,7 @@ fn several_interfaces_in_one_capture() {
         "30s",
         "udp",
     ]);
-    let cap = Background::start(cmd, READY, Duration::from_secs(30));
+    let cap = Background::start(cmd, "capturing on", Duration::from_secs(30));
     send(
         &net.a,
         &[

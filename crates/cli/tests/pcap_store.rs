@@ -11,23 +11,11 @@ use std::process::Command;
 use std::time::Duration;
 
 use common::background::Background;
+use common::live::{capture, send, walk};
 use common::netns::{IFACE, VethPair};
 use common::*;
 
 const WEIR: &str = env!("CARGO_BIN_EXE_weir");
-
-fn capture(ns: &str, args: &[&str]) -> Background {
-    let mut cmd = VethPair::exec(ns, WEIR);
-    cmd.arg("capture").args(["-i", IFACE]).args(args);
-    Background::start(cmd, "capturing on", Duration::from_secs(30))
-}
-
-fn send(ns: &str, args: &[&str]) {
-    let mut cmd = VethPair::exec(ns, WEIR);
-    cmd.arg("gen").args(["-i", IFACE]).args(args);
-    let r = run_bounded(cmd, Duration::from_secs(60));
-    assert_eq!(r.code(), 0, "weir gen failed: {}", r.stderr());
-}
 
 /// Decompresses with the stock tool (by suffix) and counts with tcpdump.
 fn stock_frames(path: &Path, scratch: &Scratch) -> (PathBuf, usize) {
@@ -284,19 +272,6 @@ fn kill_9_then_recover_keeps_every_frame_before_the_cut() {
             again.stdout()
         );
     }
-}
-
-fn walk(dir: &Path) -> Vec<PathBuf> {
-    let mut out = Vec::new();
-    for e in std::fs::read_dir(dir).unwrap().flatten() {
-        let p = e.path();
-        if p.is_dir() {
-            out.extend(walk(&p));
-        } else {
-            out.push(p);
-        }
-    }
-    out
 }
 
 /// A small tmpfs, unmounted when dropped.
