@@ -60,6 +60,23 @@ pub struct StatsRow {
     pub pcap_level: Option<i16>,
 }
 
+impl StatsRow {
+    /// The eight frame counters, in the schema's order (from `frames` to
+    /// `records`): one list for the Parquet writer and the journal.
+    fn counters(&self) -> [u64; 8] {
+        [
+            self.frames,
+            self.bytes,
+            self.kernel_packets,
+            self.kernel_drops,
+            self.kernel_freezes,
+            self.pcap_frames,
+            self.pcap_drops,
+            self.records,
+        ]
+    }
+}
+
 /// The stats table's schema.
 pub fn stats_schema() -> SchemaRef {
     let u64f = |n: &str| Field::new(n, DataType::UInt64, false);
@@ -156,19 +173,12 @@ impl StatsWriter {
                 .map_err(|e| StoreError::io(&path, e))?;
             self.journal = Some(f);
         }
+        let counters = r.counters().map(|v| v.to_string()).join(" ");
         let line = format!(
-            "{} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {}\n",
+            "{} {} {} {counters} {} {} {} {} {}\n",
             r.ts_ns,
             r.worker,
             r.iface,
-            r.frames,
-            r.bytes,
-            r.kernel_packets,
-            r.kernel_drops,
-            r.kernel_freezes,
-            r.pcap_frames,
-            r.pcap_drops,
-            r.records,
             r.ring_backlog,
             r.pcap_backlog,
             r.pcap_bytes,
@@ -267,17 +277,7 @@ fn write_rows(file: File, rows: &[StatsRow]) -> parquet::errors::Result<()> {
         ts.append_value(r.ts_ns);
         worker.append_value(r.worker);
         iface.append_value(r.iface);
-        let vals = [
-            r.frames,
-            r.bytes,
-            r.kernel_packets,
-            r.kernel_drops,
-            r.kernel_freezes,
-            r.pcap_frames,
-            r.pcap_drops,
-            r.records,
-        ];
-        for (b, v) in u64s.iter_mut().zip(vals) {
+        for (b, v) in u64s.iter_mut().zip(r.counters()) {
             b.append_value(v);
         }
         ring.append_value(r.ring_backlog);
