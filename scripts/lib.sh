@@ -13,11 +13,13 @@ export PATH="$HOME/.cargo/bin:$PATH"
 say() { printf '\n== %s\n' "$*" >&2; }
 die() { printf 'error: %s\n' "$*" >&2; exit 1; }
 
-# Debian packages: the C toolchain and libpcap for building, the real
-# tools the tests check weir against, Python for the Parquet clients, and
-# the font PNG plots are drawn with.
+# Debian packages: the C toolchain and libpcap for building, clang and
+# libbpf's headers for the eBPF programs (libelf and zlib for the libbpf
+# that libbpf-sys builds), the real tools the tests check weir against,
+# Python for the Parquet clients, and the font PNG plots are drawn with.
 DEB_PACKAGES=(build-essential pkg-config curl ca-certificates git libpcap-dev
-  tcpdump tshark zstd lz4 gzip python3 python3-venv iproute2 fonts-dejavu-core)
+  clang libbpf-dev libelf-dev zlib1g-dev
+  tcpdump tshark zstd lz4 gzip python3 python3-venv iproute2 util-linux fonts-dejavu-core)
 
 # Extra packages a script needs beyond these may be given as arguments.
 install_packages() {

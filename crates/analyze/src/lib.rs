@@ -1,5 +1,5 @@
 //! Answers from a dataset: SQL over its Parquet tables (`packets`, `stats`,
-//! the view `flows`) on an embedded DataFusion.
+//! `stack`, the view `flows`) on an embedded DataFusion.
 //!
 //! Each analysis is SQL text kept in `src/sql/`, written so that the same
 //! text runs on Spark SQL: standard aggregates and CASE, integer times in
@@ -13,6 +13,7 @@ pub mod filter;
 pub mod plot;
 pub mod render;
 pub mod session;
+pub mod stack;
 pub mod udf;
 
 pub use analyses::{BurstScale, By, Table};

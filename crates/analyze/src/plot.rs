@@ -371,3 +371,73 @@ pub fn loss(table: &Table, path: &Path) -> Result<(), AnalyzeError> {
         },
     )
 }
+
+/// `stack`: congestion window and smoothed RTT over time of the busiest
+/// sockets (from tcp_probe), and for each the distribution of how long
+/// application writes waited before the device sent them (CCDF).
+pub fn stack(s: &crate::stack::StackAnalysis, path: &Path) -> Result<(), AnalyzeError> {
+    let x_desc = "seconds from the first event";
+    let mut cwnd = panel(
+        "congestion window (segments)",
+        x_desc,
+        "snd_cwnd",
+        (false, false),
+    );
+    let mut rtt = panel("smoothed RTT", x_desc, "srtt, µs", (false, false));
+    let mut delay = panel(
+        "application write to device transmit",
+        "delay, µs",
+        "share of writes that waited longer",
+        (true, true),
+    );
+    if s.tcp.rows() > 0 {
+        let cookies = column(&s.tcp, "cookie")?;
+        let ts = column(&s.tcp, "ts_ns")?;
+        let cw = column(&s.tcp, "snd_cwnd")?;
+        let rt = column(&s.tcp, "srtt_us")?;
+        let t0 = ts.iter().copied().fold(f64::INFINITY, f64::min);
+        let mut order: Vec<u64> = Vec::new();
+        for c in &cookies {
+            if !order.contains(&(*c as u64)) {
+                order.push(*c as u64);
+            }
+        }
+        for (k, c) in order.iter().enumerate() {
+            let color = PALETTE[k % PALETTE.len()];
+            let pick = |v: &[f64]| -> Vec<(f64, f64)> {
+                (0..v.len())
+                    .filter(|&i| cookies[i] as u64 == *c)
+                    .map(|i| ((ts[i] - t0) / 1e9, v[i]))
+                    .collect()
+            };
+            let name = format!("socket {c}");
+            cwnd.series.push((name.clone(), color, pick(&cw)));
+            rtt.series.push((name, color, pick(&rt)));
+        }
+    }
+    for (k, (c, v)) in s.delay_samples.iter().enumerate().take(PALETTE.len()) {
+        let n = v.len() as f64;
+        let mut points = Vec::new();
+        let mut i = 0;
+        while i < v.len() {
+            let mut j = i;
+            while j < v.len() && v[j] == v[i] {
+                j += 1;
+            }
+            // A log axis has no zero: delays under 1 µs are drawn at 1 µs.
+            points.push(((v[i] as f64 / 1e3).max(1.0), (v.len() - j) as f64 / n));
+            i = j;
+        }
+        points.retain(|p| p.1 > 0.0);
+        delay
+            .series
+            .push((format!("socket {c}"), PALETTE[k % PALETTE.len()], points));
+    }
+    save(
+        path,
+        &Figure {
+            grid: (3, 1),
+            panels: vec![cwnd, rtt, delay],
+        },
+    )
+}

@@ -122,7 +122,12 @@ enum Kind {
 
 fn kind_of(name: &str, ty: &DataType) -> Kind {
     let int = matches!(ty, DataType::Int64 | DataType::UInt64);
-    if int && (name == "duration_ns" || name.ends_with("rtt_ns") || name == "scale_ns") {
+    if int
+        && (name == "duration_ns"
+            || name.ends_with("rtt_ns")
+            || name.ends_with("delay_ns")
+            || name == "scale_ns")
+    {
         Kind::Duration
     } else if int && name.ends_with("_ns") {
         Kind::Time

@@ -1,5 +1,6 @@
 //! A DataFusion session bound to one or more datasets: the tables
-//! `packets`, `stats` and the view `flows`, restricted to a time window.
+//! `packets`, `stats`, `stack` and the view `flows`, restricted to a time
+//! window.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -69,7 +70,8 @@ pub struct Session {
 
 impl Session {
     /// Opens `datasets` as one: their packet files form the table `packets`,
-    /// their stats files `stats`, both seen through `window`; `filter`
+    /// their stats files `stats`, their host-stack events `stack`, all seen
+    /// through `window`; `filter`
     /// (tcpdump syntax) restricts `packets` further. `threads` is the number
     /// of cores to use (0: all).
     pub fn open(
@@ -241,12 +243,23 @@ impl Session {
             &roots,
             store::dataset::PACKETS_DIR,
             store::packet_schema(),
+            false,
         )?;
+        // The stats and stack tables are read with their current schema,
+        // so that files written before a column was added read it as null.
         self.register_files(
             "stats_files",
             &roots,
             store::dataset::STATS_DIR,
             store::stats::stats_schema(),
+            true,
+        )?;
+        self.register_files(
+            "stack_files",
+            &roots,
+            store::stack::STACK_DIR,
+            store::stack::stack_schema(),
+            true,
         )?;
         let cond = self.window.condition();
         let filter = match &self.filter {
@@ -262,6 +275,10 @@ impl Session {
              FROM stats_files WHERE {cond}"
         ))?;
         self.execute(&format!(
+            "CREATE VIEW stack AS SELECT *, CAST(ts AS BIGINT) AS ts_ns \
+             FROM stack_files WHERE {cond}"
+        ))?;
+        self.execute(&format!(
             "CREATE VIEW flows AS {}",
             crate::analyses::flows_sql()
         ))?;
@@ -270,12 +287,15 @@ impl Session {
 
     /// A table over the Parquet files in `sub` of every dataset; an empty
     /// table of `schema` when there are none (a conversion has no stats).
+    /// With `fixed`, the files are read as `schema` (columns they lack are
+    /// null) instead of with the schema found in them.
     fn register_files(
         &self,
         name: &str,
         roots: &[&Path],
         sub: &str,
         schema: SchemaRef,
+        fixed: bool,
     ) -> Result<(), AnalyzeError> {
         let mut urls = Vec::new();
         for root in roots {
@@ -299,10 +319,13 @@ impl Session {
         let options =
             ListingOptions::new(Arc::new(ParquetFormat::default())).with_file_extension(".parquet");
         let table = self.runtime.block_on(async {
-            let config = ListingTableConfig::new_with_multi_paths(urls)
-                .with_listing_options(options)
-                .infer_schema(&self.ctx.state())
-                .await?;
+            let config =
+                ListingTableConfig::new_with_multi_paths(urls).with_listing_options(options);
+            let config = if fixed {
+                config.with_schema(schema)
+            } else {
+                config.infer_schema(&self.ctx.state()).await?
+            };
             ListingTable::try_new(config)
         });
         let table = table.map_err(AnalyzeError::from_sql)?;

@@ -50,7 +50,7 @@ pub enum ByArg {
 #[derive(Args)]
 pub struct AnalyzeArgs {
     /// One or more datasets, then the analysis (summary, flows, rates,
-    /// bursts, top hosts|ports|pairs, loss).
+    /// bursts, top hosts|ports|pairs, loss, stack).
     #[arg(required = true, value_name = "DATASET... KIND")]
     words: Vec<String>,
     #[command(flatten)]
@@ -68,7 +68,7 @@ pub struct AnalyzeArgs {
     /// rates: sample length inside each window.
     #[arg(long, default_value = "1s", value_name = "D")]
     sample: String,
-    /// rates, bursts, loss: also draw the result into FILE (.svg or .png).
+    /// rates, bursts, loss, stack: also draw the result into FILE (.svg or .png).
     #[arg(long, value_name = "FILE")]
     plot: Option<PathBuf>,
     /// bursts: interval lengths.
@@ -83,7 +83,7 @@ pub struct AnalyzeArgs {
 #[derive(Args)]
 pub struct SqlArgs {
     /// One or more datasets, then one SQL statement over the tables
-    /// packets and stats and the view flows.
+    /// packets, stats and stack and the view flows.
     #[arg(required = true, num_args = 2.., value_name = "DATASET... SQL")]
     words: Vec<String>,
     #[command(flatten)]
@@ -163,7 +163,7 @@ pub fn run_analyze(a: AnalyzeArgs) -> Result<ExitCode, String> {
             .unwrap_or_default();
         return Err(format!(
             "give the dataset, then the analysis: summary, flows, rates, bursts, top \
-             hosts|ports|pairs or loss{hint}"
+             hosts|ports|pairs, loss or stack{hint}"
         ));
     };
     // `top` takes what to rank; the words after are the filter.
@@ -186,10 +186,10 @@ pub fn run_analyze(a: AnalyzeArgs) -> Result<ExitCode, String> {
         ByArg::Bytes => By::Bytes,
         ByArg::Frames => By::Frames,
     };
-    if a.plot.is_some() && !matches!(kind.as_str(), "rates" | "bursts" | "loss") {
+    if a.plot.is_some() && !matches!(kind.as_str(), "rates" | "bursts" | "loss" | "stack") {
         return Err(format!(
-            "--plot draws rates, bursts and loss, not {kind}; use --json or --csv and a \
-             plotting tool of your choice"
+            "--plot draws rates, bursts, loss and stack, not {kind}; use --json or --csv and \
+             a plotting tool of your choice"
         ));
     }
     let tables = match kind.as_str() {
@@ -211,6 +211,17 @@ pub fn run_analyze(a: AnalyzeArgs) -> Result<ExitCode, String> {
                 analyze::plot::loss(&t, p).map_err(|e| e.to_string())?;
             }
             vec![t]
+        }
+        "stack" => {
+            let s = analyze::stack::stack(&session, 6).map_err(|e| e.to_string())?;
+            if let Some(p) = &a.plot {
+                analyze::plot::stack(&s, p).map_err(|e| e.to_string())?;
+            }
+            let mut t = vec![s.sockets, s.delays];
+            if format == Format::Json {
+                t.push(s.tcp);
+            }
+            t
         }
         "rates" => {
             let every = ns_of(parse_duration(&a.every).map_err(|e| format!("--every: {e}"))?);
@@ -241,7 +252,7 @@ pub fn run_analyze(a: AnalyzeArgs) -> Result<ExitCode, String> {
         other => {
             return Err(format!(
                 "unknown analysis {other:?}: choose summary, flows, rates, bursts, top \
-                 hosts|ports|pairs or loss{}",
+                 hosts|ports|pairs, loss or stack{}",
                 if std::path::Path::new(other).exists() {
                     ""
                 } else if datasets.is_empty() {

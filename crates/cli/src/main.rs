@@ -14,6 +14,7 @@ mod capture_cmd;
 mod gen_cmd;
 mod read_cmd;
 mod signals;
+mod stack_cmd;
 mod units;
 
 #[derive(Parser)]
@@ -41,6 +42,9 @@ enum Command {
     /// Write the frames of a dataset that match a time window and a filter
     /// to a pcap file.
     Read(read_cmd::ReadArgs),
+    /// Record the host's own network stack per socket (eBPF): application
+    /// send/receive, TCP state, retransmissions, device transmit/receive.
+    Stack(stack_cmd::StackArgs),
     /// Put a dataset whose capture was killed back in order: cut open pcap
     /// files at their last whole frame, keep the stats, rebuild the manifest.
     Recover(RecoverArgs),
@@ -113,6 +117,7 @@ fn main() -> ExitCode {
         Command::Analyze(a) => analyze_cmd::run_analyze(a),
         Command::Sql(a) => analyze_cmd::run_sql(a),
         Command::Read(a) => read_cmd::run(a),
+        Command::Stack(a) => stack_cmd::run(a),
         Command::Recover(a) => recover(a),
     };
     match result {
@@ -249,7 +254,7 @@ fn recover(a: RecoverArgs) -> Result<ExitCode, String> {
              are in the pcap files, and weir convert of those rebuilds their records)"
         );
     }
-    if let Some(s) = &r.stats_recovered {
+    for s in &r.stats_recovered {
         println!(
             "weir recover: stats/{s}: the per-second stats not yet in a file, from the journal"
         );

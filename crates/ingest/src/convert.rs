@@ -204,7 +204,7 @@ pub fn convert(
         format_version: DATASET_FORMAT_VERSION,
         weir_version: env!("CARGO_PKG_VERSION").to_string(),
         packet_schema_version: PACKET_SCHEMA_VERSION,
-        created: store::time::format_ns(now_ns()),
+        created: store::time::format_ns(store::time::now_ns()),
         kind: "convert".to_string(),
         clock: "source".to_string(),
         row_order: opts.worker.writer.order,
@@ -224,6 +224,7 @@ pub fn convert(
         }),
         capture: None,
         drops: None,
+        stack: None,
     };
     dataset.write_manifest(&manifest)?;
     Ok(ConvertReport {
@@ -238,12 +239,6 @@ fn panicked(what: &str) -> StoreError {
         path: PathBuf::from(format!("<{what} thread>")),
         message: format!("a conversion {what} panicked; this is a bug in weir, please report it"),
     }
-}
-
-fn now_ns() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos() as i64)
 }
 
 type WorkerResult = Result<(Vec<store::PacketFileSummary>, FrameStats), StoreError>;

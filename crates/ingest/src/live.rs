@@ -570,7 +570,7 @@ fn base_manifest(opts: &LiveOptions, libpcap: &str, workers: u32) -> Manifest {
         format_version: DATASET_FORMAT_VERSION,
         weir_version: env!("CARGO_PKG_VERSION").to_string(),
         packet_schema_version: PACKET_SCHEMA_VERSION,
-        created: store::time::format_ns(now_ns()),
+        created: store::time::format_ns(store::time::now_ns()),
         kind: "capture".to_string(),
         clock: "kernel".to_string(),
         row_order: opts.worker.writer.order,
@@ -635,6 +635,7 @@ fn base_manifest(opts: &LiveOptions, libpcap: &str, workers: u32) -> Manifest {
                 .map(|d| d.as_secs_f64()),
         }),
         drops: None,
+        stack: None,
     }
 }
 
@@ -656,12 +657,6 @@ fn span(st: &FrameStats, pcap: &[PcapFileInfo]) -> (Option<i64>, Option<i64>) {
     (first, last)
 }
 
-fn now_ns() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos() as i64)
-}
-
 /// Reads every worker's counters and the kernel's, writes a stats row per
 /// worker, and sums them for the caller.
 fn sample(
@@ -672,7 +667,7 @@ fn sample(
     stats: Option<&mut StatsWriter>,
     totals: &mut Second,
 ) -> Result<Second, LiveError> {
-    let now = now_ns();
+    let now = store::time::now_ns();
     let second_start = now - now.rem_euclid(1_000_000_000);
     let mut out = Second {
         elapsed: started.elapsed(),
@@ -724,6 +719,7 @@ fn sample(
             pcap_bytes: d[5],
             pcap_stored_bytes: d[6],
             pcap_level: c.spool.get().and_then(|s| s.method()).map(|m| m.code()),
+            stack: None,
         });
     }
     if let Some(s) = stats {

@@ -23,8 +23,8 @@ pub struct Recovered {
     pub pcap_repaired: Vec<(String, u64, u64)>,
     /// Unfinished Parquet files removed.
     pub parts_removed: Vec<String>,
-    /// The stats file written from the journal.
-    pub stats_recovered: Option<String>,
+    /// The stats files written from the journals.
+    pub stats_recovered: Vec<String>,
     /// Nothing needed doing.
     pub already_complete: bool,
 }

@@ -45,7 +45,7 @@ impl Dataset {
                     });
                 }
                 fs::remove_file(root.join(MANIFEST)).map_err(|e| StoreError::io(root, e))?;
-                for sub in [PACKETS_DIR, PCAP_DIR, STATS_DIR] {
+                for sub in [PACKETS_DIR, PCAP_DIR, STATS_DIR, crate::stack::STACK_DIR] {
                     let d = root.join(sub);
                     if d.exists() {
                         fs::remove_dir_all(&d).map_err(|e| StoreError::io(&d, e))?;
@@ -98,8 +98,27 @@ impl Dataset {
     }
 
     /// Writes the manifest atomically (temporary file, sync, rename).
+    /// A `stack` section already on disk is kept when `manifest` has none:
+    /// `weir stack` may be recording into the same dataset as a capture,
+    /// and each writes only its own part.
     pub fn write_manifest(&self, manifest: &Manifest) -> Result<(), StoreError> {
         let path = self.root.join(MANIFEST);
+        let carried;
+        let manifest = match (&manifest.stack, self.read_manifest()) {
+            (
+                None,
+                Ok(Manifest {
+                    stack: Some(st), ..
+                }),
+            ) => {
+                carried = Manifest {
+                    stack: Some(st),
+                    ..manifest.clone()
+                };
+                &carried
+            }
+            _ => manifest,
+        };
         let tmp = self.root.join(format!(".{MANIFEST}.part"));
         let json = serde_json::to_vec_pretty(manifest).map_err(|e| StoreError::Invalid {
             path: path.clone(),

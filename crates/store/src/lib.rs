@@ -7,6 +7,7 @@
 //!   packets/*.parquet      one row per frame (see [`schema`])
 //!   pcap/*.pcap            full frames, when a capture kept them
 //!   stats/*.parquet        one row per second per worker (see [`stats`])
+//!   stack/*.parquet        one row per host-stack event (see [`stack`])
 //! ```
 //!
 //! Files are written under a hidden temporary name and renamed into place
@@ -20,6 +21,7 @@ pub mod manifest;
 pub mod packets;
 pub mod read;
 pub mod schema;
+pub mod stack;
 pub mod stats;
 pub mod time;
 

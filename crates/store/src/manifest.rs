@@ -41,6 +41,42 @@ pub struct Manifest {
     /// Frames lost, by where they were lost (live captures).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub drops: Option<Drops>,
+    /// What `weir stack` recorded into the dataset (`stack/`). Written by
+    /// weir stack; every other writer of the manifest carries it over.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stack: Option<StackInfo>,
+}
+
+/// A `weir stack` recording: its settings, and its events and losses by
+/// event type.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct StackInfo {
+    /// When recording started (RFC 3339, UTC).
+    pub started: String,
+    /// "duration", "signal", or "running" while it records.
+    pub ended_by: String,
+    /// Events are stamped with the kernel's CLOCK_MONOTONIC; this is the
+    /// offset to the wall clock that was added, measured at the start.
+    pub clock: String,
+    pub clock_offset_ns: i64,
+    /// Filters: `--pid`, `--comm`, `--port`, `--cgroup`.
+    pub pid: Option<u32>,
+    pub comm: Option<String>,
+    #[serde(default)]
+    pub ports: Vec<u16>,
+    pub cgroup: Option<String>,
+    /// Ring buffer bytes shared by all CPUs.
+    pub ring_bytes: u64,
+    /// Whether device transmit/receive events were recorded.
+    pub devices: bool,
+    pub snapshot_every_s: Option<f64>,
+    /// Events written, by event type.
+    pub events: BTreeMap<String, u64>,
+    /// Events the kernel could not hand over (ring buffer full), by type.
+    pub lost: BTreeMap<String, u64>,
+    /// Stack table files (`stack/`).
+    pub files: Vec<String>,
+    pub time_span: Option<TimeSpan>,
 }
 
 /// The settings of a live capture.
@@ -333,6 +369,29 @@ impl Manifest {
                     )
                 } else {
                     String::new()
+                }
+            );
+        }
+        if let Some(st) = &self.stack {
+            let events: u64 = st.events.values().sum();
+            let lost: u64 = st.lost.values().sum();
+            let mut kinds: Vec<_> = st.events.iter().filter(|(_, n)| **n > 0).collect();
+            kinds.sort_by(|a, b| b.1.cmp(a.1));
+            let kinds: Vec<String> = kinds
+                .iter()
+                .map(|(k, n)| format!("{k} {}", group_digits(**n)))
+                .collect();
+            let _ = writeln!(
+                s,
+                "stack      {} events in {} files ({}), {} lost{}",
+                group_digits(events),
+                st.files.len(),
+                kinds.join(", "),
+                group_digits(lost),
+                if st.ended_by == "running" {
+                    " (still recording, or ended without closing)"
+                } else {
+                    ""
                 }
             );
         }

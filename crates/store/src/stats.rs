@@ -12,7 +12,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use arrow_array::builder::{
-    Int16Builder, TimestampNanosecondBuilder, UInt16Builder, UInt32Builder, UInt64Builder,
+    Int16Builder, StringBuilder, TimestampNanosecondBuilder, UInt16Builder, UInt32Builder,
+    UInt64Builder,
 };
 use arrow_array::{ArrayRef, RecordBatch};
 use arrow_schema::{DataType, Field, Schema, SchemaRef, TimeUnit};
@@ -58,6 +59,20 @@ pub struct StatsRow {
     /// Compression of the writer's latest block: the zstd level, 0 for a
     /// stored (uncompressed) block, 100 for LZ4; null when not compressing.
     pub pcap_level: Option<i16>,
+    /// Rows of `weir stack`: one event type's second (the frame counters
+    /// above are 0). Null in a capture's rows.
+    pub stack: Option<StackCounts>,
+}
+
+/// What the stack monitor counted of one event type in one second.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct StackCounts {
+    /// Index into [`crate::stack::EVENT_NAMES`].
+    pub event: u8,
+    /// Events delivered to user space.
+    pub events: u64,
+    /// Events the kernel could not hand over: the ring buffer was full.
+    pub lost: u64,
 }
 
 impl StatsRow {
@@ -101,12 +116,19 @@ pub fn stats_schema() -> SchemaRef {
         u64f("pcap_bytes"),
         u64f("pcap_stored_bytes"),
         Field::new("pcap_level", DataType::Int16, true),
+        Field::new("stack_event", DataType::Utf8, true),
+        Field::new("stack_events", DataType::UInt64, true),
+        Field::new("stack_lost", DataType::UInt64, true),
     ]))
 }
 
 /// Writes stats rows into rotated Parquet files.
 pub struct StatsWriter {
     dir: PathBuf,
+    /// File names are `PREFIX-NNNNN.parquet`, the journal `.PREFIX.journal`
+    /// (`stats` keeps its historical `.journal`), so that a capture and a
+    /// stack monitor can write into one dataset side by side.
+    prefix: &'static str,
     rotate_rows: usize,
     pending: Vec<StatsRow>,
     seq: u32,
@@ -117,10 +139,27 @@ pub struct StatsWriter {
 /// The journal of rows not yet in a file.
 pub const JOURNAL: &str = ".journal";
 
+/// The file-name prefixes of stats writers, and their journals.
+const WRITERS: [(&str, &str); 2] = [("stats", JOURNAL), ("stack", ".stack.journal")];
+
+fn journal_name(prefix: &str) -> &'static str {
+    WRITERS
+        .iter()
+        .find(|(p, _)| *p == prefix)
+        .map_or(JOURNAL, |(_, j)| j)
+}
+
 impl StatsWriter {
     /// Writes into `dir` (`stats-NNNNN.parquet`), a file every `rotate_rows`.
     pub fn new(dir: &Path, rotate_rows: usize) -> Self {
+        Self::with_prefix(dir, rotate_rows, "stats")
+    }
+
+    /// As [`StatsWriter::new`], for the stack monitor's rows
+    /// (`stack-NNNNN.parquet`): `prefix` is "stats" or "stack".
+    pub fn with_prefix(dir: &Path, rotate_rows: usize, prefix: &'static str) -> Self {
         StatsWriter {
+            prefix,
             dir: dir.to_path_buf(),
             rotate_rows: rotate_rows.max(1),
             pending: Vec::new(),
@@ -144,7 +183,7 @@ impl StatsWriter {
         if self.pending.is_empty() {
             return Ok(());
         }
-        let name = format!("stats-{:05}.parquet", self.seq);
+        let name = format!("{}-{:05}.parquet", self.prefix, self.seq);
         let path = self.dir.join(&name);
         let part = self.dir.join(format!(".{name}.part"));
         let file = create_file(&part)?;
@@ -155,7 +194,7 @@ impl StatsWriter {
         self.pending.clear();
         if let Some(j) = &self.journal {
             j.set_len(0)
-                .map_err(|e| StoreError::io(self.dir.join(JOURNAL), e))?;
+                .map_err(|e| StoreError::io(self.dir.join(journal_name(self.prefix)), e))?;
         }
         Ok(())
     }
@@ -164,7 +203,7 @@ impl StatsWriter {
     /// lines; a torn last line is skipped when read).
     fn journal_row(&mut self, r: &StatsRow) -> Result<(), StoreError> {
         use std::io::Write;
-        let path = self.dir.join(JOURNAL);
+        let path = self.dir.join(journal_name(self.prefix));
         if self.journal.is_none() {
             let f = std::fs::OpenOptions::new()
                 .create(true)
@@ -174,8 +213,12 @@ impl StatsWriter {
             self.journal = Some(f);
         }
         let counters = r.counters().map(|v| v.to_string()).join(" ");
+        let stack = match r.stack {
+            Some(s) => format!("{} {} {}", s.event, s.events, s.lost),
+            None => "- - -".to_string(),
+        };
         let line = format!(
-            "{} {} {} {counters} {} {} {} {} {}\n",
+            "{} {} {} {counters} {} {} {} {} {} {stack}\n",
             r.ts_ns,
             r.worker,
             r.iface,
@@ -196,43 +239,46 @@ impl StatsWriter {
     pub fn finish(mut self) -> Result<Vec<String>, StoreError> {
         self.flush()?;
         if self.journal.take().is_some() {
-            let _ = std::fs::remove_file(self.dir.join(JOURNAL));
+            let _ = std::fs::remove_file(self.dir.join(journal_name(self.prefix)));
         }
         Ok(self.files)
     }
 }
 
-/// After a crash: the journal's rows (those not yet in a file) are written
-/// as one more stats file, and the journal removed. Returns the new file's
-/// name, if there were rows.
-pub fn recover_journal(dir: &Path) -> Result<Option<String>, StoreError> {
-    let path = dir.join(JOURNAL);
-    let text = match std::fs::read_to_string(&path) {
-        Ok(t) => t,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(StoreError::io(&path, e)),
-    };
-    let rows: Vec<StatsRow> = text.lines().filter_map(parse_journal_line).collect();
-    let mut name = None;
-    if !rows.is_empty() {
-        let mut seq = 0;
-        while dir.join(format!("stats-{seq:05}.parquet")).exists() {
-            seq += 1;
+/// After a crash: each journal's rows (those not yet in a file) are written
+/// as one more stats file, and the journal removed. Returns the new files'
+/// names.
+pub fn recover_journal(dir: &Path) -> Result<Vec<String>, StoreError> {
+    let mut names = Vec::new();
+    for (prefix, journal) in WRITERS {
+        let path = dir.join(journal);
+        let text = match std::fs::read_to_string(&path) {
+            Ok(t) => t,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+            Err(e) => return Err(StoreError::io(&path, e)),
+        };
+        let rows: Vec<StatsRow> = text.lines().filter_map(parse_journal_line).collect();
+        if !rows.is_empty() {
+            let mut seq = 0;
+            while dir.join(format!("{prefix}-{seq:05}.parquet")).exists() {
+                seq += 1;
+            }
+            let n = format!("{prefix}-{seq:05}.parquet");
+            let part = dir.join(format!(".{n}.part"));
+            let file = create_file(&part)?;
+            write_rows(file, &rows).map_err(|e| StoreError::parquet(&part, e))?;
+            std::fs::rename(&part, dir.join(&n)).map_err(|e| StoreError::io(&part, e))?;
+            names.push(n);
         }
-        let n = format!("stats-{seq:05}.parquet");
-        let part = dir.join(format!(".{n}.part"));
-        let file = create_file(&part)?;
-        write_rows(file, &rows).map_err(|e| StoreError::parquet(&part, e))?;
-        std::fs::rename(&part, dir.join(&n)).map_err(|e| StoreError::io(&part, e))?;
-        name = Some(n);
+        std::fs::remove_file(&path).map_err(|e| StoreError::io(&path, e))?;
     }
-    std::fs::remove_file(&path).map_err(|e| StoreError::io(&path, e))?;
-    Ok(name)
+    Ok(names)
 }
 
 fn parse_journal_line(line: &str) -> Option<StatsRow> {
     let f: Vec<&str> = line.split(' ').collect();
-    if f.len() != 16 {
+    // 16 fields before the stack counters were added, 19 since.
+    if f.len() != 16 && f.len() != 19 {
         return None;
     }
     let u = |i: usize| f[i].parse::<u64>().ok();
@@ -256,6 +302,14 @@ fn parse_journal_line(line: &str) -> Option<StatsRow> {
             "-" => None,
             l => Some(l.parse().ok()?),
         },
+        stack: match f.get(16..19) {
+            Some([e, n, l]) if *e != "-" => Some(StackCounts {
+                event: e.parse().ok()?,
+                events: n.parse().ok()?,
+                lost: l.parse().ok()?,
+            }),
+            _ => None,
+        },
     })
 }
 
@@ -270,7 +324,19 @@ fn write_rows(file: File, rows: &[StatsRow]) -> parquet::errors::Result<()> {
     let mut pcap_bytes = UInt64Builder::with_capacity(n);
     let mut pcap_stored = UInt64Builder::with_capacity(n);
     let mut level = Int16Builder::with_capacity(n);
+    let mut stack_event = StringBuilder::with_capacity(n, 0);
+    let mut stack_events = UInt64Builder::with_capacity(n);
+    let mut stack_lost = UInt64Builder::with_capacity(n);
     for r in rows {
+        let name = |s: &StackCounts| {
+            crate::stack::EVENT_NAMES
+                .get(s.event as usize)
+                .copied()
+                .unwrap_or("unknown")
+        };
+        stack_event.append_option(r.stack.as_ref().map(name));
+        stack_events.append_option(r.stack.map(|s| s.events));
+        stack_lost.append_option(r.stack.map(|s| s.lost));
         pcap_bytes.append_value(r.pcap_bytes);
         pcap_stored.append_value(r.pcap_stored_bytes);
         level.append_option(r.pcap_level);
@@ -294,6 +360,9 @@ fn write_rows(file: File, rows: &[StatsRow]) -> parquet::errors::Result<()> {
     cols.push(Arc::new(pcap_bytes.finish()));
     cols.push(Arc::new(pcap_stored.finish()));
     cols.push(Arc::new(level.finish()));
+    cols.push(Arc::new(stack_event.finish()));
+    cols.push(Arc::new(stack_events.finish()));
+    cols.push(Arc::new(stack_lost.finish()));
     let batch = RecordBatch::try_new(stats_schema(), cols)?;
     let props = WriterProperties::builder()
         .set_compression(Compression::ZSTD(ZstdLevel::default()))
@@ -373,6 +442,13 @@ pub fn read_stats_file(path: &Path) -> Result<Vec<StatsRow>, StoreError> {
                 .and_then(|c| c.as_primitive_opt::<UInt64Type>().cloned())
         };
         let (pb, ps) = (opt64("pcap_bytes"), opt64("pcap_stored_bytes"));
+        let (se, sn, sl) = (
+            batch
+                .column_by_name("stack_event")
+                .and_then(|c| c.as_string_opt::<i32>().cloned()),
+            opt64("stack_events"),
+            opt64("stack_lost"),
+        );
         let lv = batch.column_by_name("pcap_level").and_then(|c| {
             c.as_primitive_opt::<arrow_array::types::Int16Type>()
                 .cloned()
@@ -398,6 +474,17 @@ pub fn read_stats_file(path: &Path) -> Result<Vec<StatsRow>, StoreError> {
                 pcap_level: lv
                     .as_ref()
                     .and_then(|c| (!c.is_null(i)).then(|| c.value(i))),
+                stack: match (&se, &sn, &sl) {
+                    (Some(e), Some(n), Some(l)) if !e.is_null(i) => Some(StackCounts {
+                        event: crate::stack::EVENT_NAMES
+                            .iter()
+                            .position(|x| *x == e.value(i))
+                            .unwrap_or(u8::MAX as usize) as u8,
+                        events: n.value(i),
+                        lost: l.value(i),
+                    }),
+                    _ => None,
+                },
             });
         }
     }
@@ -423,6 +510,11 @@ mod tests {
                 pcap_backlog: i as u32,
                 pcap_stored_bytes: i * 3,
                 pcap_level: (i % 3 != 0).then_some(i as i16 - 4),
+                stack: (i == 5).then_some(StackCounts {
+                    event: 4,
+                    events: 9,
+                    lost: 2,
+                }),
                 ..Default::default()
             })
             .collect();
@@ -450,6 +542,11 @@ mod tests {
                 ts_ns: i as i64,
                 frames: i,
                 pcap_level: (i == 5).then_some(-3),
+                stack: (i == 4).then_some(StackCounts {
+                    event: 1,
+                    events: 7,
+                    lost: 3,
+                }),
                 ..Default::default()
             })
             .collect();
@@ -463,10 +560,11 @@ mod tests {
             .open(dir.join(JOURNAL))
             .and_then(|mut f| std::io::Write::write_all(&mut f, b"17 0 0 3"))
             .unwrap();
-        let name = recover_journal(&dir).unwrap().unwrap();
-        assert_eq!(name, "stats-00001.parquet");
+        let names = recover_journal(&dir).unwrap();
+        assert_eq!(names, ["stats-00001.parquet"]);
+        let name = &names[0];
         let mut back = read_stats_file(&dir.join("stats-00000.parquet")).unwrap();
-        back.extend(read_stats_file(&dir.join(&name)).unwrap());
+        back.extend(read_stats_file(&dir.join(name)).unwrap());
         assert_eq!(back, rows);
         assert!(!dir.join(JOURNAL).exists());
         let _ = std::fs::remove_dir_all(&dir);

@@ -16,5 +16,6 @@ SELECT ts_ns AS start_ns,
        sum(pcap_stored_bytes) AS pcap_stored_bytes,
        min(pcap_level) AS pcap_level
 FROM stats
+WHERE stack_event IS NULL
 GROUP BY ts_ns
 ORDER BY ts_ns

@@ -1,4 +1,5 @@
--- Loss totals by stage from the per-second stats (live captures).
+-- Loss totals by stage from the per-second stats (live captures; the
+-- rows of weir stack, which carry stack_event, count events, not frames).
 SELECT count(DISTINCT ts_ns) AS seconds,
        sum(kernel_packets) AS kernel_seen,
        sum(frames) AS captured,
@@ -8,3 +9,4 @@ SELECT count(DISTINCT ts_ns) AS seconds,
        sum(pcap_drops) AS pcap_drops,
        sum(records) AS records
 FROM stats
+WHERE stack_event IS NULL

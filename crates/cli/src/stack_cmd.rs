@@ -1,0 +1,161 @@
+//! `weir stack`: record the host's own network stack per socket (eBPF)
+//! into a dataset's stack table.
+
+use std::io::IsTerminal;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::Args;
+use store::manifest::group_digits;
+
+use crate::units::{parse_duration, parse_size};
+
+#[derive(Args)]
+pub struct StackArgs {
+    /// The dataset: a new directory, or an existing dataset (say, a capture
+    /// of the same traffic started first) that gets a stack table beside
+    /// its packets.
+    #[arg(short = 'o', long = "output", value_name = "DATASET")]
+    output: PathBuf,
+    /// Stop after this long (e.g. 30s, 5m); otherwise at Ctrl-C.
+    #[arg(long, value_parser = parse_duration)]
+    duration: Option<Duration>,
+    /// Only this process (and the sockets it sends or receives on).
+    #[arg(long)]
+    pid: Option<u32>,
+    /// Only processes with this command name (and their sockets).
+    #[arg(long)]
+    comm: Option<String>,
+    /// Only sockets and frames with this port at either end (repeat, up to 8).
+    #[arg(long = "port", value_name = "PORT")]
+    ports: Vec<u16>,
+    /// A cgroup v2 directory: attach sock_ops there (RTT, retransmission
+    /// and state callbacks) and keep only its processes' events.
+    #[arg(long, value_name = "DIR")]
+    cgroup: Option<PathBuf>,
+    /// Snapshot every TCP socket's state this often (iter/tcp), in this
+    /// namespace and every one under /run/netns.
+    #[arg(long, value_parser = parse_duration, value_name = "D")]
+    snapshot_every: Option<Duration>,
+    /// Ring buffer shared by all CPUs (a power of two); events that do not
+    /// fit are counted per type, never lost silently.
+    #[arg(long, value_parser = parse_size, default_value = "16Mi", value_name = "SIZE")]
+    ring_size: u64,
+    /// Leave out device transmit/receive (fewer events on a busy host).
+    #[arg(long)]
+    no_devices: bool,
+    /// Events per stack file.
+    #[arg(long, default_value_t = 4 << 20, value_name = "ROWS")]
+    rotate_rows: u64,
+    /// Replace an earlier stack recording in DATASET.
+    #[arg(long)]
+    force: bool,
+    /// No live line and no summary.
+    #[arg(short, long)]
+    quiet: bool,
+}
+
+pub fn run(a: StackArgs) -> Result<ExitCode, String> {
+    let ring_bytes = u32::try_from(a.ring_size).map_err(|_| {
+        format!(
+            "--ring-size {}: at most 1Gi (the kernel's ring buffer limit here)",
+            a.ring_size
+        )
+    })?;
+    let opts = stack::StackOptions {
+        pid: a.pid,
+        comm: a.comm.clone(),
+        ports: a.ports.clone(),
+        cgroup: a.cgroup.clone(),
+        ring_bytes,
+        devices: !a.no_devices,
+        snapshot_every: a.snapshot_every,
+        duration: a.duration,
+        rotate_rows: a.rotate_rows,
+        force: a.force,
+        command: std::env::args().collect::<Vec<_>>().join(" "),
+    };
+    crate::signals::install();
+    let live_line = !a.quiet && std::io::stderr().is_terminal();
+    let report = stack::record(
+        &a.output,
+        &opts,
+        &crate::signals::STOP,
+        |prepared| {
+            if a.quiet {
+                return;
+            }
+            for m in &prepared.mounted {
+                eprintln!("weir stack: mounted {m}");
+            }
+            for w in &prepared.warnings {
+                eprintln!("weir stack: warning: {w}");
+            }
+            eprintln!(
+                "weir stack: recording into {}; Ctrl-C to stop",
+                a.output.display()
+            );
+        },
+        |s| {
+            if live_line {
+                eprint!(
+                    "\r{:>10} events/s  lost {:>8}  sockets {:>6}   ",
+                    group_digits(s.events),
+                    group_digits(s.lost),
+                    s.sockets
+                );
+            }
+        },
+    )
+    .map_err(|e| e.to_string())?;
+    if live_line {
+        eprintln!();
+    }
+    if !a.quiet {
+        let kinds: Vec<String> = report
+            .events
+            .iter()
+            .filter(|(_, n)| **n > 0)
+            .map(|(k, n)| format!("{k} {}", group_digits(*n)))
+            .collect();
+        println!(
+            "weir stack: {} events in {:.1} s ({}), {} lost (ring buffer full); ended by {}",
+            group_digits(report.total_events()),
+            report.elapsed.as_secs_f64(),
+            if kinds.is_empty() {
+                "none".to_string()
+            } else {
+                kinds.join(", ")
+            },
+            group_digits(report.total_lost()),
+            report.ended_by
+        );
+        if report.total_lost() > 0 {
+            let lost: Vec<String> = report
+                .lost
+                .iter()
+                .filter(|(_, n)| **n > 0)
+                .map(|(k, n)| format!("{k} {}", group_digits(*n)))
+                .collect();
+            println!(
+                "weir stack: lost by type: {} (a larger --ring-size, --port or --no-devices \
+                 keeps more)",
+                lost.join(", ")
+            );
+        }
+        if report.malformed > 0 {
+            println!(
+                "weir stack: {} records could not be read (a bug in weir, please report it)",
+                report.malformed
+            );
+        }
+        println!(
+            "weir stack: {} stack files, {} stats files in {}",
+            report.files.len(),
+            report.stats_files.len(),
+            a.output.display()
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}

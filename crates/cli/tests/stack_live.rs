@@ -1,0 +1,569 @@
+//! `weir stack` on real TCP transfers between two network namespaces that
+//! each test makes and removes (tests/traffic/tcp_transfer.py at both
+//! ends, bounded in bytes and time). The recorder runs in the root
+//! namespace, as a user would run it; the eBPF programs see every
+//! namespace, and each test keeps to its own port with --port.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use common::background::Background;
+use common::netns::{IFACE, VethPair};
+use common::*;
+use serde_json::Value;
+
+const WEIR: &str = env!("CARGO_BIN_EXE_weir");
+const TRANSFER: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/../../tests/traffic/tcp_transfer.py"
+);
+const LOSSY: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/../../tests/traffic/lossy.bpf.c"
+);
+
+/// `weir stack ARGS -o DS`, recording once it says so.
+fn start_stack(ds: &Path, args: &[&str]) -> Background {
+    let mut cmd = Command::new(WEIR);
+    cmd.arg("stack").arg("-o").arg(ds).args(args);
+    Background::start(cmd, "recording into", Duration::from_secs(60))
+}
+
+/// Ends the recording (SIGINT, by PID) and checks it ended well.
+fn stop_stack(bg: Background) -> Run {
+    bg.signal(libc::SIGINT);
+    let r = bg.wait(Duration::from_secs(60));
+    assert_eq!(r.code(), 0, "weir stack failed: {}", r.stderr());
+    r
+}
+
+/// The receiving end, listening in `ns` when this returns; killed by PID
+/// if it is still there when dropped.
+struct Server(Child);
+
+impl Server {
+    fn start(ns: &str, port: u16) -> Server {
+        let mut child = VethPair::exec(ns, "python3")
+            .args([TRANSFER, "serve", &port.to_string()])
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("start the server");
+        let mut out = std::io::BufReader::new(child.stdout.take().unwrap());
+        let mut line = String::new();
+        std::io::BufRead::read_line(&mut out, &mut line).unwrap();
+        assert_eq!(line.trim(), "ready", "the server did not start");
+        // Keep the pipe for the final line.
+        child.stdout = Some(out.into_inner());
+        Server(child)
+    }
+
+    /// Bytes the server received, once the transfer is over.
+    fn received(mut self) -> u64 {
+        let mut text = String::new();
+        std::io::Read::read_to_string(self.0.stdout.as_mut().unwrap(), &mut text).unwrap();
+        let _ = self.0.wait();
+        text.trim()
+            .strip_prefix("received ")
+            .and_then(|n| n.parse().ok())
+            .unwrap_or_else(|| panic!("server said {text:?}"))
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Sends `n` bytes from `ns` to the server at `addr`; returns the client's
+/// local port.
+fn send(cmd: Command, addr: &str, port: u16, n: u64) -> u16 {
+    let mut cmd = cmd;
+    cmd.args([TRANSFER, "send", addr, &port.to_string(), &n.to_string()]);
+    let r = run_bounded(cmd, Duration::from_secs(120));
+    assert_eq!(r.code(), 0, "the client failed: {}", r.stderr());
+    let out = r.stdout();
+    let f: Vec<&str> = out.split_whitespace().collect();
+    assert_eq!(f.first(), Some(&"sent"), "client said {out:?}");
+    assert_eq!(f[1].parse::<u64>().unwrap(), n);
+    f[2].parse().unwrap()
+}
+
+fn sql(ds: &Path, q: &str) -> Vec<Value> {
+    let mut cmd = weir();
+    cmd.arg("sql").arg(ds).arg(q).arg("--json");
+    let r = run_bounded(cmd, Duration::from_secs(120));
+    assert_eq!(r.code(), 0, "weir sql {q}: {}", r.stderr());
+    let v: Value =
+        serde_json::from_str(&r.stdout()).unwrap_or_else(|e| panic!("{e}: {}", r.stdout()));
+    v.as_array()
+        .cloned()
+        .unwrap_or_else(|| panic!("not rows: {v}"))
+}
+
+fn num(v: &Value) -> f64 {
+    v.as_f64()
+        .or_else(|| v.as_str().and_then(|s| s.parse().ok()))
+        .unwrap_or_else(|| panic!("not a number: {v}"))
+}
+
+fn one(ds: &Path, q: &str) -> f64 {
+    let rows = sql(ds, q);
+    assert_eq!(rows.len(), 1, "{q}: {rows:?}");
+    let obj = rows[0].as_object().unwrap();
+    num(obj.values().next().unwrap())
+}
+
+/// The single socket that matches `cond`.
+fn cookie_of(ds: &Path, cond: &str) -> u64 {
+    let rows = sql(
+        ds,
+        &format!("SELECT DISTINCT cookie FROM stack WHERE {cond} AND cookie IS NOT NULL"),
+    );
+    assert_eq!(rows.len(), 1, "sockets where {cond}: {rows:?}");
+    num(&rows[0]["cookie"]) as u64
+}
+
+fn states(ds: &Path, cookie: u64) -> Vec<(String, String)> {
+    sql(
+        ds,
+        &format!(
+            "SELECT old_state, state FROM stack WHERE event = 'state' AND cookie = {cookie} \
+             ORDER BY ts"
+        ),
+    )
+    .iter()
+    .map(|r| {
+        (
+            r["old_state"].as_str().unwrap().to_string(),
+            r["state"].as_str().unwrap().to_string(),
+        )
+    })
+    .collect()
+}
+
+fn has(states: &[(String, String)], from: &str, to: &str) -> bool {
+    states.iter().any(|(a, b)| a == from && b == to)
+}
+
+#[test]
+fn a_tcp_transfer_is_seen_from_the_application_to_the_device() {
+    const PORT: u16 = 5601;
+    const N: u64 = 3_000_000 + 12_345;
+    let net = VethPair::new("stk");
+    let s = Scratch::new("stack-transfer");
+    let ds = s.join("ds");
+    let rec = start_stack(&ds, &["--port", "5601", "--snapshot-every", "200ms"]);
+    let server = Server::start(&net.b, PORT);
+    let client_port = send(VethPair::exec(&net.a, "python3"), "10.99.0.2", PORT, N);
+    assert_eq!(server.received(), N);
+    std::thread::sleep(Duration::from_millis(500));
+    let r = stop_stack(rec);
+    assert!(r.stdout().contains("0 lost"), "{}", r.stdout());
+
+    let client = cookie_of(
+        &ds,
+        &format!("event = 'send' AND local_port = {client_port}"),
+    );
+    let server_sock = cookie_of(&ds, &format!("event = 'recv' AND local_port = {PORT}"));
+    // What the application wrote and read, exactly.
+    assert_eq!(
+        one(
+            &ds,
+            &format!("SELECT sum(bytes) FROM stack WHERE event = 'send' AND cookie = {client}")
+        ) as u64,
+        N
+    );
+    assert_eq!(
+        one(
+            &ds,
+            &format!(
+                "SELECT sum(bytes) FROM stack WHERE event = 'recv' AND cookie = {server_sock}"
+            )
+        ) as u64,
+        N
+    );
+    let comm = sql(
+        &ds,
+        &format!("SELECT DISTINCT comm FROM stack WHERE cookie = {client} AND comm IS NOT NULL"),
+    );
+    assert_eq!(comm.len(), 1);
+    assert!(comm[0]["comm"].as_str().unwrap().starts_with("python"));
+
+    // TCP state on incoming segments, plausible for a veth link.
+    let probe = &sql(
+        &ds,
+        &format!(
+            "SELECT count(*) AS n, min(snd_cwnd) AS min_cwnd, max(snd_cwnd) AS max_cwnd, \
+             max(srtt_us) AS max_srtt, min(srtt_us) AS min_srtt FROM stack \
+             WHERE event = 'tcp_probe' AND cookie = {client}"
+        ),
+    )[0];
+    assert!(num(&probe["n"]) >= 10.0, "{probe}");
+    assert!(num(&probe["min_cwnd"]) >= 1.0, "{probe}");
+    assert!(num(&probe["max_cwnd"]) >= 10.0, "{probe}");
+    assert!(num(&probe["min_srtt"]) >= 1.0, "{probe}");
+    assert!(num(&probe["max_srtt"]) < 1_000_000.0, "{probe}");
+
+    // The handshake and the close, on both ends.
+    let cs = states(&ds, client);
+    assert!(has(&cs, "CLOSE", "SYN_SENT"), "{cs:?}");
+    assert!(has(&cs, "SYN_SENT", "ESTABLISHED"), "{cs:?}");
+    assert!(has(&cs, "ESTABLISHED", "FIN_WAIT1"), "{cs:?}");
+    let ss = states(&ds, server_sock);
+    assert!(has(&ss, "SYN_RECV", "ESTABLISHED"), "{ss:?}");
+    assert!(has(&ss, "ESTABLISHED", "CLOSE_WAIT"), "{ss:?}");
+    assert!(has(&ss, "LAST_ACK", "CLOSE"), "{ss:?}");
+
+    // The device: every payload byte left the client's veth and reached the
+    // server's (received frames are joined to the socket by 4-tuple).
+    let retrans = one(
+        &ds,
+        &format!("SELECT count(*) FROM stack WHERE event = 'retransmit' AND cookie = {client}"),
+    );
+    let dev = &sql(
+        &ds,
+        &format!(
+            "SELECT sum(CASE WHEN event = 'dev_xmit' AND cookie = {client} THEN payload END) AS tx, \
+             sum(CASE WHEN event = 'dev_recv' AND cookie = {server_sock} THEN payload END) AS rx, \
+             max(CASE WHEN event = 'dev_xmit' AND cookie = {client} THEN dev END) AS dev \
+             FROM stack"
+        ),
+    )[0];
+    if retrans == 0.0 {
+        assert_eq!(num(&dev["tx"]) as u64, N, "{dev}");
+        assert_eq!(num(&dev["rx"]) as u64, N, "{dev}");
+    } else {
+        assert!(num(&dev["tx"]) as u64 >= N, "{dev}");
+    }
+    assert_eq!(dev["dev"].as_str(), Some(IFACE));
+
+    // Snapshots of the sockets in the test's namespaces.
+    assert!(
+        one(
+            &ds,
+            &format!("SELECT count(*) FROM stack WHERE event = 'snapshot' AND local_port = {PORT}")
+        ) >= 1.0
+    );
+
+    // Every event counted; none lost; the counts are in the stats table.
+    let m = manifest(&ds);
+    let st = &m["stack"];
+    assert_eq!(st["ended_by"], "signal");
+    let events: u64 = st["events"]
+        .as_object()
+        .unwrap()
+        .values()
+        .map(|v| v.as_u64().unwrap())
+        .sum();
+    let lost: u64 = st["lost"]
+        .as_object()
+        .unwrap()
+        .values()
+        .map(|v| v.as_u64().unwrap())
+        .sum();
+    assert_eq!(lost, 0);
+    assert_eq!(one(&ds, "SELECT count(*) FROM stack") as u64, events);
+    assert_eq!(
+        one(
+            &ds,
+            "SELECT sum(stack_events) FROM stats WHERE stack_event IS NOT NULL"
+        ) as u64,
+        events
+    );
+
+    // The per-socket analysis.
+    let mut cmd = weir();
+    cmd.arg("analyze").arg(&ds).args(["stack", "--json"]);
+    let plot = s.join("stack.png");
+    cmd.arg("--plot").arg(&plot);
+    let r = run_bounded(cmd, Duration::from_secs(120));
+    assert_eq!(r.code(), 0, "{}", r.stderr());
+    let v: Value = serde_json::from_str(&r.stdout()).unwrap();
+    let sock = v["sockets"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| num(&r["cookie"]) as u64 == client)
+        .expect("the client socket");
+    assert_eq!(num(&sock["app_sent"]) as u64, N);
+    assert!(num(&sock["dev_sent"]) as u64 >= N);
+    assert_eq!(sock["remote_ip"], "10.99.0.2");
+    let delays = v["write_to_wire"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| num(&r["cookie"]) as u64 == client)
+        .expect("the client's write-to-wire delays");
+    let writes = one(
+        &ds,
+        &format!("SELECT count(*) FROM stack WHERE event = 'send' AND cookie = {client}"),
+    );
+    assert_eq!(
+        num(&delays["writes"]),
+        writes,
+        "every write reached the wire"
+    );
+    assert_eq!(num(&delays["bytes"]) as u64, N);
+    // Measured from the end of the write call: negative when the segment
+    // left while the call still ran, as it mostly does on an idle link.
+    assert!(num(&delays["p50_delay_ns"]).abs() < 1e9, "{delays}");
+    assert!(num(&delays["max_delay_ns"]) >= num(&delays["p50_delay_ns"]));
+    assert!(!v["tcp"].as_array().unwrap().is_empty());
+    assert!(std::fs::metadata(&plot).unwrap().len() > 1000);
+}
+
+/// Builds the lossy tc program and attaches it to `veth0`'s ingress in
+/// `ns`: loss the sender cannot see (a frame dropped on its own egress is
+/// reported back to TCP, which sends it again as if new, not as a
+/// retransmission).
+fn make_lossy(ns: &str, dir: &Path, permille: u32) {
+    let obj: PathBuf = dir.join("lossy.o");
+    let mut cc = tool("clang");
+    cc.args([
+        "-O2",
+        "-g",
+        "-target",
+        "bpf",
+        "-I/usr/include/x86_64-linux-gnu",
+    ])
+    .arg(format!("-DDROP_PERMILLE={permille}"))
+    .args(["-c", LOSSY, "-o"])
+    .arg(&obj);
+    let r = run_bounded(cc, Duration::from_secs(60));
+    assert_eq!(r.code(), 0, "clang: {}", r.stderr());
+    for args in [
+        vec!["qdisc", "add", "dev", IFACE, "clsact"],
+        vec![
+            "filter",
+            "add",
+            "dev",
+            IFACE,
+            "ingress",
+            "bpf",
+            "da",
+            "obj",
+            obj.to_str().unwrap(),
+            "sec",
+            "tc",
+        ],
+    ] {
+        let mut c = VethPair::exec(ns, "tc");
+        c.args(&args);
+        let r = run_bounded(c, Duration::from_secs(30));
+        assert_eq!(r.code(), 0, "tc {args:?}: {}", r.stderr());
+    }
+}
+
+#[test]
+fn a_lossy_link_shows_retransmissions() {
+    const PORT: u16 = 5602;
+    const N: u64 = 20_000_000;
+    let net = VethPair::new("stl");
+    let s = Scratch::new("stack-lossy");
+    // 2 % of the frames reaching the server (each up to 64 KiB: GSO) are
+    // dropped.
+    make_lossy(&net.b, &s.0, 20);
+    let ds = s.join("ds");
+    let rec = start_stack(&ds, &["--port", "5602"]);
+    let server = Server::start(&net.b, PORT);
+    let client_port = send(VethPair::exec(&net.a, "python3"), "10.99.0.2", PORT, N);
+    assert_eq!(
+        server.received(),
+        N,
+        "TCP delivers everything despite the loss"
+    );
+    std::thread::sleep(Duration::from_millis(300));
+    stop_stack(rec);
+    let client = cookie_of(
+        &ds,
+        &format!("event = 'send' AND local_port = {client_port}"),
+    );
+    let r = &sql(
+        &ds,
+        &format!(
+            "SELECT sum(CASE WHEN event = 'retransmit' THEN 1 ELSE 0 END) AS n, \
+             sum(CASE WHEN event = 'retransmit' THEN bytes ELSE 0 END) AS bytes, \
+             max(total_retrans) AS total FROM stack WHERE cookie = {client}"
+        ),
+    )[0];
+    assert!(num(&r["n"]) >= 1.0, "2% loss and no retransmission? {r}");
+    assert!(num(&r["bytes"]) >= 1.0, "{r}");
+    // The socket's own count (read on later events) agrees there were some.
+    assert!(num(&r["total"]) >= 1.0, "{r}");
+    // Retransmitted segments also left through the device: the device saw
+    // more payload than the application wrote.
+    let tx = one(
+        &ds,
+        &format!("SELECT sum(payload) FROM stack WHERE event = 'dev_xmit' AND cookie = {client}"),
+    );
+    assert!(tx as u64 > N, "device payload {tx} vs {N} written");
+}
+
+#[test]
+fn a_tiny_ring_buffer_loses_events_and_counts_every_one() {
+    const PORT: u16 = 5603;
+    const N: u64 = 30_000_000;
+    let net = VethPair::new("stt");
+    let s = Scratch::new("stack-tiny");
+    let ds = s.join("ds");
+    // One page: room for about 22 events between two reads.
+    let rec = start_stack(&ds, &["--port", "5603", "--ring-size", "4Ki"]);
+    let server = Server::start(&net.b, PORT);
+    send(VethPair::exec(&net.a, "python3"), "10.99.0.2", PORT, N);
+    assert_eq!(server.received(), N);
+    std::thread::sleep(Duration::from_millis(300));
+    let r = stop_stack(rec);
+    assert!(r.stdout().contains("lost by type"), "{}", r.stdout());
+    let m = manifest(&ds);
+    let sum = |k: &str| -> u64 {
+        m["stack"][k]
+            .as_object()
+            .unwrap()
+            .values()
+            .map(|v| v.as_u64().unwrap())
+            .sum()
+    };
+    let (events, lost) = (sum("events"), sum("lost"));
+    assert!(lost > 0, "a 4 KiB ring kept up with a 30 MB transfer?");
+    assert!(events > 0, "nothing got through at all");
+    // What was written and what was lost are both in the data.
+    assert_eq!(one(&ds, "SELECT count(*) FROM stack") as u64, events);
+    let st = &sql(
+        &ds,
+        "SELECT sum(stack_events) AS e, sum(stack_lost) AS l FROM stats \
+         WHERE stack_event IS NOT NULL",
+    )[0];
+    assert_eq!(num(&st["e"]) as u64, events);
+    assert_eq!(num(&st["l"]) as u64, lost);
+}
+
+/// A cgroup v2 directory for the test, removed when dropped.
+struct Cgroup(PathBuf);
+
+impl Cgroup {
+    fn new(name: &str) -> Option<Cgroup> {
+        let mounts = std::fs::read_to_string("/proc/self/mounts").ok()?;
+        let root = mounts.lines().find_map(|l| {
+            let f: Vec<&str> = l.split(' ').collect();
+            (f.get(2) == Some(&"cgroup2")).then(|| PathBuf::from(f[1]))
+        })?;
+        let dir = root.join(format!("weir-{name}-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).ok()?;
+        Some(Cgroup(dir))
+    }
+}
+
+impl Drop for Cgroup {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir(&self.0);
+    }
+}
+
+#[test]
+fn a_cgroup_keeps_its_own_sockets_and_gets_sock_ops_callbacks() {
+    const PORT: u16 = 5604;
+    const N: u64 = 1_000_000;
+    let cg = Cgroup::new("stc").expect("a cgroup2 hierarchy (the kernel's cgroup v2)");
+    let net = VethPair::new("stc");
+    let s = Scratch::new("stack-cgroup");
+    let ds = s.join("ds");
+    let rec = start_stack(&ds, &["--port", "5604", "--cgroup", cg.0.to_str().unwrap()]);
+    let server = Server::start(&net.b, PORT);
+    // The client joins the cgroup before it execs into the namespace.
+    let mut c = Command::new("sh");
+    c.args([
+        "-c",
+        r#"echo $$ > "$1/cgroup.procs" && shift && exec "$@""#,
+        "sh",
+        cg.0.to_str().unwrap(),
+        "ip",
+        "netns",
+        "exec",
+        &net.a,
+        "python3",
+    ]);
+    let client_port = send(c, "10.99.0.2", PORT, N);
+    assert_eq!(server.received(), N);
+    std::thread::sleep(Duration::from_millis(300));
+    stop_stack(rec);
+    // Only the client's socket: the server is outside the cgroup.
+    assert_eq!(
+        one(
+            &ds,
+            &format!("SELECT count(*) FROM stack WHERE event = 'recv' AND local_port = {PORT}")
+        ),
+        0.0
+    );
+    let client = cookie_of(
+        &ds,
+        &format!("event = 'send' AND local_port = {client_port}"),
+    );
+    assert_eq!(
+        one(
+            &ds,
+            &format!("SELECT sum(bytes) FROM stack WHERE event = 'send' AND cookie = {client}")
+        ) as u64,
+        N
+    );
+    // sock_ops: RTT callbacks for the client's socket, with the same cookie.
+    let rtt = &sql(
+        &ds,
+        &format!(
+            "SELECT count(*) AS n, max(srtt_us) AS srtt FROM stack \
+             WHERE event = 'sockops_rtt' AND cookie = {client}"
+        ),
+    )[0];
+    assert!(num(&rtt["n"]) >= 1.0, "{rtt}");
+    assert!(num(&rtt["srtt"]) >= 1.0, "{rtt}");
+    let st = states(&ds, client);
+    assert!(has(&st, "SYN_SENT", "ESTABLISHED"), "{st:?}");
+}
+
+#[test]
+fn bad_options_and_missing_privileges_are_clear_errors() {
+    let s = Scratch::new("stack-errors");
+    let ds = s.join("ds");
+    for (args, says) in [
+        (vec!["--ring-size", "5000"], "power of two"),
+        (vec!["--comm", "a-name-longer-than-15"], "15 bytes"),
+        (
+            vec!["--cgroup", "/nonexistent/cgroup"],
+            "give a cgroup v2 directory",
+        ),
+    ] {
+        let mut cmd = weir();
+        cmd.arg("stack").arg("-o").arg(&ds).args(&args);
+        let r = run_bounded(cmd, Duration::from_secs(30));
+        assert_eq!(r.code(), 1, "{args:?}");
+        assert!(r.stderr().contains(says), "{args:?}: {}", r.stderr());
+    }
+    // Without CAP_BPF and CAP_PERFMON it says which are missing and how to
+    // get them, before touching anything.
+    let mut c = Command::new("setpriv");
+    c.args([
+        "--reuid=65534",
+        "--regid=65534",
+        "--clear-groups",
+        "--inh-caps=-all",
+        WEIR,
+        "stack",
+        "-o",
+    ])
+    .arg(s.join("noroot"))
+    .args(["--duration", "1s"]);
+    let r = run_bounded(c, Duration::from_secs(30));
+    assert_eq!(r.code(), 1);
+    assert!(
+        r.stderr().contains("CAP_BPF") && r.stderr().contains("run it as root"),
+        "{}",
+        r.stderr()
+    );
+    assert!(!s.join("noroot").exists());
+}

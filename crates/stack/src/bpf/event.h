@@ -1,0 +1,65 @@
+/* The record every stack program hands to user space: one fixed layout for
+ * all event types, so that the user-space decoder is one length check and
+ * plain field reads (crates/stack/src/event.rs mirrors it; a layout test
+ * there pins the offsets). */
+#ifndef WEIR_EVENT_H
+#define WEIR_EVENT_H
+
+enum event_type {
+	EV_SEND = 0,        /* application send (sock_send_length) */
+	EV_RECV = 1,        /* application receive (sock_recv_length) */
+	EV_TCP_PROBE = 2,   /* TCP state on an incoming segment (tcp:tcp_probe) */
+	EV_STATE = 3,       /* connection state change (sock:inet_sock_set_state) */
+	EV_RETRANSMIT = 4,  /* segment retransmitted (tcp:tcp_retransmit_skb) */
+	EV_DEV_XMIT = 5,    /* frame handed to the device driver (net:net_dev_start_xmit) */
+	EV_DEV_RECV = 6,    /* frame taken from the device (net:netif_receive_skb) */
+	EV_SOCKOPS_RTT = 7, /* sock_ops RTT callback (per ACK, cgroup) */
+	EV_SOCKOPS_RETRANS = 8, /* sock_ops retransmission callback */
+	EV_SOCKOPS_STATE = 9,   /* sock_ops state callback */
+	EV_SNAPSHOT = 10,   /* one socket in an iter/tcp snapshot */
+	EV_TYPES = 11,
+};
+
+struct event {
+	__u64 ts_ns;        /* bpf_ktime_get_ns: CLOCK_MONOTONIC */
+	__u64 cookie;       /* socket cookie; 0 when no socket is known */
+	__u32 pid;          /* tgid of the current task */
+	__u32 tid;
+	__u32 netns;        /* network namespace inode */
+	__u8 type;          /* enum event_type */
+	__u8 family;        /* AF_INET 2, AF_INET6 10 */
+	__u8 proto;         /* IPPROTO_TCP 6, IPPROTO_UDP 17 */
+	__u8 state;         /* TCP state (new state for EV_STATE) */
+	char comm[16];
+	__u8 laddr[16];     /* local address: IPv4 as ::ffff:a.b.c.d */
+	__u8 raddr[16];     /* remote address */
+	__u16 lport;        /* host byte order */
+	__u16 rport;
+	__u32 bytes;        /* application bytes, or the frame's length */
+	__u32 payload;      /* transport payload bytes of a frame */
+	__u32 seq;          /* see the event table in docs/STACK.md */
+	__u32 ack;
+	__u32 snd_cwnd;
+	__u32 ssthresh;
+	__u32 srtt_us;
+	__u32 rttvar_us;
+	__u32 snd_wnd;
+	__u32 rcv_wnd;
+	__u32 snd_nxt;
+	__u32 snd_una;
+	__u32 packets_out;
+	__u32 in_flight;
+	__u32 total_retrans;
+	__u32 ifindex;
+	__s32 ret;          /* return value or error of the traced call */
+	__u8 old_state;
+	__u8 tcp_flags;
+	__u8 tcp;           /* 1 when the TCP fields above were read */
+	__u8 pad[5];
+	char dev[16];       /* device name for EV_DEV_* */
+};
+
+#define EVENT_SIZE 176
+_Static_assert(sizeof(struct event) == EVENT_SIZE, "event layout");
+
+#endif

@@ -1,0 +1,613 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/* weir stack: the host's own network stack, per socket, from the
+ * application's send and receive down to the device.
+ *
+ * Only attach types this project's target kernels allow under lockdown are
+ * used: BTF tracepoints (tp_btf), sock_ops on a cgroup and the iter/tcp
+ * iterator; no kprobes, no fentry. Every event goes through one BPF ring
+ * buffer; a reservation that fails is counted per event type in `lost`, so
+ * nothing is lost silently. */
+
+#include <linux/types.h>
+#include <linux/bpf.h>
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_tracing.h>
+#include <bpf/bpf_core_read.h>
+#include <bpf/bpf_endian.h>
+
+#include "kernel.h"
+#include "event.h"
+
+#define AF_INET 2
+#define AF_INET6 10
+#define IPPROTO_TCP 6
+#define IPPROTO_UDP 17
+#define ETH_P_IP 0x0800
+#define ETH_P_IPV6 0x86DD
+#define TCP_SYN_SENT 2
+#define TCP_CLOSE 7
+#define EAGAIN 11
+#define MAX_PORTS 8
+
+/* Settings, fixed before load (user space writes .rodata). */
+const volatile __u32 filter_pid = 0;     /* 0: any */
+const volatile __u8 filter_comm_on = 0;
+const volatile char filter_comm[16] = {};
+const volatile __u64 filter_cgroup = 0;  /* cgroup v2 id; 0: any */
+const volatile __u32 filter_ports_n = 0;
+const volatile __u16 filter_ports[MAX_PORTS] = {};
+const volatile __u64 wakeup_bytes = 0;   /* wake the reader once this much is queued */
+const volatile __u8 want_dev = 1;        /* device events on */
+
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 16 << 20); /* resized by user space before load */
+} events SEC(".maps");
+
+/* Failed reservations per event type. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, EV_TYPES);
+	__type(key, __u32);
+	__type(value, __u64);
+} lost SEC(".maps");
+
+/* Sockets that passed the pid/comm/cgroup filter in process context;
+ * events in softirq context (where the current task is whoever happened to
+ * run) are kept for these sockets only. */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 65536);
+	__type(key, __u64);
+	__type(value, __u8);
+} tracked SEC(".maps");
+
+/* Sockets that passed the port filter at a state change: a socket moving
+ * to CLOSE has already given its local port back (the kernel unhashes it
+ * before it records the new state), so its last state change is matched
+ * here instead of by port. */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 65536);
+	__type(key, __u64);
+	__type(value, __u8);
+} port_ok SEC(".maps");
+
+static __always_inline int task_filter_on(void)
+{
+	return filter_pid || filter_comm_on || filter_cgroup;
+}
+
+/* Does the current task pass the pid/comm/cgroup filter? */
+static __always_inline int task_passes(void)
+{
+	if (filter_pid && (bpf_get_current_pid_tgid() >> 32) != filter_pid)
+		return 0;
+	if (filter_cgroup && bpf_get_current_cgroup_id() != filter_cgroup)
+		return 0;
+	if (filter_comm_on) {
+		char comm[16];
+		bpf_get_current_comm(comm, sizeof(comm));
+		for (int i = 0; i < 16; i++) {
+			if (comm[i] != filter_comm[i])
+				return 0;
+			if (comm[i] == 0)
+				break;
+		}
+	}
+	return 1;
+}
+
+static __always_inline int ports_pass(__u16 a, __u16 b)
+{
+	if (filter_ports_n == 0)
+		return 1;
+	for (int i = 0; i < MAX_PORTS; i++) {
+		if (i >= filter_ports_n)
+			break;
+		if (filter_ports[i] == a || filter_ports[i] == b)
+			return 1;
+	}
+	return 0;
+}
+
+static __always_inline void count_lost(__u32 type)
+{
+	__u64 *n = bpf_map_lookup_elem(&lost, &type);
+	if (n)
+		*n += 1;
+}
+
+static __always_inline struct event *reserve(__u32 type)
+{
+	struct event *e = bpf_ringbuf_reserve(&events, sizeof(struct event), 0);
+	if (!e) {
+		count_lost(type);
+		return 0;
+	}
+	__builtin_memset(e, 0, sizeof(*e));
+	e->type = type;
+	e->ts_ns = bpf_ktime_get_ns();
+	__u64 pt = bpf_get_current_pid_tgid();
+	e->pid = pt >> 32;
+	e->tid = (__u32)pt;
+	bpf_get_current_comm(e->comm, sizeof(e->comm));
+	return e;
+}
+
+/* Batch wake-ups: the reader polls on a short timer anyway, so waking it
+ * for every event would only cost both sides a context switch. */
+static __always_inline void submit(struct event *e)
+{
+	__u64 flags = BPF_RB_NO_WAKEUP;
+	if (bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA) >= wakeup_bytes)
+		flags = BPF_RB_FORCE_WAKEUP;
+	bpf_ringbuf_submit(e, flags);
+}
+
+static __always_inline void v4_mapped(__u8 *dst, __be32 a)
+{
+	__builtin_memset(dst, 0, 10);
+	dst[10] = 0xff;
+	dst[11] = 0xff;
+	__builtin_memcpy(dst + 12, &a, 4);
+}
+
+static __always_inline __u64 sock_cookie(struct sock *sk)
+{
+	return bpf_get_socket_cookie(sk);
+}
+
+/* The socket's identity: addresses, ports, family, protocol, netns. */
+static __always_inline int fill_sock(struct event *e, struct sock *sk)
+{
+	__u16 family = BPF_CORE_READ(sk, __sk_common.skc_family);
+	if (family != AF_INET && family != AF_INET6)
+		return 0;
+	e->family = family;
+	e->proto = BPF_CORE_READ(sk, sk_protocol);
+	e->state = BPF_CORE_READ(sk, __sk_common.skc_state);
+	e->netns = BPF_CORE_READ(sk, __sk_common.skc_net.net, ns.inum);
+	e->lport = BPF_CORE_READ(sk, __sk_common.skc_num);
+	e->rport = bpf_ntohs(BPF_CORE_READ(sk, __sk_common.skc_dport));
+	if (family == AF_INET) {
+		v4_mapped(e->laddr, BPF_CORE_READ(sk, __sk_common.skc_rcv_saddr));
+		v4_mapped(e->raddr, BPF_CORE_READ(sk, __sk_common.skc_daddr));
+	} else {
+		BPF_CORE_READ_INTO(&e->laddr, sk, __sk_common.skc_v6_rcv_saddr.in6_u.u6_addr8);
+		BPF_CORE_READ_INTO(&e->raddr, sk, __sk_common.skc_v6_daddr.in6_u.u6_addr8);
+	}
+	return 1;
+}
+
+/* MAGNeT's "TCP extra data": congestion and flow control state. */
+static __always_inline void fill_tcp(struct event *e, struct sock *sk)
+{
+	struct tcp_sock *tp = (struct tcp_sock *)sk;
+	e->tcp = 1;
+	e->snd_cwnd = BPF_CORE_READ(tp, snd_cwnd);
+	e->ssthresh = BPF_CORE_READ(tp, snd_ssthresh);
+	e->srtt_us = BPF_CORE_READ(tp, srtt_us) >> 3;
+	e->rttvar_us = BPF_CORE_READ(tp, mdev_us) >> 2;
+	e->snd_wnd = BPF_CORE_READ(tp, snd_wnd);
+	e->rcv_wnd = BPF_CORE_READ(tp, rcv_wnd);
+	e->snd_nxt = BPF_CORE_READ(tp, snd_nxt);
+	e->snd_una = BPF_CORE_READ(tp, snd_una);
+	__u32 out = BPF_CORE_READ(tp, packets_out);
+	__u32 left = BPF_CORE_READ(tp, sacked_out) + BPF_CORE_READ(tp, lost_out);
+	e->packets_out = out;
+	/* tcp_packets_in_flight(): out - (sacked + lost) + retransmitted */
+	e->in_flight = (out > left ? out - left : 0) + BPF_CORE_READ(tp, retrans_out);
+	e->total_retrans = BPF_CORE_READ(tp, total_retrans);
+}
+
+/* Should an event on this socket be kept? Process-context callers pass
+ * track=1: a socket that passes the task filter there is remembered.
+ * State changes pass state=1 (see port_ok). */
+static __always_inline int sock_wanted(struct sock *sk, __u64 cookie, int track, int state)
+{
+	__u16 lport = BPF_CORE_READ(sk, __sk_common.skc_num);
+	__u16 rport = bpf_ntohs(BPF_CORE_READ(sk, __sk_common.skc_dport));
+	if (!ports_pass(lport, rport)) {
+		if (!state || !bpf_map_lookup_elem(&port_ok, &cookie))
+			return 0;
+	} else if (state && filter_ports_n) {
+		__u8 one = 1;
+		bpf_map_update_elem(&port_ok, &cookie, &one, BPF_ANY);
+	}
+	if (!task_filter_on())
+		return 1;
+	if (bpf_map_lookup_elem(&tracked, &cookie))
+		return 1;
+	if (track && task_passes()) {
+		__u8 one = 1;
+		bpf_map_update_elem(&tracked, &cookie, &one, BPF_ANY);
+		return 1;
+	}
+	return 0;
+}
+
+static __always_inline int is_inet(struct sock *sk)
+{
+	__u16 family = BPF_CORE_READ(sk, __sk_common.skc_family);
+	return family == AF_INET || family == AF_INET6;
+}
+
+static __always_inline int app_event(__u32 type, struct sock *sk, int ret, int flags)
+{
+	if (!sk || !is_inet(sk))
+		return 0;
+	/* A non-blocking socket with nothing to do says EAGAIN constantly. */
+	if (ret == 0 || ret == -EAGAIN)
+		return 0;
+	__u64 cookie = sock_cookie(sk);
+	if (!sock_wanted(sk, cookie, 1, 0))
+		return 0;
+	struct event *e = reserve(type);
+	if (!e)
+		return 0;
+	e->cookie = cookie;
+	fill_sock(e, sk);
+	e->ret = ret;
+	e->bytes = ret > 0 ? ret : 0;
+	if (e->proto == IPPROTO_TCP) {
+		fill_tcp(e, sk);
+		struct tcp_sock *tp = (struct tcp_sock *)sk;
+		/* Where the application's bytes end in sequence space: the
+		 * analysis matches it to the segment that carried that byte. */
+		e->seq = type == EV_SEND ? BPF_CORE_READ(tp, write_seq) : BPF_CORE_READ(tp, copied_seq);
+	}
+	submit(e);
+	return 0;
+}
+
+SEC("tp_btf/sock_send_length")
+int BPF_PROG(on_send, struct sock *sk, int ret, int flags)
+{
+	return app_event(EV_SEND, sk, ret, flags);
+}
+
+SEC("tp_btf/sock_recv_length")
+int BPF_PROG(on_recv, struct sock *sk, int ret, int flags)
+{
+	return app_event(EV_RECV, sk, ret, flags);
+}
+
+SEC("tp_btf/tcp_probe")
+int BPF_PROG(on_tcp_probe, struct sock *sk, struct sk_buff *skb)
+{
+	__u64 cookie = sock_cookie(sk);
+	if (!sock_wanted(sk, cookie, 0, 0))
+		return 0;
+	struct event *e = reserve(EV_TCP_PROBE);
+	if (!e)
+		return 0;
+	e->cookie = cookie;
+	fill_sock(e, sk);
+	fill_tcp(e, sk);
+	e->bytes = BPF_CORE_READ(skb, len);
+	struct tcp_sock *tp = (struct tcp_sock *)sk;
+	e->seq = BPF_CORE_READ(tp, rcv_nxt);
+	submit(e);
+	return 0;
+}
+
+SEC("tp_btf/inet_sock_set_state")
+int BPF_PROG(on_state, struct sock *sk, int oldstate, int newstate)
+{
+	if (BPF_CORE_READ(sk, sk_protocol) != IPPROTO_TCP)
+		return 0;
+	__u64 cookie = sock_cookie(sk);
+	/* connect() moves a socket to SYN_SENT in the caller's context. */
+	if (!sock_wanted(sk, cookie, newstate == TCP_SYN_SENT, 1))
+		return 0;
+	if (newstate == TCP_CLOSE)
+		bpf_map_delete_elem(&port_ok, &cookie);
+	struct event *e = reserve(EV_STATE);
+	if (!e)
+		return 0;
+	e->cookie = cookie;
+	fill_sock(e, sk);
+	fill_tcp(e, sk);
+	e->old_state = oldstate;
+	e->state = newstate;
+	submit(e);
+	return 0;
+}
+
+SEC("tp_btf/tcp_retransmit_skb")
+int BPF_PROG(on_retransmit, struct sock *sk, struct sk_buff *skb, int err)
+{
+	__u64 cookie = sock_cookie(sk);
+	if (!sock_wanted(sk, cookie, 0, 0))
+		return 0;
+	struct event *e = reserve(EV_RETRANSMIT);
+	if (!e)
+		return 0;
+	e->cookie = cookie;
+	fill_sock(e, sk);
+	fill_tcp(e, sk);
+	/* TCP_SKB_CB(skb)->seq and ->end_seq open skb->cb. */
+	__u32 se[2] = {};
+	bpf_probe_read_kernel(se, sizeof(se), &skb->cb[0]);
+	e->seq = se[0];
+	e->ack = se[1];
+	e->bytes = se[1] - se[0];
+	e->ret = err;
+	submit(e);
+	return 0;
+}
+
+/* Reads a frame's IP and TCP/UDP headers into the event. `l3` is where the
+ * IP header starts (an offset from skb->head); `local_is_src` says which
+ * end of the packet is this host. Returns 0 for frames that are not IP. */
+static __always_inline int fill_frame(struct event *e, struct sk_buff *skb, unsigned char *head,
+				      __u16 l3, int local_is_src)
+{
+	__u16 proto = bpf_ntohs(BPF_CORE_READ(skb, protocol));
+	__u8 hdr[60];
+	__u32 l4_off, ip_payload;
+	__u8 l4;
+	if (proto == ETH_P_IP) {
+		if (bpf_probe_read_kernel(hdr, 20, head + l3))
+			return 0;
+		__u32 ihl = (hdr[0] & 0x0f) * 4;
+		if (ihl < 20)
+			return 0;
+		e->family = AF_INET;
+		l4 = hdr[9];
+		__u32 total = (hdr[2] << 8) | hdr[3];
+		/* GSO super-frames carry 0 when over 64 KiB. */
+		ip_payload = total > ihl ? total - ihl : 0;
+		l4_off = ihl;
+		__be32 s, d;
+		__builtin_memcpy(&s, hdr + 12, 4);
+		__builtin_memcpy(&d, hdr + 16, 4);
+		v4_mapped(local_is_src ? e->laddr : e->raddr, s);
+		v4_mapped(local_is_src ? e->raddr : e->laddr, d);
+	} else if (proto == ETH_P_IPV6) {
+		if (bpf_probe_read_kernel(hdr, 40, head + l3))
+			return 0;
+		e->family = AF_INET6;
+		l4 = hdr[6];
+		ip_payload = (hdr[4] << 8) | hdr[5];
+		l4_off = 40;
+		__builtin_memcpy(local_is_src ? e->laddr : e->raddr, hdr + 8, 16);
+		__builtin_memcpy(local_is_src ? e->raddr : e->laddr, hdr + 24, 16);
+	} else {
+		return 0;
+	}
+	e->proto = l4;
+	__u32 frame_l3_len = e->bytes;
+	if (l4 == IPPROTO_TCP) {
+		__u8 th[20];
+		if (bpf_probe_read_kernel(th, 20, head + l3 + l4_off))
+			return 1;
+		__u16 sp = (th[0] << 8) | th[1], dp = (th[2] << 8) | th[3];
+		e->lport = local_is_src ? sp : dp;
+		e->rport = local_is_src ? dp : sp;
+		__u32 seq = ((__u32)th[4] << 24) | ((__u32)th[5] << 16) | ((__u32)th[6] << 8) | th[7];
+		e->ack = ((__u32)th[8] << 24) | ((__u32)th[9] << 16) | ((__u32)th[10] << 8) | th[11];
+		__u32 doff = (th[12] >> 4) * 4;
+		e->tcp_flags = th[13];
+		/* The frame's length from the IP header on counts a GSO
+		 * super-frame whole (its IP length may be 0 past 64 KiB); the
+		 * IP length, when smaller, trims link-layer padding. */
+		__u32 pay = frame_l3_len > l4_off + doff ? frame_l3_len - l4_off - doff : 0;
+		if (ip_payload >= doff && ip_payload - doff < pay)
+			pay = ip_payload - doff;
+		e->payload = pay;
+		/* SYN and FIN take one sequence number each. */
+		e->seq = seq + pay + ((th[13] & 0x02) ? 1 : 0) + ((th[13] & 0x01) ? 1 : 0);
+	} else if (l4 == IPPROTO_UDP) {
+		__u8 uh[8];
+		if (bpf_probe_read_kernel(uh, 8, head + l3 + l4_off))
+			return 1;
+		__u16 sp = (uh[0] << 8) | uh[1], dp = (uh[2] << 8) | uh[3];
+		e->lport = local_is_src ? sp : dp;
+		e->rport = local_is_src ? dp : sp;
+		__u16 ulen = (uh[4] << 8) | uh[5];
+		e->payload = ulen > 8 ? ulen - 8 : 0;
+	}
+	return 1;
+}
+
+/* Frame fields are parsed into a stack copy first, so that frames the port
+ * filter refuses cost no ring buffer reservation. */
+static __always_inline void copy_frame(struct event *e, const struct event *f)
+{
+	e->family = f->family;
+	e->proto = f->proto;
+	__builtin_memcpy(e->laddr, f->laddr, 16);
+	__builtin_memcpy(e->raddr, f->raddr, 16);
+	e->lport = f->lport;
+	e->rport = f->rport;
+	e->payload = f->payload;
+	e->seq = f->seq;
+	e->ack = f->ack;
+	e->tcp_flags = f->tcp_flags;
+}
+
+static __always_inline void fill_dev(struct event *e, struct sk_buff *skb)
+{
+	struct net_device *dev = BPF_CORE_READ(skb, dev);
+	if (!dev)
+		return;
+	e->ifindex = BPF_CORE_READ(dev, ifindex);
+	e->netns = BPF_CORE_READ(dev, nd_net.net, ns.inum);
+	BPF_CORE_READ_STR_INTO(&e->dev, dev, name);
+}
+
+/* net_dev_start_xmit, not net_dev_xmit: when net_dev_xmit fires the driver
+ * may already have freed the frame (the kernel's own event passes the
+ * length separately for that reason); just before the driver takes it, the
+ * frame and its socket are still there to read. */
+SEC("tp_btf/net_dev_start_xmit")
+int BPF_PROG(on_dev_xmit, struct sk_buff *skb, struct net_device *dev)
+{
+	if (!want_dev)
+		return 0;
+	unsigned char *head = BPF_CORE_READ(skb, head);
+	unsigned char *data = BPF_CORE_READ(skb, data);
+	__u16 nh = BPF_CORE_READ(skb, network_header);
+	__u32 len = BPF_CORE_READ(skb, len);
+	/* Bytes before the IP header that skb->len counts (the link header). */
+	__u64 link = (__u64)(head + nh) - (__u64)data;
+	if (link > 128)
+		return 0;
+	struct sock *sk = BPF_CORE_READ(skb, sk);
+	__u64 cookie = 0;
+	if (sk && is_inet(sk)) {
+		cookie = BPF_CORE_READ(sk, __sk_common.skc_cookie.counter);
+		if (task_filter_on() && !bpf_map_lookup_elem(&tracked, &cookie))
+			return 0;
+	} else if (task_filter_on()) {
+		return 0;
+	}
+	struct event tmp = {};
+	tmp.bytes = len - link;
+	if (!fill_frame(&tmp, skb, head, nh, 1))
+		return 0;
+	if (!ports_pass(tmp.lport, tmp.rport))
+		return 0;
+	struct event *e = reserve(EV_DEV_XMIT);
+	if (!e)
+		return 0;
+	copy_frame(e, &tmp);
+	e->bytes = len;
+	e->cookie = cookie;
+	fill_dev(e, skb);
+	submit(e);
+	return 0;
+}
+
+/* The socket of a received frame is not known yet here (it is looked up
+ * later in the stack); user space joins these events to sockets by
+ * network namespace and 4-tuple. */
+SEC("tp_btf/netif_receive_skb")
+int BPF_PROG(on_dev_recv, struct sk_buff *skb)
+{
+	if (!want_dev || task_filter_on())
+		return 0;
+	unsigned char *head = BPF_CORE_READ(skb, head);
+	unsigned char *data = BPF_CORE_READ(skb, data);
+	__u16 nh = BPF_CORE_READ(skb, network_header);
+	__u32 len = BPF_CORE_READ(skb, len);
+	/* skb->data is at the IP header here (the link header was pulled). */
+	__u64 l3 = (__u64)data - (__u64)head;
+	if (l3 > 0xffff)
+		return 0;
+	(void)nh;
+	struct event tmp = {};
+	tmp.bytes = len;
+	if (!fill_frame(&tmp, skb, head, (__u16)l3, 0))
+		return 0;
+	if (!ports_pass(tmp.lport, tmp.rport))
+		return 0;
+	struct event *e = reserve(EV_DEV_RECV);
+	if (!e)
+		return 0;
+	copy_frame(e, &tmp);
+	e->bytes = len;
+	fill_dev(e, skb);
+	submit(e);
+	return 0;
+}
+
+/* sock_ops on a cgroup: the kernel's own per-socket callbacks. */
+SEC("sockops")
+int on_sockops(struct bpf_sock_ops *ops)
+{
+	__u32 op = ops->op;
+	if (op == BPF_SOCK_OPS_ACTIVE_ESTABLISHED_CB || op == BPF_SOCK_OPS_PASSIVE_ESTABLISHED_CB) {
+		bpf_sock_ops_cb_flags_set(ops, BPF_SOCK_OPS_RTT_CB_FLAG | BPF_SOCK_OPS_RETRANS_CB_FLAG |
+						       BPF_SOCK_OPS_STATE_CB_FLAG);
+		return 1;
+	}
+	__u32 type;
+	if (op == BPF_SOCK_OPS_RTT_CB)
+		type = EV_SOCKOPS_RTT;
+	else if (op == BPF_SOCK_OPS_RETRANS_CB)
+		type = EV_SOCKOPS_RETRANS;
+	else if (op == BPF_SOCK_OPS_STATE_CB)
+		type = EV_SOCKOPS_STATE;
+	else
+		return 1;
+	__u16 lport = ops->local_port;
+	__u16 rport = bpf_ntohl(ops->remote_port) & 0xffff;
+	if (!ports_pass(lport, rport))
+		return 1;
+	struct event *e = reserve(type);
+	if (!e)
+		return 1;
+	e->cookie = bpf_get_socket_cookie(ops);
+	e->family = ops->family;
+	e->proto = IPPROTO_TCP;
+	e->lport = lport;
+	e->rport = rport;
+	if (ops->family == AF_INET) {
+		v4_mapped(e->laddr, ops->local_ip4);
+		v4_mapped(e->raddr, ops->remote_ip4);
+	} else {
+		/* One 32-bit load per word: the verifier refuses a wider
+		 * load of the context, which clang would otherwise merge. */
+		__u32 a[4];
+		for (int i = 0; i < 4; i++)
+			a[i] = *(volatile __u32 *)&ops->local_ip6[i];
+		__builtin_memcpy(e->laddr, a, 16);
+		for (int i = 0; i < 4; i++)
+			a[i] = *(volatile __u32 *)&ops->remote_ip6[i];
+		__builtin_memcpy(e->raddr, a, 16);
+	}
+	e->tcp = 1;
+	e->state = ops->state;
+	e->snd_cwnd = ops->snd_cwnd;
+	e->ssthresh = ops->snd_ssthresh;
+	e->srtt_us = ops->srtt_us >> 3;
+	e->snd_nxt = ops->snd_nxt;
+	e->snd_una = ops->snd_una;
+	e->packets_out = ops->packets_out;
+	e->total_retrans = ops->total_retrans;
+	if (op == BPF_SOCK_OPS_STATE_CB) {
+		e->old_state = ops->args[0];
+		e->state = ops->args[1];
+	} else if (op == BPF_SOCK_OPS_RETRANS_CB) {
+		e->seq = ops->args[0];
+		e->bytes = ops->args[1]; /* segments */
+		e->ret = ops->args[2];
+	}
+	submit(e);
+	return 1;
+}
+
+/* One record per TCP socket of the iterator's network namespace, written
+ * to the iterator's output (not the ring buffer): a snapshot is read whole
+ * by user space, so nothing of it can be lost. */
+SEC("iter/tcp")
+int dump_tcp(struct bpf_iter__tcp *ctx)
+{
+	struct sock_common *skc = ctx->sk_common;
+	struct seq_file *seq = ctx->meta->seq;
+	if (!skc)
+		return 0;
+	struct tcp_sock *tp = bpf_skc_to_tcp_sock(skc);
+	if (!tp)
+		return 0; /* time-wait and request sockets have no tcp_sock */
+	struct sock *sk = (struct sock *)tp;
+	struct event e = {};
+	if (!fill_sock(&e, sk))
+		return 0;
+	if (!ports_pass(e.lport, e.rport))
+		return 0;
+	e.type = EV_SNAPSHOT;
+	e.ts_ns = bpf_ktime_get_ns();
+	e.cookie = bpf_get_socket_cookie(sk);
+	fill_tcp(&e, sk);
+	e.seq = BPF_CORE_READ(tp, write_seq);
+	e.ack = BPF_CORE_READ(tp, copied_seq);
+	e.ret = ctx->uid;
+	bpf_seq_write(seq, &e, sizeof(e));
+	return 0;
+}
+
+char LICENSE[] SEC("license") = "Dual BSD/GPL";

@@ -1,0 +1,450 @@
+//! Turning the eBPF programs' records into rows of the stack table.
+//!
+//! Pure: bytes in, [`StackRow`]s out. `RawEvent::parse` mirrors
+//! `src/bpf/event.h` (one fixed layout for every event type, native byte
+//! order); [`Decoder`] adds what only user space can know: the wall-clock
+//! time, the socket a received frame belongs to, the process that owns a
+//! socket, and sequence numbers unwrapped past 4 GiB.
+
+use std::collections::HashMap;
+
+use store::stack::{StackRow, TcpInfo};
+
+/// Bytes of one event record (`EVENT_SIZE` in event.h).
+pub const EVENT_SIZE: usize = 176;
+
+/// Event types, as numbered by the eBPF programs (and [`store::stack::EVENT_NAMES`]).
+pub mod kind {
+    pub const SEND: u8 = 0;
+    pub const RECV: u8 = 1;
+    pub const TCP_PROBE: u8 = 2;
+    pub const STATE: u8 = 3;
+    pub const RETRANSMIT: u8 = 4;
+    pub const DEV_XMIT: u8 = 5;
+    pub const DEV_RECV: u8 = 6;
+    pub const SOCKOPS_RTT: u8 = 7;
+    pub const SOCKOPS_RETRANS: u8 = 8;
+    pub const SOCKOPS_STATE: u8 = 9;
+    pub const SNAPSHOT: u8 = 10;
+    /// Number of types.
+    pub const COUNT: usize = 11;
+}
+
+const TCP_SYN_SENT: u8 = 2;
+const TCP_CLOSE: u8 = 7;
+
+/// One record as the kernel wrote it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RawEvent {
+    pub ts_ns: u64,
+    pub cookie: u64,
+    pub pid: u32,
+    pub tid: u32,
+    pub netns: u32,
+    pub kind: u8,
+    pub family: u8,
+    pub proto: u8,
+    pub state: u8,
+    pub comm: [u8; 16],
+    pub laddr: [u8; 16],
+    pub raddr: [u8; 16],
+    pub lport: u16,
+    pub rport: u16,
+    pub bytes: u32,
+    pub payload: u32,
+    pub seq: u32,
+    pub ack: u32,
+    pub tcp: TcpInfo,
+    pub ifindex: u32,
+    pub ret: i32,
+    pub old_state: u8,
+    pub tcp_flags: u8,
+    pub has_tcp: bool,
+    pub dev: [u8; 16],
+}
+
+impl RawEvent {
+    /// Reads a record; `None` when `b` is not one (wrong length or type).
+    pub fn parse(b: &[u8]) -> Option<RawEvent> {
+        if b.len() != EVENT_SIZE || b[28] as usize >= kind::COUNT {
+            return None;
+        }
+        let u16_at = |o: usize| u16::from_ne_bytes([b[o], b[o + 1]]);
+        let u32_at = |o: usize| u32::from_ne_bytes([b[o], b[o + 1], b[o + 2], b[o + 3]]);
+        let u64_at = |o: usize| {
+            let mut a = [0u8; 8];
+            a.copy_from_slice(&b[o..o + 8]);
+            u64::from_ne_bytes(a)
+        };
+        let arr16 = |o: usize| {
+            let mut a = [0u8; 16];
+            a.copy_from_slice(&b[o..o + 16]);
+            a
+        };
+        Some(RawEvent {
+            ts_ns: u64_at(0),
+            cookie: u64_at(8),
+            pid: u32_at(16),
+            tid: u32_at(20),
+            netns: u32_at(24),
+            kind: b[28],
+            family: b[29],
+            proto: b[30],
+            state: b[31],
+            comm: arr16(32),
+            laddr: arr16(48),
+            raddr: arr16(64),
+            lport: u16_at(80),
+            rport: u16_at(82),
+            bytes: u32_at(84),
+            payload: u32_at(88),
+            seq: u32_at(92),
+            ack: u32_at(96),
+            tcp: TcpInfo {
+                snd_cwnd: u32_at(100),
+                ssthresh: u32_at(104),
+                srtt_us: u32_at(108),
+                rttvar_us: u32_at(112),
+                snd_wnd: u32_at(116),
+                rcv_wnd: u32_at(120),
+                snd_nxt: u32_at(124),
+                snd_una: u32_at(128),
+                packets_out: u32_at(132),
+                in_flight: u32_at(136),
+                total_retrans: u32_at(140),
+            },
+            ifindex: u32_at(144),
+            ret: u32_at(148) as i32,
+            old_state: b[152],
+            tcp_flags: b[153],
+            has_tcp: b[154] != 0,
+            dev: arr16(160),
+        })
+    }
+}
+
+/// A socket's place: namespace and 4-tuple from this host's side.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+struct Tuple {
+    netns: u32,
+    laddr: [u8; 16],
+    lport: u16,
+    raddr: [u8; 16],
+    rport: u16,
+}
+
+/// Who last used a socket from a process.
+#[derive(Clone, Copy, Debug)]
+struct Owner {
+    pid: u32,
+    tid: u32,
+    comm: [u8; 16],
+}
+
+/// Sockets remembered at most; past this the tables start over (a busy
+/// host's closed sockets are forgotten on CLOSE already).
+const MAX_SOCKETS: usize = 1 << 20;
+
+/// Turns records into rows, keeping per-socket context.
+#[derive(Debug, Default)]
+pub struct Decoder {
+    /// Wall clock minus the kernel's monotonic clock, ns.
+    clock_offset_ns: i64,
+    owners: HashMap<u64, Owner>,
+    sockets: HashMap<Tuple, u64>,
+    /// Last unwrapped sequence number per (cookie, transmit direction).
+    seqs: HashMap<(u64, bool), u64>,
+}
+
+/// The direction an event's sequence number belongs to: `Some(true)` for
+/// the data this host sends, `Some(false)` for the data it receives.
+fn seq_direction(kind: u8) -> Option<bool> {
+    match kind {
+        kind::SEND | kind::DEV_XMIT | kind::RETRANSMIT | kind::SNAPSHOT | kind::SOCKOPS_RETRANS => {
+            Some(true)
+        }
+        kind::RECV | kind::DEV_RECV | kind::TCP_PROBE => Some(false),
+        _ => None,
+    }
+}
+
+/// The 64-bit value nearest to `prev` whose low 32 bits are `raw`.
+pub fn unwrap_seq(prev: u64, raw: u32) -> u64 {
+    let base = (prev & !0xffff_ffff) | raw as u64;
+    let mut best = base;
+    for c in [base.wrapping_add(1 << 32), base.wrapping_sub(1 << 32)] {
+        // Stay at or above 0: the first epoch has nothing below it.
+        if c < (1u64 << 63) && c.abs_diff(prev) < best.abs_diff(prev) {
+            best = c;
+        }
+    }
+    best
+}
+
+impl Decoder {
+    pub fn new(clock_offset_ns: i64) -> Self {
+        Decoder {
+            clock_offset_ns,
+            ..Default::default()
+        }
+    }
+
+    /// Sockets currently remembered.
+    pub fn sockets(&self) -> usize {
+        self.owners.len().max(self.sockets.len())
+    }
+
+    /// The row for one record.
+    pub fn row(&mut self, e: &RawEvent) -> StackRow {
+        if self.owners.len() > MAX_SOCKETS || self.sockets.len() > MAX_SOCKETS {
+            self.owners.clear();
+            self.sockets.clear();
+            self.seqs.clear();
+        }
+        let is_dev = matches!(e.kind, kind::DEV_XMIT | kind::DEV_RECV);
+        let has_ports = e.proto == 6 || e.proto == 17;
+        let tuple = Tuple {
+            netns: e.netns,
+            laddr: e.laddr,
+            lport: e.lport,
+            raddr: e.raddr,
+            rport: e.rport,
+        };
+        // The socket: the kernel's cookie, or for a frame the kernel could
+        // not tie to one, the socket with the frame's namespace and 4-tuple.
+        let mut cookie = (e.cookie != 0).then_some(e.cookie);
+        if cookie.is_none() && is_dev && has_ports {
+            cookie = self.sockets.get(&tuple).copied();
+        } else if let Some(c) = cookie
+            && e.netns != 0
+            && e.rport != 0
+            && !is_dev
+        {
+            self.sockets.insert(tuple, c);
+        }
+        // The process: the caller of send/recv (and of connect), else the
+        // socket's owner.
+        let from_caller = matches!(e.kind, kind::SEND | kind::RECV)
+            || (e.kind == kind::STATE && e.state == TCP_SYN_SENT);
+        let owner = if from_caller {
+            let o = Owner {
+                pid: e.pid,
+                tid: e.tid,
+                comm: e.comm,
+            };
+            if let Some(c) = cookie {
+                self.owners.insert(c, o);
+            }
+            Some(o)
+        } else {
+            cookie.and_then(|c| self.owners.get(&c).copied())
+        };
+        let seq = match (seq_direction(e.kind), cookie) {
+            (Some(dir), Some(c))
+                if e.proto == 6 && (e.has_tcp || is_dev || e.kind == kind::SOCKOPS_RETRANS) =>
+            {
+                let v = match self.seqs.get(&(c, dir)) {
+                    Some(&prev) => unwrap_seq(prev, e.seq),
+                    None => e.seq as u64,
+                };
+                self.seqs.insert((c, dir), v);
+                Some(v)
+            }
+            (Some(_), None) if e.proto == 6 && is_dev => Some(e.seq as u64),
+            _ => None,
+        };
+        let known_ports = has_ports && (e.lport != 0 || e.rport != 0);
+        let row = StackRow {
+            ts_ns: (e.ts_ns as i64).saturating_add(self.clock_offset_ns),
+            event: e.kind,
+            pid: owner.map(|o| o.pid),
+            tid: owner.map(|o| o.tid),
+            comm: owner.map(|o| o.comm),
+            cookie,
+            netns: e.netns,
+            family: e.family,
+            proto: e.proto,
+            local_addr: (e.family != 0).then_some(e.laddr),
+            local_port: known_ports.then_some(e.lport),
+            remote_addr: (e.family != 0).then_some(e.raddr),
+            remote_port: known_ports.then_some(e.rport),
+            bytes: match e.kind {
+                kind::SEND
+                | kind::RECV
+                | kind::DEV_XMIT
+                | kind::DEV_RECV
+                | kind::RETRANSMIT
+                | kind::TCP_PROBE => Some(e.bytes),
+                kind::SOCKOPS_RETRANS => Some(e.bytes),
+                _ => None,
+            },
+            payload: is_dev.then_some(e.payload),
+            seq,
+            ack: match e.kind {
+                kind::DEV_XMIT | kind::DEV_RECV if e.proto == 6 => Some(e.ack),
+                kind::RETRANSMIT | kind::SNAPSHOT => Some(e.ack),
+                _ => None,
+            },
+            state: (e.proto == 6 && !is_dev).then_some(e.state),
+            old_state: matches!(e.kind, kind::STATE | kind::SOCKOPS_STATE).then_some(e.old_state),
+            tcp: e.has_tcp.then_some(e.tcp),
+            ifindex: is_dev.then_some(e.ifindex),
+            dev: is_dev.then_some(e.dev),
+            ret: match e.kind {
+                kind::SEND
+                | kind::RECV
+                | kind::RETRANSMIT
+                | kind::SOCKOPS_RETRANS
+                | kind::SNAPSHOT => Some(e.ret),
+                _ => None,
+            },
+            tcp_flags: (is_dev && e.proto == 6).then_some(e.tcp_flags),
+        };
+        // A closed socket's context is no longer needed: its cookie is
+        // never reused, its 4-tuple may be.
+        if e.kind == kind::STATE
+            && e.state == TCP_CLOSE
+            && let Some(c) = cookie
+        {
+            self.owners.remove(&c);
+            self.seqs.remove(&(c, true));
+            self.seqs.remove(&(c, false));
+            if self.sockets.get(&tuple) == Some(&c) {
+                self.sockets.remove(&tuple);
+            }
+        }
+        row
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn raw(kind: u8) -> Vec<u8> {
+        let mut b = vec![0u8; EVENT_SIZE];
+        b[28] = kind;
+        b
+    }
+
+    #[test]
+    fn the_layout_matches_event_h() {
+        let mut b = raw(kind::SEND);
+        b[0..8].copy_from_slice(&7u64.to_ne_bytes());
+        b[8..16].copy_from_slice(&99u64.to_ne_bytes());
+        b[16..20].copy_from_slice(&1234u32.to_ne_bytes());
+        b[29] = 2;
+        b[30] = 6;
+        b[32..36].copy_from_slice(b"curl");
+        b[80..82].copy_from_slice(&80u16.to_ne_bytes());
+        b[84..88].copy_from_slice(&1000u32.to_ne_bytes());
+        b[100..104].copy_from_slice(&10u32.to_ne_bytes());
+        b[140..144].copy_from_slice(&3u32.to_ne_bytes());
+        b[148..152].copy_from_slice(&(-11i32).to_ne_bytes());
+        b[154] = 1;
+        b[160..164].copy_from_slice(b"eth0");
+        let e = RawEvent::parse(&b).unwrap();
+        assert_eq!((e.ts_ns, e.cookie, e.pid), (7, 99, 1234));
+        assert_eq!((e.family, e.proto, e.lport, e.bytes), (2, 6, 80, 1000));
+        assert_eq!(&e.comm[..5], b"curl\0");
+        assert_eq!((e.tcp.snd_cwnd, e.tcp.total_retrans, e.ret), (10, 3, -11));
+        assert!(e.has_tcp);
+        assert_eq!(&e.dev[..4], b"eth0");
+    }
+
+    #[test]
+    fn records_of_another_size_or_type_are_refused() {
+        assert!(RawEvent::parse(&[0u8; EVENT_SIZE - 1]).is_none());
+        assert!(RawEvent::parse(&raw(kind::COUNT as u8)).is_none());
+        assert!(RawEvent::parse(&raw(kind::SNAPSHOT)).is_some());
+    }
+
+    #[test]
+    fn sequence_numbers_unwrap_both_ways() {
+        assert_eq!(unwrap_seq(10, 20), 20);
+        assert_eq!(unwrap_seq(0xffff_fff0, 0x10), 0x1_0000_0010);
+        assert_eq!(unwrap_seq(0x1_0000_0010, 0xffff_fff0), 0xffff_fff0);
+        assert_eq!(unwrap_seq(5, 0xffff_fff0), 0xffff_fff0, "no epoch below 0");
+    }
+
+    fn ev(kind: u8, cookie: u64, seq: u32) -> RawEvent {
+        RawEvent {
+            kind,
+            cookie,
+            seq,
+            netns: 1,
+            family: 2,
+            proto: 6,
+            lport: 5001,
+            rport: 40000,
+            pid: 77,
+            comm: *b"iperf3\0\0\0\0\0\0\0\0\0\0",
+            has_tcp: kind != kind::DEV_RECV,
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn frames_join_their_socket_and_events_their_owner() {
+        let mut d = Decoder::new(1_000);
+        let send = d.row(&ev(kind::SEND, 5, 0xffff_ff00));
+        assert_eq!(send.pid, Some(77));
+        assert_eq!(send.ts_ns, 1_000);
+        // A received frame has no cookie: joined by namespace and 4-tuple.
+        let mut rx = ev(kind::DEV_RECV, 0, 0x10);
+        rx.pid = 1; // whoever ran the softirq
+        let r = d.row(&rx);
+        assert_eq!(r.cookie, Some(5));
+        assert_eq!(
+            r.pid,
+            Some(77),
+            "the socket's owner, not the softirq's task"
+        );
+        // Transmit direction wraps past 2^32.
+        let x = d.row(&ev(kind::DEV_XMIT, 5, 0x40));
+        assert_eq!(x.seq, Some(0x1_0000_0040));
+        // Another namespace with the same tuple is another socket.
+        let mut other = ev(kind::DEV_RECV, 0, 1);
+        other.netns = 2;
+        assert_eq!(d.row(&other).cookie, None);
+        // After CLOSE the tuple is forgotten.
+        let mut close = ev(kind::STATE, 5, 0);
+        close.state = TCP_CLOSE;
+        d.row(&close);
+        assert_eq!(d.row(&rx).cookie, None);
+    }
+
+    #[test]
+    fn arbitrary_records_never_panic() {
+        // The records come from our own programs, but a decoder that trusts
+        // its input is a decoder that can crash: random bytes of every
+        // length around the record size, and valid-looking records with
+        // random fields, decode or are refused, without panicking.
+        let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+        let mut next = || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        let mut d = Decoder::new(i64::MAX - 5);
+        for round in 0..50_000 {
+            let len = if round % 10 == 0 {
+                (next() % (2 * EVENT_SIZE as u64)) as usize
+            } else {
+                EVENT_SIZE
+            };
+            let mut b: Vec<u8> = (0..len).map(|_| next() as u8).collect();
+            if len == EVENT_SIZE {
+                b[28] %= kind::COUNT as u8 + 1;
+                if round % 3 == 0 {
+                    b[8..16].copy_from_slice(&(next() % 4).to_ne_bytes());
+                }
+            }
+            if let Some(e) = RawEvent::parse(&b) {
+                let r = d.row(&e);
+                assert_eq!(r.event, e.kind);
+            }
+        }
+    }
+}

@@ -1,0 +1,69 @@
+//! weir stack: the host's own network stack per socket, from eBPF.
+//!
+//! MAGNeT recorded traffic as the application made it and as the stack
+//! shaped it, with a patched kernel; this crate does it on a stock one.
+//! The programs (src/bpf/stack.bpf.c) use BTF tracepoints for application
+//! send/receive, TCP state on every incoming segment, state changes,
+//! retransmissions and device transmit/receive; sock_ops on a cgroup; and
+//! the iter/tcp iterator for snapshots. Events reach user space through one
+//! BPF ring buffer; the kernel counts, per event type, every event the full
+//! buffer could not take, and those counts go to the stats table.
+//!
+//! Linux only; needs BTF (/sys/kernel/btf/vmlinux), CAP_BPF and
+//! CAP_PERFMON.
+
+use std::path::PathBuf;
+
+pub mod event;
+mod record;
+mod setup;
+
+pub use record::{MAX_PORTS, Second, StackOptions, StackReport, record};
+pub use setup::Prepared;
+
+#[allow(
+    clippy::all,
+    clippy::pedantic,
+    dead_code,
+    unused_imports,
+    non_camel_case_types,
+    non_snake_case,
+    non_upper_case_globals
+)]
+mod skel {
+    include!(concat!(env!("OUT_DIR"), "/stack.skel.rs"));
+}
+
+/// Why a recording could not start or go on. Each says what to do.
+#[derive(Debug, thiserror::Error)]
+pub enum StackError {
+    /// A wrong option.
+    #[error("{0}")]
+    Usage(String),
+    /// Privileges, kernel support or system setup.
+    #[error("{0}")]
+    Setup(String),
+    #[error("{what}: {source}")]
+    Bpf {
+        what: String,
+        #[source]
+        source: libbpf_rs::Error,
+    },
+    #[error("{path}: {source}")]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error(transparent)]
+    Store(#[from] store::StoreError),
+}
+
+impl StackError {
+    pub(crate) fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
+        StackError::Io {
+            path: path.into(),
+            source,
+        }
+    }
+}

@@ -1,0 +1,612 @@
+//! `weir stack`: load the programs, read their ring buffer, and write the
+//! stack table, its per-second counters and the manifest's `stack` section.
+//!
+//! One thread reads the ring buffer and turns records into rows; a writer
+//! thread encodes them into Parquet, so that a slow disk delays only the
+//! writer, and if that backs up, the kernel counts what the full ring
+//! buffer could not take (per event type) instead of anything waiting.
+
+use std::cell::RefCell;
+use std::collections::BTreeMap;
+use std::io::Read;
+use std::mem::MaybeUninit;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use libbpf_rs::skel::{OpenSkel, SkelBuilder};
+use libbpf_rs::{Iter, Link, MapCore, MapFlags, RingBufferBuilder};
+use store::manifest::{
+    DATASET_FORMAT, DATASET_FORMAT_VERSION, Files, Manifest, StackInfo, TimeSpan,
+};
+use store::stack::{EVENT_NAMES, STACK_DIR, StackRow, StackWriter};
+use store::stats::{StackCounts, StatsRow, StatsWriter};
+use store::{Dataset, PACKET_SCHEMA_VERSION};
+
+use crate::StackError;
+use crate::event::{Decoder, EVENT_SIZE, RawEvent, kind};
+use crate::setup::{self, Prepared};
+use crate::skel::StackSkelBuilder;
+
+/// The most ports `--port` takes (the programs' filter table).
+pub const MAX_PORTS: usize = 8;
+
+/// How a recording is set up.
+#[derive(Clone, Debug)]
+pub struct StackOptions {
+    /// Keep only events of this process (tgid), and of the sockets it uses.
+    pub pid: Option<u32>,
+    /// Keep only events of processes with this command name (≤ 15 bytes).
+    pub comm: Option<String>,
+    /// Keep only sockets and frames with one of these ports (either end).
+    pub ports: Vec<u16>,
+    /// A cgroup v2 directory: attach sock_ops there, and keep only the
+    /// events of its processes.
+    pub cgroup: Option<PathBuf>,
+    /// Ring buffer bytes (a power of two, at least a page).
+    pub ring_bytes: u32,
+    /// Record device transmit/receive.
+    pub devices: bool,
+    /// Snapshot every TCP socket this often (iter/tcp).
+    pub snapshot_every: Option<Duration>,
+    /// Stop after this long.
+    pub duration: Option<Duration>,
+    /// Rows per stack file.
+    pub rotate_rows: u64,
+    /// Replace an earlier stack recording in the dataset.
+    pub force: bool,
+    /// The command line, for the manifest.
+    pub command: String,
+}
+
+impl Default for StackOptions {
+    fn default() -> Self {
+        StackOptions {
+            pid: None,
+            comm: None,
+            ports: Vec::new(),
+            cgroup: None,
+            ring_bytes: 16 << 20,
+            devices: true,
+            snapshot_every: None,
+            duration: None,
+            rotate_rows: 4 << 20,
+            force: false,
+            command: String::new(),
+        }
+    }
+}
+
+/// One second of a recording, for a live display.
+#[derive(Clone, Debug, Default)]
+pub struct Second {
+    pub events: u64,
+    pub lost: u64,
+    pub sockets: usize,
+}
+
+/// What a recording did.
+#[derive(Clone, Debug, Default)]
+pub struct StackReport {
+    pub events: BTreeMap<String, u64>,
+    pub lost: BTreeMap<String, u64>,
+    /// Records user space could not read (wrong size or type): a bug if
+    /// ever non-zero.
+    pub malformed: u64,
+    pub files: Vec<String>,
+    pub stats_files: Vec<String>,
+    pub snapshots: u64,
+    pub elapsed: Duration,
+    pub ended_by: String,
+    pub prepared: Prepared,
+}
+
+impl StackReport {
+    pub fn total_events(&self) -> u64 {
+        self.events.values().sum()
+    }
+    pub fn total_lost(&self) -> u64 {
+        self.lost.values().sum()
+    }
+}
+
+/// Rows handed to the writer thread at a time.
+const CHUNK_ROWS: usize = 16 * 1024;
+/// How long a poll of the ring buffer waits for a wake-up; the programs
+/// wake the reader only when a quarter of the ring is queued.
+const POLL: Duration = Duration::from_millis(20);
+
+/// Everything the ring buffer callback touches.
+struct Collector {
+    decoder: Decoder,
+    chunk: Vec<StackRow>,
+    to_writer: mpsc::SyncSender<Vec<StackRow>>,
+    events: [u64; kind::COUNT],
+    malformed: u64,
+    span: Option<(i64, i64)>,
+    writer_gone: bool,
+}
+
+impl Collector {
+    fn take(&mut self, bytes: &[u8]) {
+        let Some(e) = RawEvent::parse(bytes) else {
+            self.malformed += 1;
+            return;
+        };
+        let row = self.decoder.row(&e);
+        self.events[e.kind as usize] += 1;
+        self.span = Some(match self.span {
+            None => (row.ts_ns, row.ts_ns),
+            Some((a, b)) => (a.min(row.ts_ns), b.max(row.ts_ns)),
+        });
+        self.chunk.push(row);
+        if self.chunk.len() >= CHUNK_ROWS {
+            self.flush();
+        }
+    }
+
+    fn flush(&mut self) {
+        if self.chunk.is_empty() || self.writer_gone {
+            return;
+        }
+        let rows = std::mem::replace(&mut self.chunk, Vec::with_capacity(CHUNK_ROWS));
+        if self.to_writer.send(rows).is_err() {
+            self.writer_gone = true; // its error is reported when it is joined
+        }
+    }
+}
+
+fn validate(o: &StackOptions) -> Result<(), StackError> {
+    let usage = |m: String| Err(StackError::Usage(m));
+    if !o.ring_bytes.is_power_of_two() || o.ring_bytes < 4096 || o.ring_bytes > (1 << 30) {
+        return usage(format!(
+            "--ring-size {}: give a power of two from 4KiB to 1GiB, such as 16MiB",
+            o.ring_bytes
+        ));
+    }
+    if o.ports.len() > MAX_PORTS {
+        return usage(format!(
+            "--port: at most {MAX_PORTS} ports (the in-kernel filter's table); got {}",
+            o.ports.len()
+        ));
+    }
+    if let Some(c) = &o.comm
+        && (c.is_empty() || c.len() > 15)
+    {
+        return usage(format!(
+            "--comm {c:?}: the kernel keeps 15 bytes of a command name; give 1 to 15"
+        ));
+    }
+    if o.snapshot_every
+        .is_some_and(|d| d < Duration::from_millis(10))
+    {
+        return usage("--snapshot-every: give at least 10ms".into());
+    }
+    Ok(())
+}
+
+/// Prepares the dataset: a new one (kind "stack"), or an existing one
+/// (a capture of the same traffic) that gets a stack table beside it.
+fn open_dataset(root: &Path, force: bool) -> Result<(Dataset, Manifest), StackError> {
+    let has_manifest = root.join(store::dataset::MANIFEST).is_file();
+    if has_manifest {
+        let ds = Dataset::open(root)?;
+        let m = ds.read_manifest()?;
+        let dir = root.join(STACK_DIR);
+        let has_files = std::fs::read_dir(&dir)
+            .map(|rd| {
+                rd.flatten()
+                    .any(|e| e.file_name() != "." && e.file_name() != "..")
+            })
+            .unwrap_or(false);
+        if has_files {
+            if !force {
+                return Err(StackError::Usage(format!(
+                    "{} already holds a stack recording; pass --force to replace it, or \
+                     record into another dataset",
+                    root.display()
+                )));
+            }
+            std::fs::remove_dir_all(&dir).map_err(|e| StackError::io(&dir, e))?;
+            remove_stack_stats(&root.join(store::dataset::STATS_DIR))?;
+        }
+        return Ok((ds, m));
+    }
+    let ds = Dataset::create(root, false)?;
+    let m = Manifest {
+        format: DATASET_FORMAT.to_string(),
+        format_version: DATASET_FORMAT_VERSION,
+        weir_version: env!("CARGO_PKG_VERSION").to_string(),
+        packet_schema_version: PACKET_SCHEMA_VERSION,
+        created: store::time::format_ns(store::time::now_ns()),
+        kind: "stack".to_string(),
+        clock: "kernel (monotonic + offset)".to_string(),
+        row_order: store::RowOrder::Arrival,
+        sources: Vec::new(),
+        interfaces: Vec::new(),
+        time_span: None,
+        counts: Default::default(),
+        files: Files::default(),
+        run: None,
+        capture: None,
+        drops: None,
+        stack: None,
+    };
+    Ok((ds, m))
+}
+
+fn remove_stack_stats(dir: &Path) -> Result<(), StackError> {
+    let Ok(rd) = std::fs::read_dir(dir) else {
+        return Ok(());
+    };
+    for e in rd.flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        if name.starts_with("stack-") || name.starts_with(".stack") {
+            std::fs::remove_file(e.path()).map_err(|err| StackError::io(e.path(), err))?;
+        }
+    }
+    Ok(())
+}
+
+/// Writes the `stack` section (re-reading the manifest first, since a
+/// capture may have rewritten it meanwhile).
+fn write_stack_info(ds: &Dataset, base: &Manifest, info: StackInfo) -> Result<(), StackError> {
+    let mut m = ds.read_manifest().unwrap_or_else(|_| base.clone());
+    if m.kind == "stack" {
+        m.time_span = info.time_span.clone();
+    }
+    m.stack = Some(info);
+    ds.write_manifest(&m)?;
+    Ok(())
+}
+
+fn sum_lost(skel_lost: &dyn MapCore) -> [u64; kind::COUNT] {
+    let mut out = [0u64; kind::COUNT];
+    for (k, slot) in out.iter_mut().enumerate() {
+        let key = (k as u32).to_ne_bytes();
+        if let Ok(Some(per_cpu)) = skel_lost.lookup_percpu(&key, MapFlags::ANY) {
+            *slot = per_cpu
+                .iter()
+                .filter_map(|v| v.get(..8))
+                .map(|v| u64::from_ne_bytes(v.try_into().unwrap_or([0; 8])))
+                .sum();
+        }
+    }
+    out
+}
+
+fn by_name(counts: &[u64; kind::COUNT]) -> BTreeMap<String, u64> {
+    EVENT_NAMES
+        .iter()
+        .zip(counts)
+        .map(|(n, c)| (n.to_string(), *c))
+        .collect()
+}
+
+fn load_error(what: &str, e: libbpf_rs::Error) -> StackError {
+    if e.kind() == libbpf_rs::ErrorKind::PermissionDenied {
+        return StackError::Setup(format!(
+            "{what}: permission denied ({e}); weir stack needs CAP_BPF and CAP_PERFMON (and \
+             CAP_NET_ADMIN with --cgroup): run it as root. If it already runs as root, the \
+             kernel refused the program (lockdown, or kernel.unprivileged_bpf_disabled with a \
+             restricted user namespace)"
+        ));
+    }
+    StackError::Bpf {
+        what: what.to_string(),
+        source: e,
+    }
+}
+
+/// Records until `stop` is set or the duration passes. `on_ready` is called
+/// once the programs are attached; `each_second` once a second.
+pub fn record(
+    root: &Path,
+    opts: &StackOptions,
+    stop: &AtomicBool,
+    on_ready: impl FnOnce(&Prepared),
+    mut each_second: impl FnMut(&Second),
+) -> Result<StackReport, StackError> {
+    validate(opts)?;
+    let prepared = setup::prepare(opts.cgroup.is_some())?;
+    let cgroup = opts.cgroup.as_deref().map(setup::open_cgroup).transpose()?;
+    let (ds, base) = open_dataset(root, opts.force)?;
+    let stack_dir = ds.subdir(STACK_DIR)?;
+    let stats_dir = ds.subdir(store::dataset::STATS_DIR)?;
+    let clock_offset = setup::clock_offset_ns();
+    let started_ns = store::time::now_ns();
+    let mut info = StackInfo {
+        started: store::time::format_ns(started_ns),
+        ended_by: "running".to_string(),
+        clock: "CLOCK_MONOTONIC (bpf_ktime_get_ns) + offset to CLOCK_REALTIME at start".to_string(),
+        clock_offset_ns: clock_offset,
+        pid: opts.pid,
+        comm: opts.comm.clone(),
+        ports: opts.ports.clone(),
+        cgroup: opts.cgroup.as_ref().map(|p| p.display().to_string()),
+        ring_bytes: opts.ring_bytes as u64,
+        devices: opts.devices,
+        snapshot_every_s: opts.snapshot_every.map(|d| d.as_secs_f64()),
+        ..Default::default()
+    };
+    // Written now so that a recording that is killed still says what it was.
+    write_stack_info(&ds, &base, info.clone())?;
+
+    // Open, configure, load.
+    let mut object = MaybeUninit::uninit();
+    let mut open = StackSkelBuilder::default()
+        .open(&mut object)
+        .map_err(|e| load_error("opening the eBPF object", e))?;
+    open.maps
+        .events
+        .set_max_entries(opts.ring_bytes)
+        .map_err(|e| load_error("sizing the ring buffer", e))?;
+    {
+        let ro =
+            open.maps.rodata_data.as_deref_mut().ok_or_else(|| {
+                StackError::Setup("the eBPF object has no settings section".into())
+            })?;
+        ro.filter_pid = opts.pid.unwrap_or(0);
+        if let Some(c) = &opts.comm {
+            ro.filter_comm_on = 1;
+            for (d, s) in ro.filter_comm.iter_mut().zip(c.bytes()) {
+                *d = s as i8;
+            }
+        }
+        ro.filter_cgroup = cgroup.as_ref().map_or(0, |(id, _)| *id);
+        ro.filter_ports_n = opts.ports.len() as u32;
+        for (d, p) in ro.filter_ports.iter_mut().zip(&opts.ports) {
+            *d = *p;
+        }
+        ro.wakeup_bytes = (opts.ring_bytes / 4) as u64;
+        ro.want_dev = opts.devices as u8;
+    }
+    open.progs.on_sockops.set_autoload(cgroup.is_some());
+    open.progs
+        .dump_tcp
+        .set_autoload(opts.snapshot_every.is_some());
+    if !opts.devices {
+        open.progs.on_dev_xmit.set_autoload(false);
+        open.progs.on_dev_recv.set_autoload(false);
+    }
+    let skel = open
+        .load()
+        .map_err(|e| load_error("loading the eBPF programs", e))?;
+
+    // Attach.
+    let mut links: Vec<Link> = Vec::new();
+    let mut attach = |name: &str, p: &libbpf_rs::ProgramMut| -> Result<(), StackError> {
+        links.push(
+            p.attach()
+                .map_err(|e| load_error(&format!("attaching {name}"), e))?,
+        );
+        Ok(())
+    };
+    attach("tp_btf/sock_send_length", &skel.progs.on_send)?;
+    attach("tp_btf/sock_recv_length", &skel.progs.on_recv)?;
+    attach("tp_btf/tcp_probe", &skel.progs.on_tcp_probe)?;
+    attach("tp_btf/inet_sock_set_state", &skel.progs.on_state)?;
+    attach("tp_btf/tcp_retransmit_skb", &skel.progs.on_retransmit)?;
+    if opts.devices {
+        attach("tp_btf/net_dev_start_xmit", &skel.progs.on_dev_xmit)?;
+        attach("tp_btf/netif_receive_skb", &skel.progs.on_dev_recv)?;
+    }
+    if let Some((_, fd)) = &cgroup {
+        use std::os::fd::AsRawFd;
+        links.push(
+            skel.progs
+                .on_sockops
+                .attach_cgroup(fd.as_raw_fd())
+                .map_err(|e| load_error("attaching sock_ops to the cgroup", e))?,
+        );
+    }
+    let iter_link = match opts.snapshot_every {
+        Some(_) => Some(
+            skel.progs
+                .dump_tcp
+                .attach()
+                .map_err(|e| load_error("attaching the iter/tcp snapshot", e))?,
+        ),
+        None => None,
+    };
+
+    // The writer thread.
+    let (to_writer, from_reader) = mpsc::sync_channel::<Vec<StackRow>>(8);
+    let writer_dir = stack_dir.clone();
+    let rotate = opts.rotate_rows;
+    let writer = std::thread::Builder::new()
+        .name("weir-stack-writer".into())
+        .spawn(move || -> Result<Vec<String>, store::StoreError> {
+            let mut w = StackWriter::new(&writer_dir, rotate);
+            for rows in from_reader {
+                for r in &rows {
+                    w.push(r)?;
+                }
+            }
+            w.finish()
+        })
+        .map_err(|e| StackError::io(&stack_dir, e))?;
+
+    let collector = RefCell::new(Collector {
+        decoder: Decoder::new(clock_offset),
+        chunk: Vec::with_capacity(CHUNK_ROWS),
+        to_writer,
+        events: [0; kind::COUNT],
+        malformed: 0,
+        span: None,
+        writer_gone: false,
+    });
+    let mut builder = RingBufferBuilder::new();
+    builder
+        .add(&skel.maps.events, |b: &[u8]| {
+            collector.borrow_mut().take(b);
+            0
+        })
+        .map_err(|e| load_error("opening the ring buffer", e))?;
+    let ring = builder
+        .build()
+        .map_err(|e| load_error("opening the ring buffer", e))?;
+
+    let mut stats = StatsWriter::with_prefix(&stats_dir, 3600, "stack");
+    let started = Instant::now();
+    on_ready(&prepared);
+    let mut next_second = Duration::from_secs(1);
+    let mut next_snapshot = Duration::ZERO;
+    let mut prev_events = [0u64; kind::COUNT];
+    let mut prev_lost = [0u64; kind::COUNT];
+    let mut snapshots = 0u64;
+    let mut second_start = store::time::now_ns();
+    let ended_by = loop {
+        let now = started.elapsed();
+        if stop.load(Ordering::Relaxed) {
+            break "signal";
+        }
+        if opts.duration.is_some_and(|d| now >= d) {
+            break "duration";
+        }
+        if let (Some(every), Some(link)) = (opts.snapshot_every, &iter_link)
+            && now >= next_snapshot
+        {
+            snapshot(link, &collector)?;
+            snapshots += 1;
+            next_snapshot = now + every;
+        }
+        let mut wait = POLL;
+        if let Some(d) = opts.duration {
+            wait = wait.min(d.saturating_sub(now));
+        }
+        match ring.poll(wait) {
+            Ok(()) => {}
+            Err(e) if e.kind() == libbpf_rs::ErrorKind::Interrupted => {}
+            Err(e) => return Err(load_error("reading the ring buffer", e)),
+        }
+        if collector.borrow().writer_gone {
+            break "writer-error";
+        }
+        if started.elapsed() >= next_second {
+            let lost = sum_lost(&skel.maps.lost);
+            let c = collector.borrow();
+            let sec = second_rows(second_start, &c.events, &prev_events, &lost, &prev_lost);
+            each_second(&Second {
+                events: sec.iter().map(|r| r.stack.map_or(0, |s| s.events)).sum(),
+                lost: sec.iter().map(|r| r.stack.map_or(0, |s| s.lost)).sum(),
+                sockets: c.decoder.sockets(),
+            });
+            prev_events = c.events;
+            drop(c);
+            prev_lost = lost;
+            for r in sec {
+                stats.push(r)?;
+            }
+            second_start = store::time::now_ns();
+            next_second += Duration::from_secs(1);
+        }
+    };
+    // Detach first so that nothing more arrives, then drain what is queued.
+    drop(links);
+    drop(iter_link);
+    let _ = ring.consume();
+    drop(ring);
+    let lost = sum_lost(&skel.maps.lost);
+    let mut c = collector.into_inner();
+    c.flush();
+    for r in second_rows(second_start, &c.events, &prev_events, &lost, &prev_lost) {
+        stats.push(r)?;
+    }
+    let Collector {
+        events,
+        malformed,
+        span,
+        to_writer,
+        ..
+    } = c;
+    drop(to_writer);
+    let files = match writer.join() {
+        Ok(r) => r?,
+        Err(_) => {
+            return Err(StackError::Setup(
+                "the stack writer thread panicked; this is a bug in weir, please report it".into(),
+            ));
+        }
+    };
+    let stats_files: Vec<String> = stats
+        .finish()?
+        .into_iter()
+        .map(|f| format!("{}/{f}", store::dataset::STATS_DIR))
+        .collect();
+    let elapsed = started.elapsed();
+    info.ended_by = ended_by.to_string();
+    info.events = by_name(&events);
+    info.lost = by_name(&lost);
+    info.files = files.clone();
+    info.time_span = span.map(|(a, b)| TimeSpan::new(a, b));
+    write_stack_info(&ds, &base, info.clone())?;
+    Ok(StackReport {
+        events: info.events,
+        lost: info.lost,
+        malformed,
+        files,
+        stats_files,
+        snapshots,
+        elapsed,
+        ended_by: ended_by.to_string(),
+        prepared,
+    })
+}
+
+/// The stats rows of one second: one per event type that had events or
+/// losses, or one for `send` when nothing happened at all (so every second
+/// of the recording has a row).
+fn second_rows(
+    ts_ns: i64,
+    events: &[u64; kind::COUNT],
+    prev_events: &[u64; kind::COUNT],
+    lost: &[u64; kind::COUNT],
+    prev_lost: &[u64; kind::COUNT],
+) -> Vec<StatsRow> {
+    let mut rows: Vec<StatsRow> = (0..kind::COUNT)
+        .filter_map(|k| {
+            let e = events[k] - prev_events[k];
+            let l = lost[k].saturating_sub(prev_lost[k]);
+            (e > 0 || l > 0).then_some(StatsRow {
+                ts_ns,
+                stack: Some(StackCounts {
+                    event: k as u8,
+                    events: e,
+                    lost: l,
+                }),
+                ..Default::default()
+            })
+        })
+        .collect();
+    if rows.is_empty() {
+        rows.push(StatsRow {
+            ts_ns,
+            stack: Some(StackCounts::default()),
+            ..Default::default()
+        });
+    }
+    rows
+}
+
+/// One iter/tcp pass over every network namespace we can enter (listed
+/// anew each time: namespaces come and go).
+fn snapshot(link: &Link, collector: &RefCell<Collector>) -> Result<(), StackError> {
+    for ns in &setup::network_namespaces() {
+        // The TCP iterator walks the namespace of the task that creates it.
+        let bytes = setup::in_namespace(ns, || -> Result<Vec<u8>, StackError> {
+            let mut it = Iter::new(link).map_err(|e| load_error("starting a snapshot", e))?;
+            let mut buf = Vec::new();
+            it.read_to_end(&mut buf)
+                .map_err(|e| StackError::io(ns, e))?;
+            Ok(buf)
+        })
+        .map_err(|e| StackError::io(ns, e))??;
+        let mut c = collector.borrow_mut();
+        for rec in bytes.chunks_exact(EVENT_SIZE) {
+            c.take(rec);
+        }
+    }
+    Ok(())
+}
