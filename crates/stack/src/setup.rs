@@ -145,14 +145,12 @@ fn check_capabilities(cgroup: bool) -> Result<(), StackError> {
 /// The type of the file system mounted exactly at `dir`, if any.
 fn mounted_type(dir: &str) -> Option<String> {
     let mounts = std::fs::read_to_string("/proc/self/mounts").ok()?;
-    mounts
-        .lines()
-        .filter_map(|l| {
-            let mut f = l.split(' ');
-            let (_, at, t) = (f.next()?, f.next()?, f.next()?);
-            (at == dir).then(|| t.to_string())
-        })
-        .last()
+    // The last mount at a place is the one in effect.
+    mounts.lines().rev().find_map(|l| {
+        let mut f = l.split(' ');
+        let (_, at, t) = (f.next()?, f.next()?, f.next()?);
+        (at == dir).then(|| t.to_string())
+    })
 }
 
 fn mount(dir: &str, fstype: &str) -> std::io::Result<()> {

@@ -23,28 +23,29 @@ pub struct PacketColumn {
     pub presence: Option<u16>,
 }
 
-fn ts_type() -> DataType {
+// Column types, shared with the stack table's schema.
+pub(crate) fn ts_type() -> DataType {
     DataType::Timestamp(TimeUnit::Nanosecond, Some("UTC".into()))
 }
-fn u8t() -> DataType {
+pub(crate) fn u8t() -> DataType {
     DataType::UInt8
 }
-fn u16t() -> DataType {
+pub(crate) fn u16t() -> DataType {
     DataType::UInt16
 }
-fn u32t() -> DataType {
+pub(crate) fn u32t() -> DataType {
     DataType::UInt32
 }
-fn u64t() -> DataType {
+pub(crate) fn u64t() -> DataType {
     DataType::UInt64
 }
 fn mac() -> DataType {
     DataType::FixedSizeBinary(6)
 }
-fn addr() -> DataType {
+pub(crate) fn addr() -> DataType {
     DataType::FixedSizeBinary(16)
 }
-fn text() -> DataType {
+pub(crate) fn text() -> DataType {
     DataType::Utf8
 }
 

@@ -17,7 +17,7 @@ use arrow_array::builder::{
 };
 use arrow_array::types::Int8Type;
 use arrow_array::{ArrayRef, RecordBatch};
-use arrow_schema::{DataType, Field, Schema, SchemaRef, TimeUnit};
+use arrow_schema::{DataType, Field, Schema, SchemaRef};
 use parquet::arrow::ArrowWriter;
 use parquet::basic::{Compression, ZstdLevel};
 use parquet::file::metadata::KeyValue;
@@ -25,6 +25,7 @@ use parquet::file::properties::WriterProperties;
 
 use crate::error::StoreError;
 use crate::files::create_file;
+use crate::schema::{addr, text, ts_type, u8t, u16t, u32t, u64t};
 
 /// Where the table lives in a dataset.
 pub const STACK_DIR: &str = "stack";
@@ -124,32 +125,11 @@ pub struct StackColumn {
     pub doc: &'static str,
 }
 
-fn ts_type() -> DataType {
-    DataType::Timestamp(TimeUnit::Nanosecond, Some("UTC".into()))
-}
 fn dict() -> DataType {
     DataType::Dictionary(Box::new(DataType::Int8), Box::new(DataType::Utf8))
 }
-fn text() -> DataType {
-    DataType::Utf8
-}
-fn u8t() -> DataType {
-    DataType::UInt8
-}
-fn u16t() -> DataType {
-    DataType::UInt16
-}
-fn u32t() -> DataType {
-    DataType::UInt32
-}
-fn u64t() -> DataType {
-    DataType::UInt64
-}
 fn i32t() -> DataType {
     DataType::Int32
-}
-fn addr() -> DataType {
-    DataType::FixedSizeBinary(16)
 }
 
 macro_rules! col {
@@ -273,9 +253,11 @@ pub fn stack_schema() -> SchemaRef {
     Arc::new(Schema::new(fields))
 }
 
-fn comm_text(c: &[u8; 16]) -> String {
+/// A kernel name (comm, device): NUL-terminated in 16 bytes. Borrowed, so
+/// a row costs no allocation; a name that is not UTF-8 reads as "?".
+fn comm_text(c: &[u8; 16]) -> &str {
     let end = c.iter().position(|&b| b == 0).unwrap_or(16);
-    String::from_utf8_lossy(&c[..end]).into_owned()
+    std::str::from_utf8(&c[..end]).unwrap_or("?")
 }
 
 /// Column builders for one batch.
@@ -525,8 +507,28 @@ impl StackWriter {
 }
 
 fn writer_properties() -> WriterProperties {
-    WriterProperties::builder()
-        .set_compression(Compression::ZSTD(ZstdLevel::default()))
+    use parquet::schema::types::ColumnPath;
+    // Dictionaries only where values repeat; for columns that climb with
+    // every event the writer would hash each value into a dictionary it
+    // then abandons.
+    let climbing = [
+        "ts",
+        "seq",
+        "ack",
+        "snd_nxt",
+        "snd_una",
+        "bytes",
+        "payload",
+        "srtt_us",
+        "rttvar_us",
+        "snd_wnd",
+        "rcv_wnd",
+    ];
+    let mut b = WriterProperties::builder();
+    for c in climbing {
+        b = b.set_column_dictionary_enabled(ColumnPath::from(c), false);
+    }
+    b.set_compression(Compression::ZSTD(ZstdLevel::default()))
         .set_max_row_group_row_count(Some(1 << 20))
         .set_created_by(format!("weir version {}", env!("CARGO_PKG_VERSION")))
         .set_key_value_metadata(Some(vec![

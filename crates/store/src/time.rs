@@ -33,7 +33,6 @@ pub fn now_ns() -> i64 {
 }
 
 /// Formats nanoseconds since the epoch as `2024-05-01T12:00:00.123456789Z`.
-
 pub fn format_ns(ns: i64) -> String {
     let secs = ns.div_euclid(1_000_000_000);
     let frac = ns.rem_euclid(1_000_000_000);

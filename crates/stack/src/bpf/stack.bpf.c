@@ -131,7 +131,10 @@ static __always_inline struct event *reserve(__u32 type)
 	__u64 pt = bpf_get_current_pid_tgid();
 	e->pid = pt >> 32;
 	e->tid = (__u32)pt;
-	bpf_get_current_comm(e->comm, sizeof(e->comm));
+	/* Only send, receive and connect run in the owner's context; the
+	 * other events get their owner in user space. */
+	if (type == EV_SEND || type == EV_RECV || type == EV_STATE)
+		bpf_get_current_comm(e->comm, sizeof(e->comm));
 	return e;
 }
 
@@ -161,18 +164,18 @@ static __always_inline __u64 sock_cookie(struct sock *sk)
 /* The socket's identity: addresses, ports, family, protocol, netns. */
 static __always_inline int fill_sock(struct event *e, struct sock *sk)
 {
-	__u16 family = BPF_CORE_READ(sk, __sk_common.skc_family);
+	__u16 family = sk->__sk_common.skc_family;
 	if (family != AF_INET && family != AF_INET6)
 		return 0;
 	e->family = family;
-	e->proto = BPF_CORE_READ(sk, sk_protocol);
-	e->state = BPF_CORE_READ(sk, __sk_common.skc_state);
-	e->netns = BPF_CORE_READ(sk, __sk_common.skc_net.net, ns.inum);
-	e->lport = BPF_CORE_READ(sk, __sk_common.skc_num);
-	e->rport = bpf_ntohs(BPF_CORE_READ(sk, __sk_common.skc_dport));
+	e->proto = sk->sk_protocol;
+	e->state = sk->__sk_common.skc_state;
+	e->netns = sk->__sk_common.skc_net.net->ns.inum;
+	e->lport = sk->__sk_common.skc_num;
+	e->rport = bpf_ntohs(sk->__sk_common.skc_dport);
 	if (family == AF_INET) {
-		v4_mapped(e->laddr, BPF_CORE_READ(sk, __sk_common.skc_rcv_saddr));
-		v4_mapped(e->raddr, BPF_CORE_READ(sk, __sk_common.skc_daddr));
+		v4_mapped(e->laddr, sk->__sk_common.skc_rcv_saddr);
+		v4_mapped(e->raddr, sk->__sk_common.skc_daddr);
 	} else {
 		BPF_CORE_READ_INTO(&e->laddr, sk, __sk_common.skc_v6_rcv_saddr.in6_u.u6_addr8);
 		BPF_CORE_READ_INTO(&e->raddr, sk, __sk_common.skc_v6_daddr.in6_u.u6_addr8);
@@ -180,25 +183,30 @@ static __always_inline int fill_sock(struct event *e, struct sock *sk)
 	return 1;
 }
 
-/* MAGNeT's "TCP extra data": congestion and flow control state. */
-static __always_inline void fill_tcp(struct event *e, struct sock *sk)
+/* MAGNeT's "TCP extra data": congestion and flow control state. The
+ * socket's fields are read with plain loads (BTF pointers: the verifier
+ * makes them fault-safe), not a helper call per field. */
+static __always_inline struct tcp_sock *fill_tcp(struct event *e, struct sock *sk)
 {
-	struct tcp_sock *tp = (struct tcp_sock *)sk;
+	struct tcp_sock *tp = bpf_skc_to_tcp_sock(sk);
+	if (!tp)
+		return 0;
 	e->tcp = 1;
-	e->snd_cwnd = BPF_CORE_READ(tp, snd_cwnd);
-	e->ssthresh = BPF_CORE_READ(tp, snd_ssthresh);
-	e->srtt_us = BPF_CORE_READ(tp, srtt_us) >> 3;
-	e->rttvar_us = BPF_CORE_READ(tp, mdev_us) >> 2;
-	e->snd_wnd = BPF_CORE_READ(tp, snd_wnd);
-	e->rcv_wnd = BPF_CORE_READ(tp, rcv_wnd);
-	e->snd_nxt = BPF_CORE_READ(tp, snd_nxt);
-	e->snd_una = BPF_CORE_READ(tp, snd_una);
-	__u32 out = BPF_CORE_READ(tp, packets_out);
-	__u32 left = BPF_CORE_READ(tp, sacked_out) + BPF_CORE_READ(tp, lost_out);
+	e->snd_cwnd = tp->snd_cwnd;
+	e->ssthresh = tp->snd_ssthresh;
+	e->srtt_us = tp->srtt_us >> 3;
+	e->rttvar_us = tp->mdev_us >> 2;
+	e->snd_wnd = tp->snd_wnd;
+	e->rcv_wnd = tp->rcv_wnd;
+	e->snd_nxt = tp->snd_nxt;
+	e->snd_una = tp->snd_una;
+	__u32 out = tp->packets_out;
+	__u32 left = tp->sacked_out + tp->lost_out;
 	e->packets_out = out;
 	/* tcp_packets_in_flight(): out - (sacked + lost) + retransmitted */
-	e->in_flight = (out > left ? out - left : 0) + BPF_CORE_READ(tp, retrans_out);
-	e->total_retrans = BPF_CORE_READ(tp, total_retrans);
+	e->in_flight = (out > left ? out - left : 0) + tp->retrans_out;
+	e->total_retrans = tp->total_retrans;
+	return tp;
 }
 
 /* Should an event on this socket be kept? Process-context callers pass
@@ -206,8 +214,8 @@ static __always_inline void fill_tcp(struct event *e, struct sock *sk)
  * State changes pass state=1 (see port_ok). */
 static __always_inline int sock_wanted(struct sock *sk, __u64 cookie, int track, int state)
 {
-	__u16 lport = BPF_CORE_READ(sk, __sk_common.skc_num);
-	__u16 rport = bpf_ntohs(BPF_CORE_READ(sk, __sk_common.skc_dport));
+	__u16 lport = sk->__sk_common.skc_num;
+	__u16 rport = bpf_ntohs(sk->__sk_common.skc_dport);
 	if (!ports_pass(lport, rport)) {
 		if (!state || !bpf_map_lookup_elem(&port_ok, &cookie))
 			return 0;
@@ -229,7 +237,7 @@ static __always_inline int sock_wanted(struct sock *sk, __u64 cookie, int track,
 
 static __always_inline int is_inet(struct sock *sk)
 {
-	__u16 family = BPF_CORE_READ(sk, __sk_common.skc_family);
+	__u16 family = sk->__sk_common.skc_family;
 	return family == AF_INET || family == AF_INET6;
 }
 
@@ -251,11 +259,11 @@ static __always_inline int app_event(__u32 type, struct sock *sk, int ret, int f
 	e->ret = ret;
 	e->bytes = ret > 0 ? ret : 0;
 	if (e->proto == IPPROTO_TCP) {
-		fill_tcp(e, sk);
-		struct tcp_sock *tp = (struct tcp_sock *)sk;
+		struct tcp_sock *tp = fill_tcp(e, sk);
 		/* Where the application's bytes end in sequence space: the
 		 * analysis matches it to the segment that carried that byte. */
-		e->seq = type == EV_SEND ? BPF_CORE_READ(tp, write_seq) : BPF_CORE_READ(tp, copied_seq);
+		if (tp)
+			e->seq = type == EV_SEND ? tp->write_seq : tp->copied_seq;
 	}
 	submit(e);
 	return 0;
@@ -284,10 +292,10 @@ int BPF_PROG(on_tcp_probe, struct sock *sk, struct sk_buff *skb)
 		return 0;
 	e->cookie = cookie;
 	fill_sock(e, sk);
-	fill_tcp(e, sk);
-	e->bytes = BPF_CORE_READ(skb, len);
-	struct tcp_sock *tp = (struct tcp_sock *)sk;
-	e->seq = BPF_CORE_READ(tp, rcv_nxt);
+	struct tcp_sock *tp = fill_tcp(e, sk);
+	e->bytes = skb->len;
+	if (tp)
+		e->seq = tp->rcv_nxt;
 	submit(e);
 	return 0;
 }
@@ -295,7 +303,7 @@ int BPF_PROG(on_tcp_probe, struct sock *sk, struct sk_buff *skb)
 SEC("tp_btf/inet_sock_set_state")
 int BPF_PROG(on_state, struct sock *sk, int oldstate, int newstate)
 {
-	if (BPF_CORE_READ(sk, sk_protocol) != IPPROTO_TCP)
+	if (sk->sk_protocol != IPPROTO_TCP)
 		return 0;
 	__u64 cookie = sock_cookie(sk);
 	/* connect() moves a socket to SYN_SENT in the caller's context. */
@@ -344,7 +352,7 @@ int BPF_PROG(on_retransmit, struct sock *sk, struct sk_buff *skb, int err)
 static __always_inline int fill_frame(struct event *e, struct sk_buff *skb, unsigned char *head,
 				      __u16 l3, int local_is_src)
 {
-	__u16 proto = bpf_ntohs(BPF_CORE_READ(skb, protocol));
+	__u16 proto = bpf_ntohs(skb->protocol);
 	__u8 hdr[60];
 	__u32 l4_off, ip_payload;
 	__u8 l4;
@@ -430,11 +438,11 @@ static __always_inline void copy_frame(struct event *e, const struct event *f)
 
 static __always_inline void fill_dev(struct event *e, struct sk_buff *skb)
 {
-	struct net_device *dev = BPF_CORE_READ(skb, dev);
+	struct net_device *dev = skb->dev;
 	if (!dev)
 		return;
-	e->ifindex = BPF_CORE_READ(dev, ifindex);
-	e->netns = BPF_CORE_READ(dev, nd_net.net, ns.inum);
+	e->ifindex = dev->ifindex;
+	e->netns = dev->nd_net.net->ns.inum;
 	BPF_CORE_READ_STR_INTO(&e->dev, dev, name);
 }
 
@@ -447,18 +455,18 @@ int BPF_PROG(on_dev_xmit, struct sk_buff *skb, struct net_device *dev)
 {
 	if (!want_dev)
 		return 0;
-	unsigned char *head = BPF_CORE_READ(skb, head);
-	unsigned char *data = BPF_CORE_READ(skb, data);
-	__u16 nh = BPF_CORE_READ(skb, network_header);
-	__u32 len = BPF_CORE_READ(skb, len);
+	unsigned char *head = skb->head;
+	unsigned char *data = skb->data;
+	__u16 nh = skb->network_header;
+	__u32 len = skb->len;
 	/* Bytes before the IP header that skb->len counts (the link header). */
 	__u64 link = (__u64)(head + nh) - (__u64)data;
 	if (link > 128)
 		return 0;
-	struct sock *sk = BPF_CORE_READ(skb, sk);
+	struct sock *sk = skb->sk;
 	__u64 cookie = 0;
 	if (sk && is_inet(sk)) {
-		cookie = BPF_CORE_READ(sk, __sk_common.skc_cookie.counter);
+		cookie = sk->__sk_common.skc_cookie.counter;
 		if (task_filter_on() && !bpf_map_lookup_elem(&tracked, &cookie))
 			return 0;
 	} else if (task_filter_on()) {
@@ -489,10 +497,10 @@ int BPF_PROG(on_dev_recv, struct sk_buff *skb)
 {
 	if (!want_dev || task_filter_on())
 		return 0;
-	unsigned char *head = BPF_CORE_READ(skb, head);
-	unsigned char *data = BPF_CORE_READ(skb, data);
-	__u16 nh = BPF_CORE_READ(skb, network_header);
-	__u32 len = BPF_CORE_READ(skb, len);
+	unsigned char *head = skb->head;
+	unsigned char *data = skb->data;
+	__u16 nh = skb->network_header;
+	__u32 len = skb->len;
 	/* skb->data is at the IP header here (the link header was pulled). */
 	__u64 l3 = (__u64)data - (__u64)head;
 	if (l3 > 0xffff)
@@ -603,8 +611,8 @@ int dump_tcp(struct bpf_iter__tcp *ctx)
 	e.ts_ns = bpf_ktime_get_ns();
 	e.cookie = bpf_get_socket_cookie(sk);
 	fill_tcp(&e, sk);
-	e.seq = BPF_CORE_READ(tp, write_seq);
-	e.ack = BPF_CORE_READ(tp, copied_seq);
+	e.seq = tp->write_seq;
+	e.ack = tp->copied_seq;
 	e.ret = ctx->uid;
 	bpf_seq_write(seq, &e, sizeof(e));
 	return 0;
