@@ -42,6 +42,10 @@ pub struct StackArgs {
     /// fit are counted per type, never lost silently.
     #[arg(long, value_parser = parse_size, default_value = "16Mi", value_name = "SIZE")]
     ring_size: u64,
+    /// Memory for events read but not yet written: the writer encodes
+    /// Parquet on idle CPU time only, and catches up after a burst.
+    #[arg(long, value_parser = parse_size, default_value = "256Mi", value_name = "SIZE")]
+    buffer: u64,
     /// Leave out device transmit/receive (fewer events on a busy host).
     #[arg(long)]
     no_devices: bool,
@@ -69,6 +73,7 @@ pub fn run(a: StackArgs) -> Result<ExitCode, String> {
         ports: a.ports.clone(),
         cgroup: a.cgroup.clone(),
         ring_bytes,
+        buffer_bytes: a.buffer,
         devices: !a.no_devices,
         snapshot_every: a.snapshot_every,
         duration: a.duration,

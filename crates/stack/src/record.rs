@@ -11,7 +11,8 @@ use std::collections::BTreeMap;
 use std::io::Read;
 use std::mem::MaybeUninit;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
@@ -20,7 +21,7 @@ use libbpf_rs::{Iter, Link, MapCore, MapFlags, RingBufferBuilder};
 use store::manifest::{
     DATASET_FORMAT, DATASET_FORMAT_VERSION, Files, Manifest, StackInfo, TimeSpan,
 };
-use store::stack::{EVENT_NAMES, STACK_DIR, StackRow, StackWriter};
+use store::stack::{EVENT_NAMES, STACK_DIR, StackWriter};
 use store::stats::{StackCounts, StatsRow, StatsWriter};
 use store::{Dataset, PACKET_SCHEMA_VERSION};
 
@@ -46,6 +47,10 @@ pub struct StackOptions {
     pub cgroup: Option<PathBuf>,
     /// Ring buffer bytes (a power of two, at least a page).
     pub ring_bytes: u32,
+    /// Memory for records read but not yet written (the writer runs only
+    /// on idle CPU time; when this is full, the ring buffer fills and the
+    /// kernel counts the loss).
+    pub buffer_bytes: u64,
     /// Record device transmit/receive.
     pub devices: bool,
     /// Snapshot every TCP socket this often (iter/tcp).
@@ -68,6 +73,7 @@ impl Default for StackOptions {
             ports: Vec::new(),
             cgroup: None,
             ring_bytes: 16 << 20,
+            buffer_bytes: 256 << 20,
             devices: true,
             snapshot_every: None,
             duration: None,
@@ -111,37 +117,36 @@ impl StackReport {
     }
 }
 
-/// Rows handed to the writer thread at a time.
-const CHUNK_ROWS: usize = 16 * 1024;
+/// Bytes of raw records handed to the writer thread at a time.
+const CHUNK_BYTES: usize = (1 << 20) / EVENT_SIZE * EVENT_SIZE;
 /// How long a poll of the ring buffer waits for a wake-up; the programs
 /// wake the reader only when a quarter of the ring is queued.
 const POLL: Duration = Duration::from_millis(20);
 
-/// Everything the ring buffer callback touches.
+/// Everything the ring buffer callback touches. The reader only counts
+/// and copies records; decoding and encoding happen on the writer thread,
+/// which runs on idle CPU time only, so that recording takes as little as
+/// it can from the traffic being recorded.
 struct Collector {
-    decoder: Decoder,
-    chunk: Vec<StackRow>,
-    to_writer: mpsc::SyncSender<Vec<StackRow>>,
+    chunk: Vec<u8>,
+    to_writer: mpsc::SyncSender<Vec<u8>>,
+    /// Emptied chunks back from the writer, to be filled again (fresh
+    /// pages cost more than the copy into them).
+    free: mpsc::Receiver<Vec<u8>>,
     events: [u64; kind::COUNT],
     malformed: u64,
-    span: Option<(i64, i64)>,
     writer_gone: bool,
 }
 
 impl Collector {
     fn take(&mut self, bytes: &[u8]) {
-        let Some(e) = RawEvent::parse(bytes) else {
+        if bytes.len() != EVENT_SIZE || bytes[28] as usize >= kind::COUNT {
             self.malformed += 1;
             return;
-        };
-        let row = self.decoder.row(&e);
-        self.events[e.kind as usize] += 1;
-        self.span = Some(match self.span {
-            None => (row.ts_ns, row.ts_ns),
-            Some((a, b)) => (a.min(row.ts_ns), b.max(row.ts_ns)),
-        });
-        self.chunk.push(row);
-        if self.chunk.len() >= CHUNK_ROWS {
+        }
+        self.events[bytes[28] as usize] += 1;
+        self.chunk.extend_from_slice(bytes);
+        if self.chunk.len() >= CHUNK_BYTES {
             self.flush();
         }
     }
@@ -150,11 +155,68 @@ impl Collector {
         if self.chunk.is_empty() || self.writer_gone {
             return;
         }
-        let rows = std::mem::replace(&mut self.chunk, Vec::with_capacity(CHUNK_ROWS));
-        if self.to_writer.send(rows).is_err() {
+        let next = self
+            .free
+            .try_recv()
+            .unwrap_or_else(|_| Vec::with_capacity(CHUNK_BYTES));
+        let full = std::mem::replace(&mut self.chunk, next);
+        if self.to_writer.send(full).is_err() {
             self.writer_gone = true; // its error is reported when it is joined
         }
     }
+}
+
+/// What the writer thread did.
+struct Written {
+    files: Vec<String>,
+    span: Option<(i64, i64)>,
+}
+
+/// Puts the calling thread in the SCHED_IDLE class: it runs only when a
+/// CPU has nothing else to do.
+fn idle_priority() {
+    let param = libc::sched_param { sched_priority: 0 };
+    // SAFETY: sched_setscheduler on the calling thread (0) with a valid
+    // parameter block.
+    if unsafe { libc::sched_setscheduler(0, libc::SCHED_IDLE, &param) } != 0 {
+        // SAFETY: setpriority on the calling thread.
+        unsafe { libc::setpriority(libc::PRIO_PROCESS, 0, 19) };
+    }
+}
+
+/// The writer thread: decodes records in order and writes the stack table.
+fn write_records(
+    dir: PathBuf,
+    rotate_rows: u64,
+    clock_offset_ns: i64,
+    chunks: mpsc::Receiver<Vec<u8>>,
+    free: mpsc::SyncSender<Vec<u8>>,
+    sockets: Arc<AtomicUsize>,
+) -> Result<Written, store::StoreError> {
+    idle_priority();
+    let mut decoder = Decoder::new(clock_offset_ns);
+    let mut w = StackWriter::new(&dir, rotate_rows);
+    let mut span: Option<(i64, i64)> = None;
+    for mut chunk in chunks {
+        for rec in chunk.chunks_exact(EVENT_SIZE) {
+            let Some(e) = RawEvent::parse(rec) else {
+                continue; // counted by the reader
+            };
+            let row = decoder.row(&e);
+            span = Some(match span {
+                None => (row.ts_ns, row.ts_ns),
+                Some((a, b)) => (a.min(row.ts_ns), b.max(row.ts_ns)),
+            });
+            w.push(&row)?;
+        }
+        sockets.store(decoder.sockets(), Ordering::Relaxed);
+        chunk.clear();
+        let _ = free.try_send(chunk);
+    }
+    Ok(Written {
+        files: w.finish()?,
+        span,
+    })
 }
 
 fn validate(o: &StackOptions) -> Result<(), StackError> {
@@ -412,29 +474,24 @@ pub fn record(
     };
 
     // The writer thread.
-    let (to_writer, from_reader) = mpsc::sync_channel::<Vec<StackRow>>(8);
-    let writer_dir = stack_dir.clone();
-    let rotate = opts.rotate_rows;
-    let writer = std::thread::Builder::new()
-        .name("weir-stack-writer".into())
-        .spawn(move || -> Result<Vec<String>, store::StoreError> {
-            let mut w = StackWriter::new(&writer_dir, rotate);
-            for rows in from_reader {
-                for r in &rows {
-                    w.push(r)?;
-                }
-            }
-            w.finish()
-        })
-        .map_err(|e| StackError::io(&stack_dir, e))?;
+    let slots = (opts.buffer_bytes / CHUNK_BYTES as u64).clamp(2, 1 << 16) as usize;
+    let (to_writer, from_reader) = mpsc::sync_channel::<Vec<u8>>(slots);
+    let (free_tx, free_rx) = mpsc::sync_channel::<Vec<u8>>(slots);
+    let sockets = Arc::new(AtomicUsize::new(0));
+    let writer = {
+        let (dir, rotate, sockets) = (stack_dir.clone(), opts.rotate_rows, sockets.clone());
+        std::thread::Builder::new()
+            .name("weir-stack-writer".into())
+            .spawn(move || write_records(dir, rotate, clock_offset, from_reader, free_tx, sockets))
+            .map_err(|e| StackError::io(&stack_dir, e))?
+    };
 
     let collector = RefCell::new(Collector {
-        decoder: Decoder::new(clock_offset),
-        chunk: Vec::with_capacity(CHUNK_ROWS),
+        chunk: Vec::with_capacity(CHUNK_BYTES),
         to_writer,
+        free: free_rx,
         events: [0; kind::COUNT],
         malformed: 0,
-        span: None,
         writer_gone: false,
     });
     let mut builder = RingBufferBuilder::new();
@@ -491,7 +548,7 @@ pub fn record(
             each_second(&Second {
                 events: sec.iter().map(|r| r.stack.map_or(0, |s| s.events)).sum(),
                 lost: sec.iter().map(|r| r.stack.map_or(0, |s| s.lost)).sum(),
-                sockets: c.decoder.sockets(),
+                sockets: sockets.load(Ordering::Relaxed),
             });
             prev_events = c.events;
             drop(c);
@@ -517,12 +574,11 @@ pub fn record(
     let Collector {
         events,
         malformed,
-        span,
         to_writer,
         ..
     } = c;
     drop(to_writer);
-    let files = match writer.join() {
+    let Written { files, span } = match writer.join() {
         Ok(r) => r?,
         Err(_) => {
             return Err(StackError::Setup(
