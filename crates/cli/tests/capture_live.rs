@@ -664,19 +664,10 @@ fn without_privileges_the_error_says_what_to_do() {
     let s = Scratch::new("cap-noroot");
     // A packet socket needs CAP_NET_RAW: as nobody it is refused.
     let mut c = VethPair::exec(&net.b, "setpriv");
-    c.args([
-        "--reuid=65534",
-        "--regid=65534",
-        "--clear-groups",
-        "--inh-caps=-all",
-        WEIR,
-        "capture",
-        "-i",
-        IFACE,
-        "-w",
-    ])
-    .arg(std::env::temp_dir().join("weir-noroot.pcap"))
-    .args(["-c", "1"]);
+    c.args(AS_NOBODY)
+        .args([WEIR, "capture", "-i", IFACE, "-w"])
+        .arg(std::env::temp_dir().join("weir-noroot.pcap"))
+        .args(["-c", "1"]);
     let r = run_bounded(c, Duration::from_secs(30));
     assert_eq!(r.code(), 1, "{}", r.stderr());
     assert!(r.stderr().contains("CAP_NET_RAW"), "{}", r.stderr());

@@ -547,17 +547,10 @@ fn bad_options_and_missing_privileges_are_clear_errors() {
     // Without CAP_BPF and CAP_PERFMON it says which are missing and how to
     // get them, before touching anything.
     let mut c = Command::new("setpriv");
-    c.args([
-        "--reuid=65534",
-        "--regid=65534",
-        "--clear-groups",
-        "--inh-caps=-all",
-        WEIR,
-        "stack",
-        "-o",
-    ])
-    .arg(s.join("noroot"))
-    .args(["--duration", "1s"]);
+    c.args(AS_NOBODY)
+        .args([WEIR, "stack", "-o"])
+        .arg(s.join("noroot"))
+        .args(["--duration", "1s"]);
     let r = run_bounded(c, Duration::from_secs(30));
     assert_eq!(r.code(), 1);
     assert!(

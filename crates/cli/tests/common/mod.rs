@@ -153,6 +153,15 @@ pub fn records(dataset: &Path) -> Vec<PacketRecord> {
     out
 }
 
+/// setpriv's arguments that run the rest of its command line as nobody,
+/// with no capabilities (util-linux's setpriv).
+pub const AS_NOBODY: [&str; 4] = [
+    "--reuid=65534",
+    "--regid=65534",
+    "--clear-groups",
+    "--inh-caps=-all",
+];
+
 /// A tool the tests need; a clear failure if it is missing.
 pub fn tool(name: &str) -> Command {
     let found = Command::new("sh")
