@@ -24,6 +24,8 @@ const SERVER_IP: &str = "10.77.0.2";
 struct Args {
     seconds: u64,
     reps: usize,
+    /// weir stack's --ring-size.
+    ring: String,
     weir: Option<PathBuf>,
     json: Option<PathBuf>,
 }
@@ -32,6 +34,7 @@ fn parse_args() -> Result<Args, String> {
     let mut a = Args {
         seconds: 5,
         reps: 5,
+        ring: "16Mi".into(),
         weir: None,
         json: None,
     };
@@ -42,6 +45,7 @@ fn parse_args() -> Result<Args, String> {
             "--seconds" => a.seconds = val("--seconds")?.parse().map_err(|e| format!("{e}"))?,
             "--reps" => a.reps = val("--reps")?.parse().map_err(|e| format!("{e}"))?,
             "--weir" => a.weir = Some(PathBuf::from(val("--weir")?)),
+            "--ring-size" => a.ring = val("--ring-size")?,
             "--json" => a.json = Some(PathBuf::from(val("--json")?)),
             "--quick" => {
                 a.seconds = 2;
@@ -50,7 +54,7 @@ fn parse_args() -> Result<Args, String> {
             other => {
                 return Err(format!(
                     "unknown argument {other}; usage: stack [--seconds N] [--reps N] [--quick] \
-                     [--weir PATH] [--json FILE]"
+                     [--ring-size SIZE] [--weir PATH] [--json FILE]"
                 ));
             }
         }
@@ -120,12 +124,12 @@ fn transfer(net: &Net, seconds: u64) -> Result<f64, String> {
     Ok(iperf_json(&out.stdout)? / 1e9)
 }
 
-fn start_recorder(weir: &Path, ds: &Path, mode: Mode) -> Result<Child, String> {
+fn start_recorder(weir: &Path, ds: &Path, mode: Mode, ring: &str) -> Result<Child, String> {
     let mut cmd = Command::new(weir);
     cmd.arg("stack")
         .arg("-o")
         .arg(ds)
-        .args(["--port", PORT, "--force"]);
+        .args(["--port", PORT, "--force", "--ring-size", ring]);
     if mode == Mode::StackNoDev {
         cmd.arg("--no-devices");
     }
@@ -241,8 +245,8 @@ fn real_main() -> Result<(), String> {
     println!("- {iperf_version}");
     println!(
         "- iperf3 -c over a veth pair between two namespaces, {} s per run, {} reps, modes \
-         interleaved; weir stack --port {PORT} (16 MiB ring) in the root namespace, not pinned",
-        args.seconds, args.reps
+         interleaved; weir stack --port {PORT} --ring-size {} in the root namespace, not pinned",
+        args.seconds, args.reps, args.ring
     );
     println!();
 
@@ -261,7 +265,7 @@ fn real_main() -> Result<(), String> {
                     ..Default::default()
                 }
             } else {
-                let rec = start_recorder(&weir, &ds, mode)?;
+                let rec = start_recorder(&weir, &ds, mode, &args.ring)?;
                 let t0 = Instant::now();
                 let gbps = transfer(&net, args.seconds);
                 let secs = t0.elapsed().as_secs_f64();

@@ -161,6 +161,9 @@ fn a_tcp_transfer_is_seen_from_the_application_to_the_device() {
     let ds = s.join("ds");
     let rec = start_stack(&ds, &["--port", "5601", "--snapshot-every", "200ms"]);
     let server = Server::start(&net.b, PORT);
+    // Long enough for a snapshot to see the listening socket: the transfer
+    // itself may be over within one snapshot interval.
+    std::thread::sleep(Duration::from_millis(600));
     let client_port = send(VethPair::exec(&net.a, "python3"), "10.99.0.2", PORT, N);
     assert_eq!(server.received(), N);
     std::thread::sleep(Duration::from_millis(500));
