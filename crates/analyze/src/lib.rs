@@ -12,6 +12,7 @@ mod error;
 pub mod filter;
 pub mod plot;
 pub mod render;
+pub mod rpc;
 pub mod session;
 pub mod stack;
 pub mod udf;

@@ -375,6 +375,56 @@ pub fn loss(table: &Table, path: &Path) -> Result<(), AnalyzeError> {
 /// `stack`: congestion window and smoothed RTT over time of the busiest
 /// sockets (from tcp_probe), and for each the distribution of how long
 /// application writes waited before the device sent them (CCDF).
+/// The CCDF of sorted ns samples: (value in µs, share of samples above it).
+/// A log axis has no zero: values under 1 µs are drawn at 1 µs.
+fn ccdf_us(sorted: &[i64]) -> Vec<(f64, f64)> {
+    let n = sorted.len() as f64;
+    let mut points = Vec::new();
+    let mut i = 0;
+    while i < sorted.len() {
+        let mut j = i;
+        while j < sorted.len() && sorted[j] == sorted[i] {
+            j += 1;
+        }
+        points.push((
+            (sorted[i] as f64 / 1e3).max(1.0),
+            (sorted.len() - j) as f64 / n,
+        ));
+        i = j;
+    }
+    points.retain(|p| p.1 > 0.0);
+    points
+}
+
+/// `rpc --plot`: the latency CCDF of the busiest procedures.
+pub fn rpc(
+    samples: &std::collections::BTreeMap<String, Vec<i64>>,
+    path: &Path,
+) -> Result<(), AnalyzeError> {
+    let mut latency = panel(
+        "RPC response time (reply - call)",
+        "latency, µs",
+        "share of calls that took longer",
+        (true, true),
+    );
+    let mut busiest: Vec<(&String, &Vec<i64>)> = samples.iter().collect();
+    busiest.sort_by(|a, b| b.1.len().cmp(&a.1.len()).then(a.0.cmp(b.0)));
+    for (k, (label, v)) in busiest.iter().take(PALETTE.len()).enumerate() {
+        latency.series.push((
+            format!("{label} ({} calls)", v.len()),
+            PALETTE[k % PALETTE.len()],
+            ccdf_us(v),
+        ));
+    }
+    save(
+        path,
+        &Figure {
+            grid: (1, 1),
+            panels: vec![latency],
+        },
+    )
+}
+
 pub fn stack(s: &crate::stack::StackAnalysis, path: &Path) -> Result<(), AnalyzeError> {
     let x_desc = "seconds from the first event";
     let mut cwnd = panel(
@@ -416,22 +466,11 @@ pub fn stack(s: &crate::stack::StackAnalysis, path: &Path) -> Result<(), Analyze
         }
     }
     for (k, (c, v)) in s.delay_samples.iter().enumerate().take(PALETTE.len()) {
-        let n = v.len() as f64;
-        let mut points = Vec::new();
-        let mut i = 0;
-        while i < v.len() {
-            let mut j = i;
-            while j < v.len() && v[j] == v[i] {
-                j += 1;
-            }
-            // A log axis has no zero: delays under 1 µs are drawn at 1 µs.
-            points.push(((v[i] as f64 / 1e3).max(1.0), (v.len() - j) as f64 / n));
-            i = j;
-        }
-        points.retain(|p| p.1 > 0.0);
-        delay
-            .series
-            .push((format!("socket {c}"), PALETTE[k % PALETTE.len()], points));
+        delay.series.push((
+            format!("socket {c}"),
+            PALETTE[k % PALETTE.len()],
+            ccdf_us(v),
+        ));
     }
     save(
         path,

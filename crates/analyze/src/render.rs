@@ -126,6 +126,7 @@ fn kind_of(name: &str, ty: &DataType) -> Kind {
         && (name == "duration_ns"
             || name.ends_with("rtt_ns")
             || name.ends_with("delay_ns")
+            || name.ends_with("latency_ns")
             || name == "scale_ns")
     {
         Kind::Duration

@@ -70,7 +70,8 @@ pub struct Session {
 
 impl Session {
     /// Opens `datasets` as one: their packet files form the table `packets`,
-    /// their stats files `stats`, their host-stack events `stack`, all seen
+    /// their stats files `stats`, their host-stack events `stack`, their RPC
+    /// transactions `rpc` and NFS operations `nfs`, all seen
     /// through `window`; `filter`
     /// (tcpdump syntax) restricts `packets` further. `threads` is the number
     /// of cores to use (0: all).
@@ -261,6 +262,20 @@ impl Session {
             store::stack::stack_schema(),
             true,
         )?;
+        self.register_files(
+            "rpc_files",
+            &roots,
+            store::rpc::RPC_DIR,
+            store::rpc::rpc_schema(),
+            true,
+        )?;
+        self.register_files(
+            "nfs_files",
+            &roots,
+            store::rpc::NFS_DIR,
+            store::rpc::nfs_schema(),
+            true,
+        )?;
         let cond = self.window.condition();
         let filter = match &self.filter {
             Some(f) => crate::filter::to_sql(f).map_err(|e| AnalyzeError::Usage(e.to_string()))?,
@@ -278,6 +293,12 @@ impl Session {
             "CREATE VIEW stack AS SELECT *, CAST(ts AS BIGINT) AS ts_ns \
              FROM stack_files WHERE {cond}"
         ))?;
+        for t in ["rpc", "nfs"] {
+            self.execute(&format!(
+                "CREATE VIEW {t} AS SELECT *, CAST(ts AS BIGINT) AS ts_ns \
+                 FROM {t}_files WHERE {cond}"
+            ))?;
+        }
         self.execute(&format!(
             "CREATE VIEW flows AS {}",
             crate::analyses::flows_sql()

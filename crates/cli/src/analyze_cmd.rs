@@ -50,7 +50,7 @@ pub enum ByArg {
 #[derive(Args)]
 pub struct AnalyzeArgs {
     /// One or more datasets, then the analysis (summary, flows, rates,
-    /// bursts, top hosts|ports|pairs, loss, stack).
+    /// bursts, top hosts|ports|pairs, loss, stack, rpc).
     #[arg(required = true, value_name = "DATASET... KIND")]
     words: Vec<String>,
     #[command(flatten)]
@@ -68,7 +68,7 @@ pub struct AnalyzeArgs {
     /// rates: sample length inside each window.
     #[arg(long, default_value = "1s", value_name = "D")]
     sample: String,
-    /// rates, bursts, loss, stack: also draw the result into FILE (.svg or .png).
+    /// rates, bursts, loss, stack, rpc: also draw the result into FILE (.svg or .png).
     #[arg(long, value_name = "FILE")]
     plot: Option<PathBuf>,
     /// bursts: interval lengths.
@@ -163,7 +163,7 @@ pub fn run_analyze(a: AnalyzeArgs) -> Result<ExitCode, String> {
             .unwrap_or_default();
         return Err(format!(
             "give the dataset, then the analysis: summary, flows, rates, bursts, top \
-             hosts|ports|pairs, loss or stack{hint}"
+             hosts|ports|pairs, loss, stack or rpc{hint}"
         ));
     };
     // `top` takes what to rank; the words after are the filter.
@@ -186,9 +186,9 @@ pub fn run_analyze(a: AnalyzeArgs) -> Result<ExitCode, String> {
         ByArg::Bytes => By::Bytes,
         ByArg::Frames => By::Frames,
     };
-    if a.plot.is_some() && !matches!(kind.as_str(), "rates" | "bursts" | "loss" | "stack") {
+    if a.plot.is_some() && !matches!(kind.as_str(), "rates" | "bursts" | "loss" | "stack" | "rpc") {
         return Err(format!(
-            "--plot draws rates, bursts, loss and stack, not {kind}; use --json or --csv and \
+            "--plot draws rates, bursts, loss, stack and rpc, not {kind}; use --json or --csv and \
              a plotting tool of your choice"
         ));
     }
@@ -211,6 +211,15 @@ pub fn run_analyze(a: AnalyzeArgs) -> Result<ExitCode, String> {
                 analyze::plot::loss(&t, p).map_err(|e| e.to_string())?;
             }
             vec![t]
+        }
+        "rpc" => {
+            let r =
+                analyze::rpc::rpc(&session, a.limit.unwrap_or(20)).map_err(|e| e.to_string())?;
+            if let Some(p) = &a.plot {
+                let samples = analyze::rpc::latency_samples(&session).map_err(|e| e.to_string())?;
+                analyze::plot::rpc(&samples, p).map_err(|e| e.to_string())?;
+            }
+            vec![r.procedures, r.latency, r.clients, r.handles]
         }
         "stack" => {
             let s = analyze::stack::stack(&session, 6).map_err(|e| e.to_string())?;
@@ -252,7 +261,7 @@ pub fn run_analyze(a: AnalyzeArgs) -> Result<ExitCode, String> {
         other => {
             return Err(format!(
                 "unknown analysis {other:?}: choose summary, flows, rates, bursts, top \
-                 hosts|ports|pairs, loss or stack{}",
+                 hosts|ports|pairs, loss, stack or rpc{}",
                 if std::path::Path::new(other).exists() {
                     ""
                 } else if datasets.is_empty() {

@@ -104,6 +104,8 @@ pub struct CaptureArgs {
     /// No live line and no summary.
     #[arg(short, long)]
     quiet: bool,
+    #[command(flatten)]
+    rpc: crate::rpc_args::RpcArgs,
     /// A filter in tcpdump syntax, as trailing words (`tcp port 80`).
     #[arg(trailing_var_arg = true, value_name = "FILTER")]
     filter: Vec<String>,
@@ -232,6 +234,11 @@ pub fn run(a: CaptureArgs) -> Result<ExitCode, String> {
         None
     };
     let filter = (!a.filter.is_empty()).then(|| a.filter.join(" "));
+    let asks = crate::rpc_args::filter_asks_for_rpc(filter.as_deref());
+    let worker = ingest::WorkerOptions {
+        rpc: Some(a.rpc.options(asks)),
+        ..Default::default()
+    };
     let opts = LiveOptions {
         interfaces,
         workers_per_iface: workers,
@@ -243,7 +250,7 @@ pub fn run(a: CaptureArgs) -> Result<ExitCode, String> {
         records: records_on,
         count: a.count,
         duration: a.duration,
-        worker: ingest::WorkerOptions::default(),
+        worker,
         command: std::env::args().collect::<Vec<_>>().join(" "),
     };
     let opened = live::open(opts).map_err(|e| e.to_string())?;

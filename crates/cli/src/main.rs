@@ -13,6 +13,7 @@ mod analyze_cmd;
 mod capture_cmd;
 mod gen_cmd;
 mod read_cmd;
+mod rpc_args;
 mod signals;
 mod stack_cmd;
 mod units;
@@ -93,6 +94,8 @@ struct ConvertArgs {
     /// shrinks kills the reader).
     #[arg(long)]
     no_mmap: bool,
+    #[command(flatten)]
+    rpc: rpc_args::RpcArgs,
     /// No progress bar and no summary.
     #[arg(short, long)]
     quiet: bool,
@@ -148,6 +151,7 @@ fn convert(a: ConvertArgs) -> Result<ExitCode, String> {
     let mut opts = ingest::ConvertOptions {
         index_sources: a.index_sources,
         command: std::env::args().collect::<Vec<_>>().join(" "),
+        rpc: a.rpc.options(false),
         ..Default::default()
     };
     if let Some(w) = a.workers {

@@ -13,6 +13,7 @@ use store::manifest::{
 };
 use store::{Dataset, PACKET_SCHEMA_VERSION, StoreError};
 
+use crate::rpc::{RpcMode, RpcOptions, RpcStage};
 use crate::stats::FrameStats;
 use crate::worker::{FrameMeta, Worker, WorkerOptions};
 
@@ -43,6 +44,8 @@ pub struct ConvertOptions {
     pub index_sources: bool,
     /// The command line, for the manifest.
     pub command: String,
+    /// ONC RPC / NFS transactions into the rpc and nfs tables.
+    pub rpc: RpcOptions,
 }
 
 impl Default for ConvertOptions {
@@ -53,6 +56,7 @@ impl Default for ConvertOptions {
             reader: ReaderOptions::default(),
             index_sources: false,
             command: String::new(),
+            rpc: RpcOptions::default(),
         }
     }
 }
@@ -96,6 +100,7 @@ struct Registry {
     sources: Vec<SourceInfo>,
     interfaces: Vec<InterfaceEntry>,
     errors: Vec<String>,
+    rpc: Option<store::manifest::RpcInfo>,
 }
 
 /// Converts `inputs` into `dataset` (already created, empty) and writes its
@@ -148,7 +153,7 @@ pub fn convert(
             .map(|_| {
                 let tx = job_tx.clone();
                 let (registry, abort, next_input) = (&registry, &abort, &next_input);
-                let reader_opts = opts.reader;
+                let (reader_opts, rpc_opts) = (opts.reader, opts.rpc);
                 std::thread::Builder::new()
                     .name("weir-read".into())
                     .spawn_scoped(s, move || {
@@ -157,7 +162,27 @@ pub fn convert(
                             if i >= inputs.len() || abort.load(Ordering::Relaxed) {
                                 break;
                             }
-                            read_input(i, &inputs[i], reader_opts, &tx, registry, abort, progress);
+                            let read = |tx: &Sender<Job>| {
+                                read_input(
+                                    i,
+                                    &inputs[i],
+                                    reader_opts,
+                                    tx,
+                                    registry,
+                                    abort,
+                                    progress,
+                                )
+                            };
+                            if rpc_opts.mode == RpcMode::Off {
+                                read(&tx);
+                            } else {
+                                let rpc = RpcStage::new(
+                                    dataset,
+                                    i.min(u16::MAX as usize) as u16,
+                                    rpc_opts,
+                                );
+                                read_through_rpc(i, rpc, read, &tx, registry);
+                            }
                             progress.files_done.fetch_add(1, Ordering::Relaxed);
                         }
                     })
@@ -225,6 +250,7 @@ pub fn convert(
         capture: None,
         drops: None,
         stack: None,
+        rpc: registry.rpc,
     };
     dataset.write_manifest(&manifest)?;
     Ok(ConvertReport {
@@ -288,7 +314,65 @@ fn run_worker(
     }
     match failed {
         Some(e) => Err(e),
-        None => worker.finish(),
+        None => worker.finish().map(|d| (d.files, d.stats)),
+    }
+}
+
+/// Runs `read` with its chunks passing through an RPC stage on a thread
+/// of its own on their way to the workers: the stage needs each flow's
+/// frames in order, which only this source's reader sees.
+fn read_through_rpc(
+    index: usize,
+    mut rpc: RpcStage,
+    read: impl FnOnce(&Sender<Job>),
+    workers: &Sender<Job>,
+    registry: &Mutex<Registry>,
+) {
+    let (tx, rx) = bounded::<Job>(4);
+    let result = std::thread::scope(|s| {
+        let stage = std::thread::Builder::new()
+            .name("weir-rpc".into())
+            .spawn_scoped(s, move || {
+                let mut error = None;
+                for job in rx.iter() {
+                    if error.is_none() {
+                        for f in &job.chunk.frames {
+                            let bytes = job.chunk.frame_bytes(f);
+                            if let Err(e) = rpc.frame(f.ts_ns, f.wire_len, f.link, bytes) {
+                                error = Some(e);
+                                break;
+                            }
+                        }
+                    }
+                    // Frames go on to the workers whatever became of RPC.
+                    if workers.send(job).is_err() {
+                        break;
+                    }
+                }
+                match error {
+                    Some(e) => Err(e),
+                    None => rpc.finish(),
+                }
+            });
+        let stage = match stage {
+            Ok(h) => h,
+            Err(e) => return Err(format!("starting the RPC thread: {e}")),
+        };
+        read(&tx);
+        drop(tx);
+        match stage.join() {
+            Ok(r) => r.map_err(|e| e.to_string()),
+            Err(_) => Err("the RPC stage panicked; this is a bug in weir, please report it".into()),
+        }
+    });
+    let mut reg = registry.lock().unwrap_or_else(|p| p.into_inner());
+    match result {
+        Ok(Some(info)) => reg.rpc.get_or_insert_with(Default::default).merge(info),
+        Ok(None) => {}
+        Err(e) => {
+            let path = reg.sources[index].path.clone();
+            reg.errors.push(format!("{path}: RPC stage: {e}"));
+        }
     }
 }
 

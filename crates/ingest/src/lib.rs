@@ -10,9 +10,11 @@
 mod convert;
 pub mod live;
 pub mod recover;
+mod rpc;
 mod stats;
 mod worker;
 
 pub use convert::{ConvertError, ConvertOptions, ConvertReport, Input, Progress, convert};
+pub use rpc::{RpcMode, RpcOptions, RpcStage};
 pub use stats::{FrameStats, ProtocolClass};
 pub use worker::{FrameMeta, Worker, WorkerOptions};

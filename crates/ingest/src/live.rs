@@ -24,7 +24,7 @@ use store::manifest::{
     PcapFileEntry, RemovedPcapEntry, RunInfo, TimeSpan,
 };
 use store::stats::{StatsRow, StatsWriter};
-use store::{Dataset, PACKET_SCHEMA_VERSION, PacketFileSummary, StoreError};
+use store::{Dataset, PACKET_SCHEMA_VERSION, StoreError};
 use wire::LinkType;
 
 use crate::stats::FrameStats;
@@ -208,7 +208,7 @@ pub struct LiveReport {
 
 struct WorkerOut {
     ring: RxRing,
-    records: Option<(Vec<PacketFileSummary>, FrameStats)>,
+    records: Option<crate::worker::WorkerDone>,
     spool: Option<JoinHandle<SpoolReport>>,
     error: Option<String>,
 }
@@ -384,6 +384,7 @@ impl Opened {
         }
         // Every worker has drained its ring and closed its sinks.
         let mut records_files = Vec::new();
+        let mut rpc_info: Option<store::manifest::RpcInfo> = None;
         let mut frame_stats = FrameStats::default();
         let mut pcap_files = Vec::new();
         let mut rings = Vec::new();
@@ -396,9 +397,15 @@ impl Opened {
             if let Some(e) = out.error {
                 first_error.get_or_insert(e);
             }
-            if let Some((files, st)) = out.records {
-                records_files.extend(files);
-                frame_stats.merge(&st);
+            if let Some(done) = out.records {
+                records_files.extend(done.files);
+                frame_stats.merge(&done.stats);
+                if let Some(info) = done.rpc {
+                    rpc_info.get_or_insert_with(Default::default).merge(info);
+                }
+                if let Some(e) = done.rpc_error {
+                    warnings.push(format!("RPC decoding stopped early: {e}"));
+                }
             }
             if let Some(h) = out.spool {
                 let report = h.join().map_err(|_| {
@@ -493,6 +500,7 @@ impl Opened {
                 let mut m = base_manifest(&opts, &libpcap, fds.len() as u32);
                 m.clock = if hw { "hardware" } else { "kernel" }.to_string();
                 m.counts = frame_stats.counts();
+                m.rpc = rpc_info;
                 m.counts.frames = frames;
                 m.counts.wire_bytes = totals_bytes(&fds);
                 m.time_span = first.zip(last).map(|(a, b)| TimeSpan::new(a, b));
@@ -636,6 +644,7 @@ fn base_manifest(opts: &LiveOptions, libpcap: &str, workers: u32) -> Manifest {
         }),
         drops: None,
         stack: None,
+        rpc: None,
     }
 }
 

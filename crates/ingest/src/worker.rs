@@ -5,7 +5,9 @@ use store::{
 };
 use wire::{Has, LinkType, decode};
 
+use crate::rpc::{RpcMode, RpcOptions, RpcStage};
 use crate::stats::FrameStats;
+use store::manifest::RpcInfo;
 
 /// Knobs of a [`Worker`].
 #[derive(Clone, Copy, Debug)]
@@ -13,6 +15,9 @@ pub struct WorkerOptions {
     pub writer: PacketWriterOptions,
     /// Start a new packet file after this many rows.
     pub rows_per_file: u64,
+    /// An RPC stage in the worker (live capture, whose fanout keeps each
+    /// flow on one worker; a conversion runs its own per source).
+    pub rpc: Option<RpcOptions>,
 }
 
 impl Default for WorkerOptions {
@@ -20,6 +25,7 @@ impl Default for WorkerOptions {
         WorkerOptions {
             writer: PacketWriterOptions::default(),
             rows_per_file: 32 << 20,
+            rpc: None,
         }
     }
 }
@@ -36,6 +42,18 @@ pub struct Worker {
     file_seq: u32,
     files: Vec<PacketFileSummary>,
     pub stats: FrameStats,
+    rpc: Option<RpcStage>,
+    /// The RPC stage's first error; the packets go on without it.
+    rpc_error: Option<StoreError>,
+}
+
+/// What a worker wrote.
+pub struct WorkerDone {
+    pub files: Vec<PacketFileSummary>,
+    pub stats: FrameStats,
+    pub rpc: Option<RpcInfo>,
+    /// Why the RPC stage stopped early, if it did.
+    pub rpc_error: Option<String>,
 }
 
 /// Where a frame came from, for the record's capture fields.
@@ -51,6 +69,10 @@ pub struct FrameMeta {
 
 impl Worker {
     pub fn new(id: u16, dataset: Dataset, opts: WorkerOptions) -> Self {
+        let rpc = opts
+            .rpc
+            .filter(|o| o.mode != RpcMode::Off)
+            .map(|o| RpcStage::new(&dataset, id, o));
         Worker {
             id,
             dataset,
@@ -60,6 +82,8 @@ impl Worker {
             file_seq: 0,
             files: Vec::new(),
             stats: FrameStats::default(),
+            rpc,
+            rpc_error: None,
         }
     }
 
@@ -84,6 +108,7 @@ impl Worker {
             unreachable!("opened above")
         };
         let (id, stats) = (self.id, &mut self.stats);
+        let (rpc, rpc_error) = (&mut self.rpc, &mut self.rpc_error);
         // The record is built where the writer keeps it: no copy.
         writer.push_with(|rec| {
             rec.ts_ns = meta.ts_ns;
@@ -96,8 +121,14 @@ impl Worker {
                 rec.pcap_offset = offset;
                 rec.has |= Has::PCAP;
             }
-            decode(meta.link, bytes, rec);
+            let payload = decode(meta.link, bytes, rec);
             stats.add(rec);
+            if let Some(stage) = rpc
+                && let Err(e) = stage.decoded(rec, bytes, payload)
+            {
+                *rpc = None;
+                rpc_error.get_or_insert(e);
+            }
         })
     }
 
@@ -133,8 +164,22 @@ impl Worker {
     }
 
     /// Closes the current file; returns every file written and the counts.
-    pub fn finish(mut self) -> Result<(Vec<PacketFileSummary>, FrameStats), StoreError> {
+    pub fn finish(mut self) -> Result<WorkerDone, StoreError> {
         self.close_file()?;
-        Ok((self.files, self.stats))
+        let mut rpc_error = self.rpc_error.map(|e| e.to_string());
+        let rpc = match self.rpc.map(RpcStage::finish) {
+            Some(Ok(info)) => info,
+            Some(Err(e)) => {
+                rpc_error.get_or_insert(e.to_string());
+                None
+            }
+            None => None,
+        };
+        Ok(WorkerDone {
+            files: self.files,
+            stats: self.stats,
+            rpc,
+            rpc_error,
+        })
     }
 }

@@ -294,6 +294,7 @@ fn open_dataset(root: &Path, force: bool) -> Result<(Dataset, Manifest), StackEr
         capture: None,
         drops: None,
         stack: None,
+        rpc: None,
     };
     Ok((ds, m))
 }

@@ -45,7 +45,14 @@ impl Dataset {
                     });
                 }
                 fs::remove_file(root.join(MANIFEST)).map_err(|e| StoreError::io(root, e))?;
-                for sub in [PACKETS_DIR, PCAP_DIR, STATS_DIR, crate::stack::STACK_DIR] {
+                for sub in [
+                    PACKETS_DIR,
+                    PCAP_DIR,
+                    STATS_DIR,
+                    crate::stack::STACK_DIR,
+                    crate::rpc::RPC_DIR,
+                    crate::rpc::NFS_DIR,
+                ] {
                     let d = root.join(sub);
                     if d.exists() {
                         fs::remove_dir_all(&d).map_err(|e| StoreError::io(&d, e))?;

@@ -8,6 +8,8 @@
 //!   pcap/*.pcap            full frames, when a capture kept them
 //!   stats/*.parquet        one row per second per worker (see [`stats`])
 //!   stack/*.parquet        one row per host-stack event (see [`stack`])
+//!   rpc/*.parquet          one row per RPC call and its reply (see [`rpc`])
+//!   nfs/*.parquet          one row per NFS operation of those calls
 //! ```
 //!
 //! Files are written under a hidden temporary name and renamed into place
@@ -20,9 +22,11 @@ pub mod files;
 pub mod manifest;
 pub mod packets;
 pub mod read;
+pub mod rpc;
 pub mod schema;
 pub mod stack;
 pub mod stats;
+pub mod table;
 pub mod time;
 
 pub use dataset::Dataset;

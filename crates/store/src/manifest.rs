@@ -45,6 +45,47 @@ pub struct Manifest {
     /// weir stack; every other writer of the manifest carries it over.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stack: Option<StackInfo>,
+    /// ONC RPC / NFS transactions found in the packets (`rpc/`, `nfs/`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rpc: Option<RpcInfo>,
+}
+
+/// The RPC stage of a conversion or capture: how it ran, what it counted,
+/// the files it wrote.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct RpcInfo {
+    /// "on" (`--rpc`) or "auto" (started at the first frame to or from
+    /// port 111 or 2049).
+    pub mode: String,
+    /// Calls with no reply for this long were given up on.
+    pub call_timeout_s: f64,
+    /// Rows of the rpc table.
+    pub transactions: u64,
+    /// The tracker's counters: calls, replies, matched,
+    /// calls_without_reply, replies_without_call, retransmitted_calls,
+    /// gaps, gap_bytes, messages_with_gap, resyncs, malformed,
+    /// long_messages, unfinished, streams_not_rpc, streams_over_limit.
+    pub counters: BTreeMap<String, u64>,
+    pub rpc_files: Vec<String>,
+    pub nfs_files: Vec<String>,
+}
+
+impl RpcInfo {
+    /// Adds another writer's part (capture workers, conversion sources).
+    pub fn merge(&mut self, other: RpcInfo) {
+        if self.mode.is_empty() {
+            self.mode = other.mode;
+            self.call_timeout_s = other.call_timeout_s;
+        }
+        self.transactions += other.transactions;
+        for (k, v) in other.counters {
+            *self.counters.entry(k).or_default() += v;
+        }
+        self.rpc_files.extend(other.rpc_files);
+        self.nfs_files.extend(other.nfs_files);
+        self.rpc_files.sort();
+        self.nfs_files.sort();
+    }
 }
 
 /// A `weir stack` recording: its settings, and its events and losses by
@@ -393,6 +434,22 @@ impl Manifest {
                 } else {
                     ""
                 }
+            );
+        }
+        if let Some(r) = &self.rpc {
+            let n = |k: &str| group_digits(r.counters.get(k).copied().unwrap_or(0));
+            let _ = writeln!(
+                s,
+                "rpc        {} transactions: {} calls, {} replies, {} matched, {} calls without \
+                 reply, {} replies without call, {} retransmitted; {} stream gaps",
+                group_digits(r.transactions),
+                n("calls"),
+                n("replies"),
+                n("matched"),
+                n("calls_without_reply"),
+                n("replies_without_call"),
+                n("retransmitted_calls"),
+                n("gaps"),
             );
         }
         if !self.files.pcap.is_empty() {

@@ -7,7 +7,6 @@
 //! Written with arrow-rs's own writer: tens to hundreds of thousands of
 //! events a second, not millions, so the generic writer keeps up.
 
-use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -18,14 +17,10 @@ use arrow_array::builder::{
 use arrow_array::types::Int8Type;
 use arrow_array::{ArrayRef, RecordBatch};
 use arrow_schema::{DataType, Field, Schema, SchemaRef};
-use parquet::arrow::ArrowWriter;
-use parquet::basic::{Compression, ZstdLevel};
-use parquet::file::metadata::KeyValue;
-use parquet::file::properties::WriterProperties;
 
 use crate::error::StoreError;
-use crate::files::create_file;
 use crate::schema::{addr, text, ts_type, u8t, u16t, u32t, u64t};
+use crate::table::{Dictionaries, TableFiles, writer_properties};
 
 /// Where the table lives in a dataset.
 pub const STACK_DIR: &str = "stack";
@@ -420,26 +415,43 @@ const BATCH_ROWS: usize = 64 * 1024;
 /// (hidden `.part` names until complete).
 pub struct StackWriter {
     dir: PathBuf,
-    rotate_rows: u64,
     builders: Builders,
-    open: Option<(ArrowWriter<File>, PathBuf, String)>,
-    rows_in_file: u64,
-    seq: u32,
-    files: Vec<String>,
+    files: TableFiles,
     rows: u64,
 }
 
 impl StackWriter {
     /// Writes into `dir`, starting a new file every `rotate_rows` rows.
     pub fn new(dir: &Path, rotate_rows: u64) -> Self {
+        // Dictionaries only where values repeat.
+        let climbing = [
+            "ts",
+            "seq",
+            "ack",
+            "snd_nxt",
+            "snd_una",
+            "bytes",
+            "payload",
+            "srtt_us",
+            "rttvar_us",
+            "snd_wnd",
+            "rcv_wnd",
+        ];
         StackWriter {
             dir: dir.to_path_buf(),
-            rotate_rows: rotate_rows.max(1),
             builders: Builders::new(),
-            open: None,
-            rows_in_file: 0,
-            seq: 0,
-            files: Vec::new(),
+            files: TableFiles::new(
+                dir,
+                STACK_DIR,
+                "stack".into(),
+                stack_schema(),
+                writer_properties(
+                    "stack",
+                    STACK_SCHEMA_VERSION,
+                    Dictionaries::AllBut(&climbing),
+                ),
+                rotate_rows,
+            ),
             rows: 0,
         }
     }
@@ -447,12 +459,8 @@ impl StackWriter {
     pub fn push(&mut self, row: &StackRow) -> Result<(), StoreError> {
         self.builders.push(row);
         self.rows += 1;
-        self.rows_in_file += 1;
         if self.builders.rows >= BATCH_ROWS {
             self.write_batch()?;
-        }
-        if self.rows_in_file >= self.rotate_rows {
-            self.close_file()?;
         }
         Ok(())
     }
@@ -466,80 +474,18 @@ impl StackWriter {
         if self.builders.rows == 0 {
             return Ok(());
         }
-        if self.open.is_none() {
-            let name = format!("stack-{:05}.parquet", self.seq);
-            let part = self.dir.join(format!(".{name}.part"));
-            let file = create_file(&part)?;
-            let w = ArrowWriter::try_new(file, stack_schema(), Some(writer_properties()))
-                .map_err(|e| StoreError::parquet(&part, e))?;
-            self.open = Some((w, part, name));
-        }
         let batch = self.builders.finish().map_err(|e| StoreError::Invalid {
             path: self.dir.clone(),
             message: format!("building a stack batch: {e}"),
         })?;
-        if let Some((w, part, _)) = &mut self.open {
-            w.write(&batch)
-                .map_err(|e| StoreError::parquet(&*part, e))?;
-        }
-        Ok(())
-    }
-
-    fn close_file(&mut self) -> Result<(), StoreError> {
-        self.write_batch()?;
-        if let Some((w, part, name)) = self.open.take() {
-            let file = w.into_inner().map_err(|e| StoreError::parquet(&part, e))?;
-            file.sync_data().map_err(|e| StoreError::io(&part, e))?;
-            let path = self.dir.join(&name);
-            std::fs::rename(&part, &path).map_err(|e| StoreError::io(&path, e))?;
-            self.files.push(format!("{STACK_DIR}/{name}"));
-            self.seq += 1;
-        }
-        self.rows_in_file = 0;
-        Ok(())
+        self.files.write(&batch)
     }
 
     /// Closes the open file; returns the dataset-relative names written.
     pub fn finish(mut self) -> Result<Vec<String>, StoreError> {
-        self.close_file()?;
-        Ok(self.files)
+        self.write_batch()?;
+        self.files.finish()
     }
-}
-
-fn writer_properties() -> WriterProperties {
-    use parquet::schema::types::ColumnPath;
-    // Dictionaries only where values repeat; for columns that climb with
-    // every event the writer would hash each value into a dictionary it
-    // then abandons.
-    let climbing = [
-        "ts",
-        "seq",
-        "ack",
-        "snd_nxt",
-        "snd_una",
-        "bytes",
-        "payload",
-        "srtt_us",
-        "rttvar_us",
-        "snd_wnd",
-        "rcv_wnd",
-    ];
-    let mut b = WriterProperties::builder();
-    for c in climbing {
-        b = b.set_column_dictionary_enabled(ColumnPath::from(c), false);
-    }
-    b.set_compression(Compression::ZSTD(ZstdLevel::default()))
-        .set_max_row_group_row_count(Some(1 << 20))
-        .set_created_by(format!("weir version {}", env!("CARGO_PKG_VERSION")))
-        .set_key_value_metadata(Some(vec![
-            KeyValue::new("weir.version".into(), env!("CARGO_PKG_VERSION").to_string()),
-            KeyValue::new("weir.table".into(), "stack".to_string()),
-            KeyValue::new(
-                "weir.stack_schema_version".into(),
-                STACK_SCHEMA_VERSION.to_string(),
-            ),
-        ]))
-        .build()
 }
 
 #[cfg(test)]
@@ -587,10 +533,11 @@ mod tests {
         let mut seen = 0;
         for f in &files {
             let path = dir.join(f.trim_start_matches("stack/"));
-            let reader = ParquetRecordBatchReaderBuilder::try_new(File::open(path).unwrap())
-                .unwrap()
-                .build()
-                .unwrap();
+            let reader =
+                ParquetRecordBatchReaderBuilder::try_new(std::fs::File::open(path).unwrap())
+                    .unwrap()
+                    .build()
+                    .unwrap();
             for b in reader {
                 let b = b.unwrap();
                 let pid = b

@@ -1,6 +1,8 @@
 //! One pass over a frame, from the link layer to the transport header,
 //! filling a [`PacketRecord`].
 
+use std::ops::Range;
+
 use crate::flow::{addr_words, flow_hash_words};
 use crate::ip::{Ipv4Packet, Ipv6Packet, proto, v4_mapped, walk_ipv6_chain};
 use crate::link::{
@@ -27,7 +29,10 @@ type Step = Result<(), ParseError>;
 /// still clear, as [`PacketRecord::new`] leaves it. `decode` only sets
 /// fields. It never panics and never reads outside `frame`; on a truncated
 /// or malformed frame it keeps what parsed and sets `rec.parse_error`.
-pub fn decode(link: LinkType, frame: &[u8], rec: &mut PacketRecord) {
+///
+/// Returns where the captured TCP or UDP payload lies in `frame` (empty
+/// for other frames), for stages that read past the headers (RPC).
+pub fn decode(link: LinkType, frame: &[u8], rec: &mut PacketRecord) -> Range<usize> {
     let uncaptured = rec.wire_len.saturating_sub(frame.len() as u32);
     let mut d = Decoder {
         has: rec.has,
@@ -35,6 +40,8 @@ pub fn decode(link: LinkType, frame: &[u8], rec: &mut PacketRecord) {
         uncaptured,
         src: [0; 2],
         dst: [0; 2],
+        base: frame.as_ptr() as usize,
+        payload: 0..0,
     };
     let step = match link {
         LinkType::ETHERNET => d.ethernet(frame),
@@ -51,6 +58,7 @@ pub fn decode(link: LinkType, frame: &[u8], rec: &mut PacketRecord) {
         d.rec.parse_error = e;
     }
     d.rec.has = d.has;
+    d.payload
 }
 
 struct Decoder<'r> {
@@ -66,6 +74,9 @@ struct Decoder<'r> {
     /// back from the record just written.
     src: [u64; 2],
     dst: [u64; 2],
+    /// The frame's address, to turn a payload slice into offsets.
+    base: usize,
+    payload: Range<usize>,
 }
 
 impl Decoder<'_> {
@@ -284,6 +295,7 @@ impl Decoder<'_> {
         }
         rec.payload_len = l4_wire - hdr_len;
         self.has |= Has::PAYLOAD;
+        self.set_payload(l4, hdr_len as usize, l4_wire as usize);
         Ok(())
     }
 
@@ -303,6 +315,7 @@ impl Decoder<'_> {
         }
         rec.payload_len = len - UdpHeader::LEN as u32;
         self.has |= Has::PAYLOAD;
+        self.set_payload(l4, UdpHeader::LEN, len as usize);
         Ok(())
     }
 
@@ -327,6 +340,16 @@ impl Decoder<'_> {
         rec.payload_len = l4_wire.saturating_sub(IcmpHeader::HEADER_LEN as u32);
         self.has |= Has::ICMP | Has::PAYLOAD;
         Ok(())
+    }
+
+    /// The captured bytes of `l4` from `start` to `end` (the transport
+    /// length), as offsets into the frame.
+    fn set_payload(&mut self, l4: &[u8], start: usize, end: usize) {
+        let end = end.min(l4.len());
+        if start < end {
+            let at = l4.as_ptr() as usize - self.base;
+            self.payload = at + start..at + end;
+        }
     }
 
     /// Sets `flow_hash` once the IP header (and the ports, if the protocol

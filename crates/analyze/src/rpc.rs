@@ -1,0 +1,79 @@
+//! `weir analyze rpc`: what the file servers did, from the rpc and nfs
+//! tables (`weir convert`/`weir capture` with RPC decoding). The SQL is in
+//! `sql/rpc_*.sql`; latency samples for the CCDF plot are gathered here.
+
+use std::collections::BTreeMap;
+
+use datafusion::arrow::array::{Array, AsArray};
+use datafusion::arrow::datatypes::Int64Type;
+
+use crate::analyses::{Table, fill};
+use crate::error::AnalyzeError;
+use crate::session::Session;
+
+pub const RPC_PROCEDURES_SQL: &str = include_str!("sql/rpc_procedures.sql");
+pub const RPC_LATENCY_SQL: &str = include_str!("sql/rpc_latency.sql");
+pub const RPC_CLIENTS_SQL: &str = include_str!("sql/rpc_clients.sql");
+pub const RPC_HANDLES_SQL: &str = include_str!("sql/rpc_handles.sql");
+
+/// Per-procedure latencies, for the plot: one query, no per-row work in SQL.
+const LATENCY_SAMPLES_SQL: &str = "SELECT concat(coalesce(program_name, CAST(program AS VARCHAR)), \
+     ' v', CAST(version AS VARCHAR), ' ', coalesce(procedure_name, CAST(procedure AS VARCHAR))) \
+     AS label, latency_ns FROM rpc WHERE latency_ns IS NOT NULL";
+
+pub struct RpcAnalysis {
+    /// `procedures`: calls, ops/s, outcomes and bytes per procedure.
+    pub procedures: Table,
+    /// `latency`: response-time quantiles per server and procedure.
+    pub latency: Table,
+    /// `clients`: NFS bytes read and written per client.
+    pub clients: Table,
+    /// `handles`: the busiest file handles by bytes.
+    pub handles: Table,
+}
+
+fn table(session: &Session, name: &str, sql: &str) -> Result<Table, AnalyzeError> {
+    let (schema, batches) = session.query_with_schema(sql)?;
+    Ok(Table {
+        name: name.into(),
+        schema,
+        batches,
+    })
+}
+
+/// `rpc`, with the `top_handles` busiest file handles.
+pub fn rpc(session: &Session, top_handles: usize) -> Result<RpcAnalysis, AnalyzeError> {
+    let handles = fill(RPC_HANDLES_SQL, &[("limit", top_handles.to_string())])?;
+    Ok(RpcAnalysis {
+        procedures: table(session, "procedures", RPC_PROCEDURES_SQL)?,
+        latency: table(session, "latency", RPC_LATENCY_SQL)?,
+        clients: table(session, "clients", RPC_CLIENTS_SQL)?,
+        handles: table(session, "handles", &handles)?,
+    })
+}
+
+/// Every answered call's latency in ns, sorted, per "program vN PROC".
+pub fn latency_samples(session: &Session) -> Result<BTreeMap<String, Vec<i64>>, AnalyzeError> {
+    let mut out: BTreeMap<String, Vec<i64>> = BTreeMap::new();
+    for b in session.query(LATENCY_SAMPLES_SQL)? {
+        let label = datafusion::arrow::compute::cast(
+            b.column(0),
+            &datafusion::arrow::datatypes::DataType::Utf8,
+        )
+        .map_err(|e| AnalyzeError::Engine(format!("latency labels: {e}")))?;
+        let label = label.as_string::<i32>();
+        let lat = b.column(1).as_primitive::<Int64Type>();
+        for i in 0..b.num_rows() {
+            if label.is_null(i) || lat.is_null(i) {
+                continue;
+            }
+            out.entry(label.value(i).to_string())
+                .or_default()
+                .push(lat.value(i));
+        }
+    }
+    for v in out.values_mut() {
+        v.sort_unstable();
+    }
+    Ok(out)
+}

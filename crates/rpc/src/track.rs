@@ -1,0 +1,771 @@
+//! From packets to transactions: TCP record-marking reassembly per
+//! direction (bounded), UDP datagrams, and call/reply matching on
+//! (client, server, xid).
+//!
+//! Time is the packets' own: timeouts run on capture time, so a trace
+//! converted a year later gives the same rows as the live capture did.
+
+use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
+
+use crate::msg::{self, Call, Message, ReplyStatus};
+use crate::nfs::{self, CallDetail, Op};
+
+/// IP protocol numbers of the transports RPC runs on.
+pub const TCP: u8 = 6;
+pub const UDP: u8 = 17;
+
+const TCP_SYN: u16 = 0x002;
+const TCP_FIN: u16 = 0x001;
+const TCP_RST: u16 = 0x004;
+
+/// A fragment longer than this is taken as a lost record boundary.
+const MAX_FRAGMENT: u32 = 64 << 20;
+/// Segments a stream may show without an RPC message before weir stops
+/// looking at it.
+const HUNT_TRIES: u8 = 8;
+
+#[derive(Clone, Copy, Debug)]
+pub struct TrackerOptions {
+    /// A call with no reply for this long (capture time) is given up on.
+    pub call_timeout_ns: i64,
+    /// Bytes of each message kept for decoding; the rest (READ and WRITE
+    /// data) is counted and skipped.
+    pub max_message_prefix: usize,
+    /// Streams (TCP directions) tracked at once; more are not decoded and
+    /// are counted.
+    pub max_streams: usize,
+    /// A stream idle this long (capture time) is forgotten.
+    pub stream_idle_ns: i64,
+}
+
+impl Default for TrackerOptions {
+    fn default() -> Self {
+        TrackerOptions {
+            call_timeout_ns: 30_000_000_000,
+            max_message_prefix: 8 << 10,
+            max_streams: 1 << 20,
+            stream_idle_ns: 300_000_000_000,
+        }
+    }
+}
+
+/// One packet's transport view: what the tracker needs of it.
+#[derive(Clone, Copy, Debug)]
+pub struct Segment<'a> {
+    pub ts_ns: i64,
+    pub src: [u8; 16],
+    pub dst: [u8; 16],
+    pub src_port: u16,
+    pub dst_port: u16,
+    /// [`TCP`] or [`UDP`].
+    pub proto: u8,
+    pub tcp_seq: u32,
+    pub tcp_flags: u16,
+    /// The captured payload.
+    pub payload: &'a [u8],
+    /// The payload's length on the wire (more than `payload.len()` when
+    /// the capture cut the frame short: the rest is a gap).
+    pub payload_wire: u32,
+}
+
+/// One call with its reply, or a call that got none, or a reply whose call
+/// was not seen.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Transaction {
+    /// First and last time the call was seen (they differ when the call
+    /// was retransmitted); `None` for a reply without its call.
+    pub call_ts: Option<i64>,
+    pub last_call_ts: Option<i64>,
+    pub reply_ts: Option<i64>,
+    pub client: [u8; 16],
+    pub client_port: u16,
+    pub server: [u8; 16],
+    pub server_port: u16,
+    pub proto: u8,
+    pub xid: u32,
+    /// The call's header, when the call was seen.
+    pub call: Option<Call>,
+    pub reply: Option<ReplyStatus>,
+    /// The program's own status in the reply (nfsstat3, the COMPOUND's
+    /// nfsstat4, mountstat3).
+    pub status: Option<u32>,
+    /// RPC message bytes (without TCP record marks) each way.
+    pub call_bytes: u32,
+    pub reply_bytes: u32,
+    /// Copies of the call seen after the first.
+    pub retransmits: u32,
+    /// A capture gap fell inside the call or the reply.
+    pub gap: bool,
+    pub detail: CallDetail,
+}
+
+impl Transaction {
+    /// The operations, with their statuses and results.
+    pub fn ops(&self) -> &[Op] {
+        &self.detail.ops
+    }
+}
+
+/// What the tracker has seen, for the manifest.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Counters {
+    pub messages: u64,
+    pub calls: u64,
+    pub replies: u64,
+    pub matched: u64,
+    /// Calls given up on after the timeout, or still open at the end.
+    pub calls_without_reply: u64,
+    pub replies_without_call: u64,
+    pub retransmitted_calls: u64,
+    /// Holes in a TCP stream (lost or uncaptured bytes) and their bytes.
+    pub gaps: u64,
+    pub gap_bytes: u64,
+    /// Messages that a gap cut into (still decoded as far as they went).
+    pub messages_with_gap: u64,
+    /// Times a stream's message boundaries were found again after a gap or
+    /// in a stream whose start was not seen.
+    pub resyncs: u64,
+    /// Whole messages whose length or header did not parse as RPC.
+    pub malformed: u64,
+    /// Messages longer than the kept prefix (their data skipped).
+    pub long_messages: u64,
+    /// Messages lost unread: ended by a FIN or RST before they were
+    /// complete, or cut by a gap before their header was whole.
+    pub unfinished: u64,
+    /// TCP directions given up on as not RPC.
+    pub streams_not_rpc: u64,
+    /// Streams not tracked because `max_streams` were open.
+    pub streams_over_limit: u64,
+}
+
+/// A fast hasher for the flow and call maps (keys are addresses, ports
+/// and xids: not attacker-chosen in a way that matters for a bounded map).
+#[derive(Default)]
+struct FastHasher(u64);
+
+impl Hasher for FastHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for c in bytes.chunks(8) {
+            let mut w = [0u8; 8];
+            w[..c.len()].copy_from_slice(c);
+            self.write_u64(u64::from_le_bytes(w));
+        }
+    }
+    fn write_u64(&mut self, v: u64) {
+        self.0 = (self.0.rotate_left(5) ^ v).wrapping_mul(0x517c_c1b7_2722_0a95);
+    }
+    fn write_u32(&mut self, v: u32) {
+        self.write_u64(v as u64);
+    }
+    fn write_u16(&mut self, v: u16) {
+        self.write_u64(v as u64);
+    }
+    fn write_u8(&mut self, v: u8) {
+        self.write_u64(v as u64);
+    }
+}
+
+type FastMap<K, V> = HashMap<K, V, BuildHasherDefault<FastHasher>>;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+struct Dir {
+    src: [u8; 16],
+    dst: [u8; 16],
+    src_port: u16,
+    dst_port: u16,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+struct CallKey {
+    client: [u8; 16],
+    server: [u8; 16],
+    client_port: u16,
+    server_port: u16,
+    proto: u8,
+    xid: u32,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Mode {
+    /// At a known position in the record marking.
+    Synced,
+    /// Looking for a message start at the next segment.
+    Hunting,
+    /// Not RPC; ignored.
+    NotRpc,
+}
+
+#[derive(Debug)]
+struct Stream {
+    mode: Mode,
+    next_seq: Option<u32>,
+    hunt_tries: u8,
+    last_ts: i64,
+    /// Record mark bytes gathered so far.
+    mark: [u8; 4],
+    mark_have: u8,
+    /// Inside a fragment: bytes of it still to come.
+    in_body: bool,
+    frag_left: u32,
+    last_frag: bool,
+    /// The message so far: its first bytes, its length, whether a gap cut
+    /// into it (bytes after the gap are not kept: they would be misplaced).
+    msg: Vec<u8>,
+    msg_len: u64,
+    msg_gap: bool,
+    msg_started: bool,
+    msg_ts: i64,
+}
+
+impl Stream {
+    fn new(ts: i64) -> Stream {
+        Stream {
+            mode: Mode::Hunting,
+            next_seq: None,
+            hunt_tries: 0,
+            last_ts: ts,
+            mark: [0; 4],
+            mark_have: 0,
+            in_body: false,
+            frag_left: 0,
+            last_frag: false,
+            msg: Vec::new(),
+            msg_len: 0,
+            msg_gap: false,
+            msg_started: false,
+            msg_ts: ts,
+        }
+    }
+
+    fn reset_message(&mut self) {
+        self.msg.clear();
+        self.msg_len = 0;
+        self.msg_gap = false;
+        self.msg_started = false;
+    }
+}
+
+/// A complete message from a stream or a datagram.
+struct Whole<'a> {
+    bytes: &'a [u8],
+    len: u64,
+    gap: bool,
+    ts: i64,
+}
+
+struct Pending {
+    first_ts: i64,
+    last_ts: i64,
+    retransmits: u32,
+    call: Call,
+    bytes: u32,
+    gap: bool,
+    detail: CallDetail,
+}
+
+/// Turns packets into RPC transactions. Feed it every TCP and UDP packet
+/// of a capture in time order ([`Tracker::segment`]); it hands back each
+/// transaction once it is complete, and the rest at [`Tracker::finish`].
+pub struct Tracker {
+    opts: TrackerOptions,
+    streams: FastMap<Dir, Stream>,
+    pending: FastMap<CallKey, Pending>,
+    counters: Counters,
+    /// Capture time of the last sweep of timed-out calls and idle streams.
+    last_sweep: i64,
+}
+
+impl Tracker {
+    pub fn new(opts: TrackerOptions) -> Tracker {
+        Tracker {
+            opts,
+            streams: FastMap::default(),
+            pending: FastMap::default(),
+            counters: Counters::default(),
+            last_sweep: i64::MIN,
+        }
+    }
+
+    pub fn counters(&self) -> Counters {
+        self.counters
+    }
+
+    /// Takes one packet; completed transactions are appended to `out`.
+    pub fn segment(&mut self, seg: &Segment, out: &mut Vec<Transaction>) {
+        if seg.ts_ns.saturating_sub(self.last_sweep) >= 1_000_000_000 {
+            self.sweep(seg.ts_ns, out);
+        }
+        match seg.proto {
+            TCP => self.tcp(seg, out),
+            UDP if !seg.payload.is_empty() => {
+                let whole = Whole {
+                    bytes: seg.payload,
+                    len: seg.payload_wire as u64,
+                    gap: (seg.payload.len() as u32) < seg.payload_wire,
+                    ts: seg.ts_ns,
+                };
+                self.message(seg, whole, false, out);
+            }
+            _ => {}
+        }
+    }
+
+    /// Ends the capture: calls still open are given up on.
+    pub fn finish(&mut self, out: &mut Vec<Transaction>) {
+        self.counters.unfinished += self
+            .streams
+            .values()
+            .filter(|s| s.mode == Mode::Synced && s.msg_started)
+            .count() as u64;
+        self.streams.clear();
+        let mut open: Vec<(CallKey, Pending)> = self.pending.drain().collect();
+        open.sort_by_key(|(_, p)| p.first_ts);
+        for (k, p) in open {
+            self.counters.calls_without_reply += 1;
+            out.push(unanswered(k, p));
+        }
+    }
+
+    fn sweep(&mut self, now: i64, out: &mut Vec<Transaction>) {
+        self.last_sweep = now;
+        let call_limit = now.saturating_sub(self.opts.call_timeout_ns);
+        let mut expired: Vec<CallKey> = self
+            .pending
+            .iter()
+            .filter(|(_, p)| p.last_ts < call_limit)
+            .map(|(k, _)| *k)
+            .collect();
+        expired.sort_by_key(|k| self.pending[k].first_ts);
+        for k in expired {
+            if let Some(p) = self.pending.remove(&k) {
+                self.counters.calls_without_reply += 1;
+                out.push(unanswered(k, p));
+            }
+        }
+        let idle_limit = now.saturating_sub(self.opts.stream_idle_ns);
+        self.streams.retain(|_, s| s.last_ts >= idle_limit);
+    }
+
+    fn tcp(&mut self, seg: &Segment, out: &mut Vec<Transaction>) {
+        let dir = Dir {
+            src: seg.src,
+            dst: seg.dst,
+            src_port: seg.src_port,
+            dst_port: seg.dst_port,
+        };
+        let syn = seg.tcp_flags & TCP_SYN != 0;
+        let end = seg.tcp_flags & (TCP_FIN | TCP_RST) != 0;
+        if seg.payload_wire == 0 && !syn {
+            if end {
+                self.end_stream(&dir, seg.tcp_flags & TCP_RST != 0);
+            }
+            return;
+        }
+        if !self.streams.contains_key(&dir) {
+            if self.streams.len() >= self.opts.max_streams {
+                self.counters.streams_over_limit += 1;
+                return;
+            }
+            self.streams.insert(dir, Stream::new(seg.ts_ns));
+        }
+        let Some(mut st) = self.streams.remove(&dir) else {
+            return;
+        };
+        st.last_ts = seg.ts_ns;
+        if syn {
+            // The stream starts here: message boundaries are known.
+            st = Stream::new(seg.ts_ns);
+            st.mode = Mode::Synced;
+            st.next_seq = Some(seg.tcp_seq.wrapping_add(1));
+            self.streams.insert(dir, st);
+            return;
+        }
+        if st.mode != Mode::NotRpc {
+            self.stream_data(seg, &mut st, out);
+        }
+        if end {
+            if st.mode == Mode::Synced && st.msg_started {
+                self.counters.unfinished += 1;
+            }
+            self.end_stream(&dir, seg.tcp_flags & TCP_RST != 0);
+        } else {
+            self.streams.insert(dir, st);
+        }
+    }
+
+    fn end_stream(&mut self, dir: &Dir, both: bool) {
+        self.streams.remove(dir);
+        if both {
+            let back = Dir {
+                src: dir.dst,
+                dst: dir.src,
+                src_port: dir.dst_port,
+                dst_port: dir.src_port,
+            };
+            self.streams.remove(&back);
+        }
+    }
+
+    /// Places a segment's bytes in its stream: drops what was seen
+    /// before, turns missing bytes into a gap, and feeds the rest.
+    fn stream_data(&mut self, seg: &Segment, st: &mut Stream, out: &mut Vec<Transaction>) {
+        let mut data = seg.payload;
+        let mut wire = seg.payload_wire as u64;
+        let mut seq = seg.tcp_seq;
+        if let Some(next) = st.next_seq {
+            let ahead = seq.wrapping_sub(next) as i32;
+            if ahead < 0 {
+                // A retransmission: keep only bytes not seen yet.
+                let old = (-(ahead as i64)) as u64;
+                if old >= wire {
+                    return;
+                }
+                let cut = (old as usize).min(data.len());
+                data = &data[cut..];
+                wire -= old;
+                seq = next;
+            } else if ahead > 0 {
+                self.gap(seg, st, ahead as u64, out);
+            }
+        }
+        st.next_seq = Some(seq.wrapping_add(wire as u32));
+        if st.mode == Mode::Hunting {
+            if !self.hunt(seg, data) {
+                st.hunt_tries += 1;
+                if st.hunt_tries >= HUNT_TRIES {
+                    st.mode = Mode::NotRpc;
+                    self.counters.streams_not_rpc += 1;
+                }
+                return;
+            }
+            st.mode = Mode::Synced;
+            st.reset_message();
+            st.mark_have = 0;
+            st.in_body = false;
+            if st.hunt_tries > 0 || st.next_seq.is_some() {
+                self.counters.resyncs += 1;
+            }
+        }
+        self.feed(seg, st, data, out);
+        let uncaptured = wire - data.len() as u64;
+        if uncaptured > 0 {
+            self.gap(seg, st, uncaptured, out);
+        }
+    }
+
+    /// Whether a message starts at the beginning of `data`.
+    fn hunt(&self, seg: &Segment, data: &[u8]) -> bool {
+        if data.len() < 4 + 24 {
+            return false;
+        }
+        let mark = u32::from_be_bytes([data[0], data[1], data[2], data[3]]);
+        let len = mark & 0x7fff_ffff;
+        if !(24..=MAX_FRAGMENT).contains(&len) {
+            return false;
+        }
+        let body = &data[4..data.len().min(4 + len as usize)];
+        match msg::parse(body) {
+            Some(Message::Call(_)) => true,
+            // A reply is only believed where its call was seen.
+            Some(Message::Reply(r)) => self.pending.contains_key(&CallKey {
+                client: seg.dst,
+                server: seg.src,
+                client_port: seg.dst_port,
+                server_port: seg.src_port,
+                proto: TCP,
+                xid: r.xid,
+            }),
+            None => false,
+        }
+    }
+
+    /// `n` bytes of the stream are missing.
+    fn gap(&mut self, seg: &Segment, st: &mut Stream, mut n: u64, out: &mut Vec<Transaction>) {
+        self.counters.gaps += 1;
+        self.counters.gap_bytes += n;
+        if st.mode != Mode::Synced {
+            return;
+        }
+        if st.in_body {
+            let k = n.min(st.frag_left as u64);
+            st.frag_left -= k as u32;
+            st.msg_len += k;
+            st.msg_gap = true;
+            n -= k;
+            if st.frag_left == 0 {
+                st.in_body = false;
+                if st.last_frag {
+                    self.complete(seg, st, out);
+                }
+            }
+        }
+        if n > 0 || st.mark_have > 0 {
+            // The gap took a record mark with it: boundaries are lost.
+            if st.msg_started {
+                self.counters.unfinished += 1;
+            }
+            st.reset_message();
+            st.mark_have = 0;
+            st.in_body = false;
+            st.mode = Mode::Hunting;
+            st.hunt_tries = 0;
+        }
+    }
+
+    fn feed(
+        &mut self,
+        seg: &Segment,
+        st: &mut Stream,
+        mut data: &[u8],
+        out: &mut Vec<Transaction>,
+    ) {
+        while !data.is_empty() {
+            if !st.in_body {
+                if st.mark_have == 0 && data.len() >= 4 {
+                    let mark = u32::from_be_bytes([data[0], data[1], data[2], data[3]]);
+                    let len = (mark & 0x7fff_ffff) as usize;
+                    // The common case: a whole one-fragment message in
+                    // this segment, decoded where it lies.
+                    if mark >> 31 == 1 && !st.msg_started && len <= data.len() - 4 {
+                        let whole = Whole {
+                            bytes: &data[4..4 + len],
+                            len: len as u64,
+                            gap: false,
+                            ts: seg.ts_ns,
+                        };
+                        self.message(seg, whole, true, out);
+                        data = &data[4 + len..];
+                        continue;
+                    }
+                }
+                let take = (4 - st.mark_have as usize).min(data.len());
+                st.mark[st.mark_have as usize..st.mark_have as usize + take]
+                    .copy_from_slice(&data[..take]);
+                st.mark_have += take as u8;
+                data = &data[take..];
+                if st.mark_have < 4 {
+                    break;
+                }
+                st.mark_have = 0;
+                let mark = u32::from_be_bytes(st.mark);
+                let len = mark & 0x7fff_ffff;
+                if len > MAX_FRAGMENT || (!st.msg_started && len < 24 && mark >> 31 == 1) {
+                    self.counters.malformed += 1;
+                    st.reset_message();
+                    st.mode = Mode::Hunting;
+                    st.hunt_tries = 0;
+                    return;
+                }
+                if !st.msg_started {
+                    st.msg_started = true;
+                    st.msg_ts = seg.ts_ns;
+                }
+                st.in_body = true;
+                st.frag_left = len;
+                st.last_frag = mark >> 31 == 1;
+                if len == 0 {
+                    st.in_body = false;
+                    if st.last_frag {
+                        self.complete(seg, st, out);
+                    }
+                }
+                continue;
+            }
+            let n = (st.frag_left as usize).min(data.len());
+            if !st.msg_gap {
+                let room = self.opts.max_message_prefix.saturating_sub(st.msg.len());
+                st.msg.extend_from_slice(&data[..n.min(room)]);
+            }
+            st.msg_len += n as u64;
+            st.frag_left -= n as u32;
+            data = &data[n..];
+            if st.frag_left == 0 {
+                st.in_body = false;
+                if st.last_frag {
+                    // Stamped with the segment that completed it, as
+                    // tshark stamps a reassembled message.
+                    st.msg_ts = seg.ts_ns;
+                    self.complete(seg, st, out);
+                }
+            }
+        }
+    }
+
+    fn complete(&mut self, seg: &Segment, st: &mut Stream, out: &mut Vec<Transaction>) {
+        let msg = std::mem::take(&mut st.msg);
+        let whole = Whole {
+            bytes: &msg,
+            len: st.msg_len,
+            gap: st.msg_gap,
+            ts: st.msg_ts,
+        };
+        self.message(seg, whole, true, out);
+        st.msg = msg;
+        st.reset_message();
+    }
+
+    /// A whole message, from a stream or a datagram, from `seg`'s sender.
+    fn message(&mut self, seg: &Segment, w: Whole, stream: bool, out: &mut Vec<Transaction>) {
+        let Some(m) = msg::parse(w.bytes) else {
+            if w.gap {
+                // A gap cut it before its header was whole.
+                self.counters.unfinished += 1;
+            } else if stream {
+                self.counters.malformed += 1;
+            }
+            return;
+        };
+        if !stream
+            && !udp_believable(seg, &m)
+            && !self.pending.contains_key(&reply_key(seg, m.xid()))
+        {
+            return;
+        }
+        self.counters.messages += 1;
+        if w.gap {
+            self.counters.messages_with_gap += 1;
+        } else if w.len > w.bytes.len() as u64 {
+            self.counters.long_messages += 1;
+        }
+        match m {
+            Message::Call(c) => {
+                self.counters.calls += 1;
+                let key = CallKey {
+                    client: seg.src,
+                    server: seg.dst,
+                    client_port: seg.src_port,
+                    server_port: seg.dst_port,
+                    proto: seg.proto,
+                    xid: c.xid,
+                };
+                if let Some(p) = self.pending.get_mut(&key) {
+                    let same = (p.call.program, p.call.version, p.call.procedure)
+                        == (c.program, c.version, c.procedure);
+                    if same {
+                        p.retransmits += 1;
+                        p.last_ts = w.ts;
+                        self.counters.retransmitted_calls += 1;
+                        return;
+                    }
+                    // The xid was used again for another call: the first
+                    // got no reply.
+                    if let Some(old) = self.pending.remove(&key) {
+                        self.counters.calls_without_reply += 1;
+                        out.push(unanswered(key, old));
+                    }
+                }
+                let args = w.bytes.get(c.args_at..).unwrap_or(&[]);
+                let detail = nfs::decode_call(c.program, c.version, c.procedure, args);
+                self.pending.insert(
+                    key,
+                    Pending {
+                        first_ts: w.ts,
+                        last_ts: w.ts,
+                        retransmits: 0,
+                        call: c,
+                        bytes: w.len.min(u32::MAX as u64) as u32,
+                        gap: w.gap,
+                        detail,
+                    },
+                );
+            }
+            Message::Reply(r) => {
+                self.counters.replies += 1;
+                let key = reply_key(seg, r.xid);
+                let mut t = match self.pending.remove(&key) {
+                    Some(p) => {
+                        self.counters.matched += 1;
+                        unanswered(key, p)
+                    }
+                    None => {
+                        self.counters.replies_without_call += 1;
+                        Transaction {
+                            call_ts: None,
+                            last_call_ts: None,
+                            reply_ts: None,
+                            client: key.client,
+                            client_port: key.client_port,
+                            server: key.server,
+                            server_port: key.server_port,
+                            proto: key.proto,
+                            xid: key.xid,
+                            call: None,
+                            reply: None,
+                            status: None,
+                            call_bytes: 0,
+                            reply_bytes: 0,
+                            retransmits: 0,
+                            gap: false,
+                            detail: CallDetail::default(),
+                        }
+                    }
+                };
+                t.reply_ts = Some(w.ts);
+                t.reply = Some(r.status);
+                t.reply_bytes = w.len.min(u32::MAX as u64) as u32;
+                t.gap |= w.gap;
+                if let (Some(c), ReplyStatus::Accepted(0)) = (t.call, r.status) {
+                    let results = w.bytes.get(r.results_at..).unwrap_or(&[]);
+                    t.status = nfs::decode_reply(
+                        c.program,
+                        c.version,
+                        c.procedure,
+                        &mut t.detail.ops,
+                        results,
+                    );
+                }
+                out.push(t);
+            }
+        }
+    }
+}
+
+/// The call a reply from `seg`'s sender answers.
+fn reply_key(seg: &Segment, xid: u32) -> CallKey {
+    CallKey {
+        client: seg.dst,
+        server: seg.src,
+        client_port: seg.dst_port,
+        server_port: seg.src_port,
+        proto: seg.proto,
+        xid,
+    }
+}
+
+/// UDP carries much that is not RPC: a datagram is taken as an RPC call
+/// only for a program weir knows or on the portmapper and NFS ports, and
+/// as a reply only to a call seen (checked by the caller) or on those
+/// ports.
+fn udp_believable(seg: &Segment, m: &Message) -> bool {
+    let well_known = |p: u16| p == 111 || p == 2049;
+    match m {
+        Message::Call(c) => msg::program_name(c.program).is_some() || well_known(seg.dst_port),
+        Message::Reply(_) => well_known(seg.src_port),
+    }
+}
+
+fn unanswered(k: CallKey, p: Pending) -> Transaction {
+    Transaction {
+        call_ts: Some(p.first_ts),
+        last_call_ts: Some(p.last_ts),
+        reply_ts: None,
+        client: k.client,
+        client_port: k.client_port,
+        server: k.server,
+        server_port: k.server_port,
+        proto: k.proto,
+        xid: k.xid,
+        call: Some(p.call),
+        reply: None,
+        status: None,
+        call_bytes: p.bytes,
+        reply_bytes: 0,
+        retransmits: p.retransmits,
+        gap: p.gap,
+        detail: p.detail,
+    }
+}
