@@ -10,6 +10,7 @@ use std::time::Duration;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
 mod analyze_cmd;
+mod anonymize_cmd;
 mod capture_cmd;
 mod gen_cmd;
 mod read_cmd;
@@ -36,9 +37,9 @@ enum Command {
     /// Capture live traffic on all cores into a dataset (or a pcap file).
     Capture(capture_cmd::CaptureArgs),
     /// Built-in analyses of one or more datasets (summary, flows, rates,
-    /// bursts, top, loss).
+    /// bursts, top, loss, stack, rpc).
     Analyze(analyze_cmd::AnalyzeArgs),
-    /// Run SQL over one or more datasets (tables packets, stats; view flows).
+    /// Run SQL over one or more datasets (tables packets, stats, stack, rpc, nfs; view flows).
     Sql(analyze_cmd::SqlArgs),
     /// Write the frames of a dataset that match a time window and a filter
     /// to a pcap file.
@@ -46,6 +47,9 @@ enum Command {
     /// Record the host's own network stack per socket (eBPF): application
     /// send/receive, TCP state, retransmissions, device transmit/receive.
     Stack(stack_cmd::StackArgs),
+    /// Copy a dataset for sharing: addresses, MACs, file handles and names
+    /// under a secret key, pcap files left out.
+    Anonymize(anonymize_cmd::AnonymizeArgs),
     /// Put a dataset whose capture was killed back in order: cut open pcap
     /// files at their last whole frame, keep the stats, rebuild the manifest.
     Recover(RecoverArgs),
@@ -121,6 +125,7 @@ fn main() -> ExitCode {
         Command::Sql(a) => analyze_cmd::run_sql(a),
         Command::Read(a) => read_cmd::run(a),
         Command::Stack(a) => stack_cmd::run(a),
+        Command::Anonymize(a) => anonymize_cmd::run(a),
         Command::Recover(a) => recover(a),
     };
     match result {

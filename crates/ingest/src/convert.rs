@@ -251,6 +251,7 @@ pub fn convert(
         drops: None,
         stack: None,
         rpc: registry.rpc,
+        anonymized: None,
     };
     dataset.write_manifest(&manifest)?;
     Ok(ConvertReport {

@@ -645,6 +645,7 @@ fn base_manifest(opts: &LiveOptions, libpcap: &str, workers: u32) -> Manifest {
         drops: None,
         stack: None,
         rpc: None,
+        anonymized: None,
     }
 }
 

@@ -295,6 +295,7 @@ fn open_dataset(root: &Path, force: bool) -> Result<(Dataset, Manifest), StackEr
         drops: None,
         stack: None,
         rpc: None,
+        anonymized: None,
     };
     Ok((ds, m))
 }

@@ -22,6 +22,7 @@ pub mod files;
 pub mod manifest;
 pub mod packets;
 pub mod read;
+pub mod rewrite;
 pub mod rpc;
 pub mod schema;
 pub mod stack;

@@ -48,6 +48,19 @@ pub struct Manifest {
     /// ONC RPC / NFS transactions found in the packets (`rpc/`, `nfs/`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rpc: Option<RpcInfo>,
+    /// Set on a copy made by `weir anonymize`: how each kind of value was
+    /// changed, and which key (by fingerprint) did it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub anonymized: Option<AnonymizedInfo>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AnonymizedInfo {
+    pub key_fingerprint: String,
+    pub addresses: String,
+    pub macs: String,
+    pub file_handles: String,
+    pub names: String,
 }
 
 /// The RPC stage of a conversion or capture: how it ran, what it counted,

@@ -1,0 +1,150 @@
+//! A copy of a dataset's tables with some columns rewritten, value by
+//! value (`weir anonymize`). The caller says, per table and column, how;
+//! columns it leaves alone are copied as they are. pcap files are not
+//! copied: the copy is of the records, not of the frames.
+
+use std::fs::File;
+use std::path::Path;
+use std::sync::Arc;
+
+use arrow_array::cast::AsArray;
+use arrow_array::types::UInt64Type;
+use arrow_array::{
+    Array, ArrayRef, FixedSizeBinaryArray, RecordBatch, RecordBatchReader, StringArray, UInt64Array,
+};
+use arrow_schema::DataType;
+use parquet::arrow::ArrowWriter;
+use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+use parquet::basic::{Compression, ZstdLevel};
+use parquet::file::properties::WriterProperties;
+
+use crate::error::StoreError;
+use crate::files::create_file;
+
+/// How one column's values change.
+pub enum Rewrite<'a> {
+    /// Fixed-size binary values (addresses) through a function of the
+    /// bytes; it must return as many bytes as it was given.
+    Bytes(&'a dyn Fn(&[u8]) -> Vec<u8>),
+    U64(&'a dyn Fn(u64) -> u64),
+    Text(&'a dyn Fn(&str) -> String),
+    /// Dropped: every value becomes null (the column must be nullable).
+    Null,
+}
+
+/// The tables a dataset may hold, by directory.
+pub const TABLE_DIRS: &[&str] = &["packets", "stats", "stack", "rpc", "nfs"];
+
+/// Copies every Parquet file of `src`'s tables into `dst` (an existing,
+/// empty dataset directory), rewriting the columns `plan(table, column)`
+/// names. Returns the dataset-relative names written.
+pub fn rewrite_tables(
+    src: &Path,
+    dst: &Path,
+    plan: &dyn Fn(&str, &str) -> Option<Rewrite<'static>>,
+) -> Result<Vec<String>, StoreError> {
+    let mut written = Vec::new();
+    for table in TABLE_DIRS {
+        let dir = src.join(table);
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            continue;
+        };
+        let mut names: Vec<String> = entries
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .filter(|n| n.ends_with(".parquet") && !n.starts_with('.'))
+            .collect();
+        names.sort();
+        if names.is_empty() {
+            continue;
+        }
+        let out_dir = dst.join(table);
+        std::fs::create_dir_all(&out_dir).map_err(|e| StoreError::io(&out_dir, e))?;
+        for name in names {
+            let from = dir.join(&name);
+            let to = out_dir.join(&name);
+            rewrite_file(&from, &to, table, plan)?;
+            written.push(format!("{table}/{name}"));
+        }
+    }
+    Ok(written)
+}
+
+fn rewrite_file(
+    from: &Path,
+    to: &Path,
+    table: &str,
+    plan: &dyn Fn(&str, &str) -> Option<Rewrite<'static>>,
+) -> Result<(), StoreError> {
+    let file = File::open(from).map_err(|e| StoreError::io(from, e))?;
+    let reader = ParquetRecordBatchReaderBuilder::try_new(file)
+        .and_then(|b| b.with_batch_size(64 * 1024).build())
+        .map_err(|e| StoreError::parquet(from, e))?;
+    let schema = reader.schema();
+    let part = to.with_file_name(format!(
+        ".{}.part",
+        to.file_name()
+            .map(|n| n.to_string_lossy())
+            .unwrap_or_default()
+    ));
+    let props = WriterProperties::builder()
+        .set_compression(Compression::ZSTD(ZstdLevel::default()))
+        .set_created_by(format!(
+            "weir version {} (anonymize)",
+            env!("CARGO_PKG_VERSION")
+        ))
+        .build();
+    let out = create_file(&part)?;
+    let mut w = ArrowWriter::try_new(out, schema.clone(), Some(props))
+        .map_err(|e| StoreError::parquet(&part, e))?;
+    let invalid = |message: String| StoreError::Invalid {
+        path: from.to_path_buf(),
+        message,
+    };
+    for batch in reader {
+        let batch = batch.map_err(|e| invalid(format!("reading: {e}")))?;
+        let mut cols: Vec<ArrayRef> = Vec::with_capacity(batch.num_columns());
+        for (field, col) in schema.fields().iter().zip(batch.columns()) {
+            cols.push(match plan(table, field.name()) {
+                Some(r) => apply(col, &r).map_err(|m| invalid(format!("{}: {m}", field.name())))?,
+                None => col.clone(),
+            });
+        }
+        let batch = RecordBatch::try_new(schema.clone(), cols)
+            .map_err(|e| invalid(format!("rebuilding a batch: {e}")))?;
+        w.write(&batch).map_err(|e| StoreError::parquet(&part, e))?;
+    }
+    let f = w.into_inner().map_err(|e| StoreError::parquet(&part, e))?;
+    f.sync_data().map_err(|e| StoreError::io(&part, e))?;
+    std::fs::rename(&part, to).map_err(|e| StoreError::io(to, e))
+}
+
+fn apply(col: &ArrayRef, r: &Rewrite) -> Result<ArrayRef, String> {
+    Ok(match (r, col.data_type()) {
+        (Rewrite::Null, t) => arrow_array::new_null_array(t, col.len()),
+        (Rewrite::Bytes(f), DataType::FixedSizeBinary(n)) => {
+            let a = col.as_fixed_size_binary();
+            let vals: Vec<Option<Vec<u8>>> = (0..a.len())
+                .map(|i| (!a.is_null(i)).then(|| f(a.value(i))))
+                .collect();
+            if vals.iter().flatten().any(|v| v.len() != *n as usize) {
+                return Err("a rewritten value changed its size".into());
+            }
+            let arr = FixedSizeBinaryArray::try_from_sparse_iter_with_size(
+                vals.iter().map(|v| v.as_deref()),
+                *n,
+            )
+            .map_err(|e| e.to_string())?;
+            Arc::new(arr)
+        }
+        (Rewrite::U64(f), DataType::UInt64) => {
+            let a = col.as_primitive::<UInt64Type>();
+            Arc::new(a.iter().map(|v| v.map(f)).collect::<UInt64Array>())
+        }
+        (Rewrite::Text(f), DataType::Utf8) => {
+            let a = col.as_string::<i32>();
+            Arc::new(a.iter().map(|v| v.map(f)).collect::<StringArray>())
+        }
+        (_, t) => return Err(format!("cannot rewrite a column of type {t}")),
+    })
+}
