@@ -418,6 +418,8 @@ pub struct StackWriter {
     builders: Builders,
     files: TableFiles,
     rows: u64,
+    rotate_rows: u64,
+    rows_in_file: u64,
 }
 
 impl StackWriter {
@@ -453,14 +455,22 @@ impl StackWriter {
                 rotate_rows,
             ),
             rows: 0,
+            rotate_rows: rotate_rows.max(1),
+            rows_in_file: 0,
         }
     }
 
     pub fn push(&mut self, row: &StackRow) -> Result<(), StoreError> {
         self.builders.push(row);
         self.rows += 1;
+        self.rows_in_file += 1;
         if self.builders.rows >= BATCH_ROWS {
             self.write_batch()?;
+        }
+        if self.rows_in_file >= self.rotate_rows {
+            self.write_batch()?;
+            self.files.close_file()?;
+            self.rows_in_file = 0;
         }
         Ok(())
     }

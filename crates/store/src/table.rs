@@ -105,7 +105,8 @@ impl TableFiles {
     }
 
     /// Appends a batch (of this table's schema); starts the next file
-    /// after it once the current one holds `rotate_rows`.
+    /// after it once the current one holds `rotate_rows` (writers that
+    /// rotate at an exact row call [`TableFiles::close_file`]).
     pub fn write(&mut self, batch: &RecordBatch) -> Result<(), StoreError> {
         if batch.num_rows() == 0 {
             return Ok(());
@@ -128,7 +129,8 @@ impl TableFiles {
         Ok(())
     }
 
-    fn close_file(&mut self) -> Result<(), StoreError> {
+    /// Closes the current file now; the next batch starts another.
+    pub fn close_file(&mut self) -> Result<(), StoreError> {
         if let Some((w, part, name)) = self.open.take() {
             let file = w.into_inner().map_err(|e| StoreError::parquet(&part, e))?;
             file.sync_data().map_err(|e| StoreError::io(&part, e))?;
