@@ -246,36 +246,25 @@ impl Session {
             store::packet_schema(),
             false,
         )?;
-        // The stats and stack tables are read with their current schema,
-        // so that files written before a column was added read it as null.
-        self.register_files(
-            "stats_files",
-            &roots,
-            store::dataset::STATS_DIR,
-            store::stats::stats_schema(),
-            true,
-        )?;
-        self.register_files(
-            "stack_files",
-            &roots,
-            store::stack::STACK_DIR,
-            store::stack::stack_schema(),
-            true,
-        )?;
-        self.register_files(
-            "rpc_files",
-            &roots,
-            store::rpc::RPC_DIR,
-            store::rpc::rpc_schema(),
-            true,
-        )?;
-        self.register_files(
-            "nfs_files",
-            &roots,
-            store::rpc::NFS_DIR,
-            store::rpc::nfs_schema(),
-            true,
-        )?;
+        // The other tables are read with their current schema, so that
+        // files written before a column was added read it as null.
+        let tables = [
+            (
+                "stats",
+                store::dataset::STATS_DIR,
+                store::stats::stats_schema(),
+            ),
+            (
+                "stack",
+                store::stack::STACK_DIR,
+                store::stack::stack_schema(),
+            ),
+            ("rpc", store::rpc::RPC_DIR, store::rpc::rpc_schema()),
+            ("nfs", store::rpc::NFS_DIR, store::rpc::nfs_schema()),
+        ];
+        for (name, dir, schema) in &tables {
+            self.register_files(&format!("{name}_files"), &roots, dir, schema.clone(), true)?;
+        }
         let cond = self.window.condition();
         let filter = match &self.filter {
             Some(f) => crate::filter::to_sql(f).map_err(|e| AnalyzeError::Usage(e.to_string()))?,
@@ -285,15 +274,7 @@ impl Session {
             "CREATE VIEW packets AS SELECT *, CAST(ts AS BIGINT) AS ts_ns \
              FROM packet_files WHERE {cond} AND {filter}"
         ))?;
-        self.execute(&format!(
-            "CREATE VIEW stats AS SELECT *, CAST(ts AS BIGINT) AS ts_ns \
-             FROM stats_files WHERE {cond}"
-        ))?;
-        self.execute(&format!(
-            "CREATE VIEW stack AS SELECT *, CAST(ts AS BIGINT) AS ts_ns \
-             FROM stack_files WHERE {cond}"
-        ))?;
-        for t in ["rpc", "nfs"] {
+        for (t, _, _) in &tables {
             self.execute(&format!(
                 "CREATE VIEW {t} AS SELECT *, CAST(ts AS BIGINT) AS ts_ns \
                  FROM {t}_files WHERE {cond}"

@@ -202,19 +202,9 @@ mod tests {
         )
     }
 
-    /// splitmix64: a tiny deterministic generator, so the property tests
-    /// are reproducible without a dependency.
-    struct Rng(u64);
+    use crate::tests::Rng;
 
     impl Rng {
-        fn next(&mut self) -> u64 {
-            self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-            let mut z = self.0;
-            z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-            z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-            z ^ (z >> 31)
-        }
-
         fn next_u128(&mut self) -> u128 {
             (u128::from(self.next()) << 64) | u128::from(self.next())
         }

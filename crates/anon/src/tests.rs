@@ -1,10 +1,11 @@
 use super::*;
 
-/// splitmix64, for reproducible random inputs without a dependency.
-struct Rng(u64);
+/// splitmix64, for reproducible random inputs without a dependency
+/// (shared with cryptopan's tests).
+pub(crate) struct Rng(pub(crate) u64);
 
 impl Rng {
-    fn next(&mut self) -> u64 {
+    pub(crate) fn next(&mut self) -> u64 {
         self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
         let mut z = self.0;
         z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);

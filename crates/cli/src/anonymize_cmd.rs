@@ -98,25 +98,22 @@ pub fn run(a: AnonymizeArgs) -> Result<ExitCode, String> {
     let source = store::Dataset::open(src).map_err(|e| e.to_string())?;
     let mut m = source.read_manifest().map_err(|e| e.to_string())?;
     let dataset = store::Dataset::create(out, a.force).map_err(|e| e.to_string())?;
-    // The plan holds the key for as long as the rewrite runs; the closures
-    // it hands out borrow it for 'static through a leak of one small box.
-    let key: &'static anon::Key = Box::leak(Box::new(key));
-    let ip_fn: &'static dyn Fn(&[u8]) -> Vec<u8> = Box::leak(Box::new(|b: &[u8]| ip16(key, b)));
-    let mac_fn: &'static dyn Fn(&[u8]) -> Vec<u8> = Box::leak(Box::new(|b: &[u8]| mac(key, b)));
-    let fh_fn: &'static dyn Fn(u64) -> u64 = Box::leak(Box::new(|v| key.file_handle(v)));
-    let name_fn: &'static dyn Fn(&str) -> String = Box::leak(Box::new(|s: &str| key.name(s)));
-    let plan = move |table: &str, column: &str| -> Option<Rewrite<'static>> {
+    let ip_fn = |b: &[u8]| ip16(&key, b);
+    let mac_fn = |b: &[u8]| mac(&key, b);
+    let fh_fn = |v: u64| key.file_handle(v);
+    let name_fn = |s: &str| key.name(s);
+    let plan = |table: &str, column: &str| -> Option<Rewrite<'_>> {
         Some(match (table, column) {
             (_, "ip_src" | "ip_dst" | "local_addr" | "remote_addr" | "client" | "server") => {
-                Rewrite::Bytes(ip_fn)
+                Rewrite::Bytes(&ip_fn)
             }
-            (_, "eth_src" | "eth_dst") => Rewrite::Bytes(mac_fn),
-            ("nfs", "fh" | "res_fh") => Rewrite::U64(fh_fn),
-            ("nfs", "name" | "name2") => Rewrite::Text(name_fn),
+            (_, "eth_src" | "eth_dst") => Rewrite::Bytes(&mac_fn),
+            ("nfs", "fh" | "res_fh") => Rewrite::U64(&fh_fn),
+            ("nfs", "name" | "name2") => Rewrite::Text(&name_fn),
             // Records point at frames in pcap files that are not copied.
             ("packets", "pcap_file" | "pcap_offset") => Rewrite::Null,
             // The host's process and device names.
-            ("stack", "comm" | "dev") => Rewrite::Text(name_fn),
+            ("stack", "comm" | "dev") => Rewrite::Text(&name_fn),
             _ => return None,
         })
     };

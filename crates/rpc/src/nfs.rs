@@ -450,7 +450,8 @@ fn attr4(mask: &[u32], vals: &[u8]) -> Attr {
                 4 => a.size = Some(v.u64()?),
                 // the booleans
                 5..=7 | 9 | 14..=18 | 25 | 26 | 34 | 46 => v.skip(4)?,
-                8 | 41 => v.skip(16 - 8 * (n == 41) as usize)?,
+                8 => v.skip(16)?, // fsid: major, minor
+                41 => v.skip(8)?, // rawdev: specdata4
                 12 => {
                     let aces = v.u32()?;
                     for _ in 0..aces.min(1024) {

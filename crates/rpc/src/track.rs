@@ -5,8 +5,7 @@
 //! Time is the packets' own: timeouts run on capture time, so a trace
 //! converted a year later gives the same rows as the live capture did.
 
-use std::collections::HashMap;
-use std::hash::{BuildHasherDefault, Hasher};
+use wire::fasthash::FastMap;
 
 use crate::msg::{self, Call, Message, ReplyStatus};
 use crate::nfs::{self, CallDetail, Op};
@@ -138,38 +137,6 @@ pub struct Counters {
     /// Streams not tracked because `max_streams` were open.
     pub streams_over_limit: u64,
 }
-
-/// A fast hasher for the flow and call maps (keys are addresses, ports
-/// and xids: not attacker-chosen in a way that matters for a bounded map).
-#[derive(Default)]
-struct FastHasher(u64);
-
-impl Hasher for FastHasher {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-    fn write(&mut self, bytes: &[u8]) {
-        for c in bytes.chunks(8) {
-            let mut w = [0u8; 8];
-            w[..c.len()].copy_from_slice(c);
-            self.write_u64(u64::from_le_bytes(w));
-        }
-    }
-    fn write_u64(&mut self, v: u64) {
-        self.0 = (self.0.rotate_left(5) ^ v).wrapping_mul(0x517c_c1b7_2722_0a95);
-    }
-    fn write_u32(&mut self, v: u32) {
-        self.write_u64(v as u64);
-    }
-    fn write_u16(&mut self, v: u16) {
-        self.write_u64(v as u64);
-    }
-    fn write_u8(&mut self, v: u8) {
-        self.write_u64(v as u64);
-    }
-}
-
-type FastMap<K, V> = HashMap<K, V, BuildHasherDefault<FastHasher>>;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 struct Dir {

@@ -6,10 +6,8 @@
 //! time, the socket a received frame belongs to, the process that owns a
 //! socket, and sequence numbers unwrapped past 4 GiB.
 
-use std::collections::HashMap;
-use std::hash::{BuildHasherDefault, Hasher};
-
 use store::stack::{StackRow, TcpInfo};
+use wire::fasthash::FastMap;
 
 /// Bytes of one event record (`EVENT_SIZE` in event.h).
 pub const EVENT_SIZE: usize = 176;
@@ -141,48 +139,6 @@ struct Owner {
     tid: u32,
     comm: [u8; 16],
 }
-
-/// The multiply-rotate hash rustc uses (FxHash): a few cycles per word
-/// where the standard SipHash spends tens of ns, and these maps are hit
-/// two or three times per event. Keys are this host's own sockets.
-#[derive(Clone, Copy, Default)]
-struct FastHasher(u64);
-
-impl FastHasher {
-    fn add(&mut self, w: u64) {
-        self.0 = (self.0.rotate_left(5) ^ w).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
-    }
-}
-
-impl Hasher for FastHasher {
-    fn write(&mut self, bytes: &[u8]) {
-        for chunk in bytes.chunks(8) {
-            let mut w = [0u8; 8];
-            w[..chunk.len()].copy_from_slice(chunk);
-            self.add(u64::from_le_bytes(w));
-        }
-    }
-    fn write_u8(&mut self, v: u8) {
-        self.add(v as u64);
-    }
-    fn write_u16(&mut self, v: u16) {
-        self.add(v as u64);
-    }
-    fn write_u32(&mut self, v: u32) {
-        self.add(v as u64);
-    }
-    fn write_u64(&mut self, v: u64) {
-        self.add(v);
-    }
-    fn write_usize(&mut self, v: usize) {
-        self.add(v as u64);
-    }
-    fn finish(&self) -> u64 {
-        self.0
-    }
-}
-
-type FastMap<K, V> = HashMap<K, V, BuildHasherDefault<FastHasher>>;
 
 /// Sockets remembered at most; past this the tables start over (a busy
 /// host's closed sockets are forgotten on CLOSE already).

@@ -38,10 +38,10 @@ pub const TABLE_DIRS: &[&str] = &["packets", "stats", "stack", "rpc", "nfs"];
 /// Copies every Parquet file of `src`'s tables into `dst` (an existing,
 /// empty dataset directory), rewriting the columns `plan(table, column)`
 /// names. Returns the dataset-relative names written.
-pub fn rewrite_tables(
+pub fn rewrite_tables<'a>(
     src: &Path,
     dst: &Path,
-    plan: &dyn Fn(&str, &str) -> Option<Rewrite<'static>>,
+    plan: &dyn Fn(&str, &str) -> Option<Rewrite<'a>>,
 ) -> Result<Vec<String>, StoreError> {
     let mut written = Vec::new();
     for table in TABLE_DIRS {
@@ -70,11 +70,11 @@ pub fn rewrite_tables(
     Ok(written)
 }
 
-fn rewrite_file(
+fn rewrite_file<'a>(
     from: &Path,
     to: &Path,
     table: &str,
-    plan: &dyn Fn(&str, &str) -> Option<Rewrite<'static>>,
+    plan: &dyn Fn(&str, &str) -> Option<Rewrite<'a>>,
 ) -> Result<(), StoreError> {
     let file = File::open(from).map_err(|e| StoreError::io(from, e))?;
     let reader = ParquetRecordBatchReaderBuilder::try_new(file)
