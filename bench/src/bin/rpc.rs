@@ -9,7 +9,14 @@
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::sync::Arc;
 use std::time::Instant;
+
+use arrow_array::{Array, ArrayRef, RecordBatch, UInt64Array};
+use parquet::arrow::ArrowWriter;
+use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+use parquet::basic::{Compression, ZstdLevel};
+use parquet::file::properties::WriterProperties;
 
 fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(|a, b| a.total_cmp(b));
@@ -104,7 +111,9 @@ fn bench(weir: &Path, data: &Path, tmp: &Path, reps: usize, copies: usize) -> Re
         r / p
     );
 
-    // A big rpc table: the trace's files, copied.
+    // A big rpc table: the trace's files, copied, each copy's ids moved
+    // into a range of their own (identical ids would make every rpc-nfs
+    // join quadratic in the number of copies).
     let big = tmp.join("big");
     for t in ["rpc", "nfs", "packets"] {
         std::fs::create_dir_all(big.join(t)).map_err(|e| e.to_string())?;
@@ -112,18 +121,17 @@ fn bench(weir: &Path, data: &Path, tmp: &Path, reps: usize, copies: usize) -> Re
     std::fs::copy(ds.join("manifest.json"), big.join("manifest.json"))
         .map_err(|e| e.to_string())?;
     let mut rows = 0u64;
-    for t in ["rpc", "nfs"] {
+    for (t, id) in [("rpc", "id"), ("nfs", "rpc_id")] {
         for e in std::fs::read_dir(ds.join(t))
             .map_err(|e| e.to_string())?
             .flatten()
         {
+            let batches = read_parquet(&e.path())?;
             for k in 0..copies {
-                std::fs::copy(
-                    e.path(),
-                    big.join(t)
-                        .join(format!("c{k:04}-{}", e.file_name().to_string_lossy())),
-                )
-                .map_err(|e| e.to_string())?;
+                let out = big
+                    .join(t)
+                    .join(format!("c{k:04}-{}", e.file_name().to_string_lossy()));
+                write_with_id_offset(&batches, id, (k as u64) << 40, &out)?;
             }
         }
     }
@@ -143,5 +151,49 @@ fn bench(weir: &Path, data: &Path, tmp: &Path, reps: usize, copies: usize) -> Re
         "| {copies} copies of the trace's tables | {rows} | {t:.2} | {:.1} M |",
         rows as f64 / t / 1e6
     );
+    Ok(())
+}
+
+fn read_parquet(path: &Path) -> Result<Vec<RecordBatch>, String> {
+    let file = std::fs::File::open(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    ParquetRecordBatchReaderBuilder::try_new(file)
+        .and_then(|b| b.build())
+        .map_err(|e| format!("{}: {e}", path.display()))?
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| format!("{}: {e}", path.display()))
+}
+
+/// `batches` to `out` with `offset` added to the UInt64 column `id`.
+fn write_with_id_offset(
+    batches: &[RecordBatch],
+    id: &str,
+    offset: u64,
+    out: &Path,
+) -> Result<(), String> {
+    let Some(first) = batches.first() else {
+        return Ok(());
+    };
+    let schema = first.schema();
+    let col = schema.index_of(id).map_err(|e| e.to_string())?;
+    let file = std::fs::File::create(out).map_err(|e| format!("{}: {e}", out.display()))?;
+    // Compressed as weir's own rpc files are, so reading costs the same.
+    let props = WriterProperties::builder()
+        .set_compression(Compression::ZSTD(ZstdLevel::default()))
+        .build();
+    let mut w =
+        ArrowWriter::try_new(file, schema.clone(), Some(props)).map_err(|e| e.to_string())?;
+    for b in batches {
+        let ids = b
+            .column(col)
+            .as_any()
+            .downcast_ref::<UInt64Array>()
+            .ok_or(format!("{id} is not UInt64"))?;
+        let moved: UInt64Array = ids.iter().map(|v| v.map(|v| v + offset)).collect();
+        let mut cols: Vec<ArrayRef> = b.columns().to_vec();
+        cols[col] = Arc::new(moved);
+        let b = RecordBatch::try_new(schema.clone(), cols).map_err(|e| e.to_string())?;
+        w.write(&b).map_err(|e| e.to_string())?;
+    }
+    w.close().map_err(|e| e.to_string())?;
     Ok(())
 }

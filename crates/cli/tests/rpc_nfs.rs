@@ -180,6 +180,27 @@ fn nfsv3_transactions_match_tshark() {
     assert_eq!(r.code(), 0, "{}", r.stderr());
     assert!(r.stdout().contains("LOOKUP"), "{}", r.stdout());
     assert!(std::fs::metadata(&png).unwrap().len() > 10_000);
+    // Its per-client bytes agree with the nfs table summed directly.
+    let mut a = weir();
+    a.arg("analyze").arg(&ds).arg("rpc").arg("--json");
+    let r = run_bounded(a, Duration::from_secs(120));
+    assert_eq!(r.code(), 0, "{}", r.stderr());
+    let report: Value = serde_json::from_str(&r.stdout()).unwrap();
+    let clients = report["clients"].as_array().unwrap();
+    assert_eq!(clients.len(), 1, "{clients:?}");
+    let direct = sql(
+        &ds,
+        "SELECT (SELECT count(*) FROM rpc WHERE program = 100003) AS calls, \
+         sum(CASE WHEN op_name = 'READ' THEN res_count ELSE 0 END) AS bytes_read, \
+         sum(CASE WHEN op_name = 'WRITE' THEN res_count ELSE 0 END) AS bytes_written, \
+         sum(CASE WHEN op_name = 'READ' THEN 1 ELSE 0 END) AS reads, \
+         sum(CASE WHEN op_name = 'WRITE' THEN 1 ELSE 0 END) AS writes \
+         FROM nfs WHERE program = 100003",
+    );
+    for k in ["calls", "bytes_read", "bytes_written", "reads", "writes"] {
+        assert_eq!(num(&clients[0][k]), num(&direct[0][k]), "{k}");
+    }
+    assert!(num(&clients[0]["bytes_read"]) > 1e8);
 }
 
 #[test]
