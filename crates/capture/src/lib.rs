@@ -1,12 +1,16 @@
 //! Linux packet sources: AF_PACKET sockets with TPACKET_V3 receive rings
 //! joined in a fanout group (the kernel spreads flows over the workers), the
-//! kernel's packet counters, classic BPF filters compiled by libpcap, and
-//! the frame sender behind `weir gen -i`.
+//! kernel's packet counters, classic BPF filters compiled by libpcap, the
+//! flow-hash shard filter (eBPF, generated here), and the frame sender
+//! behind `weir gen -i`.
 //!
 //! Everything that touches the kernel lives here, behind small safe types;
 //! the parsing and storage crates know nothing of it.
 
+pub mod bpf;
+mod classic;
 pub mod iface;
+pub mod shard;
 mod sys;
 pub mod tx;
 
@@ -15,4 +19,5 @@ pub mod filter;
 pub mod ring;
 
 pub use filter::{Filter, FilterError, compile as compile_filter};
-pub use ring::{Fanout, KernelStats, RingError, RingOptions, RxFrame, RxRing};
+pub use ring::{Fanout, KernelStats, RingError, RingOptions, RxFrame, RxRing, SocketFilter};
+pub use shard::Shard;

@@ -12,6 +12,7 @@ use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
+use crate::bpf::SocketProgram;
 use crate::iface::Interface;
 use crate::sys::{bind_to, check, getsockopt, map_ring, packet_socket_unbound, setsockopt};
 
@@ -100,6 +101,16 @@ pub struct RxFrame<'a> {
     pub hw_timestamp: bool,
 }
 
+/// What decides, in the kernel, which frames reach a ring.
+#[derive(Clone, Copy)]
+pub enum SocketFilter<'a> {
+    /// libpcap's classic BPF.
+    Classic(&'a [libc::sock_filter]),
+    /// An eBPF socket program (the shard filter, with any tcpdump filter
+    /// translated into it).
+    Program(&'a SocketProgram),
+}
+
 /// A receive ring on one interface.
 pub struct RxRing {
     fd: OwnedFd,
@@ -119,12 +130,12 @@ const TPACKET_V3: libc::c_int = 2;
 impl RxRing {
     /// Opens a socket on `iface` with a ring of `opts`, joins `fanout`,
     /// puts the interface in promiscuous mode if asked, and attaches
-    /// `filter` (classic BPF) before any frame can arrive.
+    /// `filter` before any frame can arrive.
     pub fn open(
         iface: &Interface,
         opts: RingOptions,
         fanout: Option<Fanout>,
-        filter: Option<&[libc::sock_filter]>,
+        filter: Option<SocketFilter<'_>>,
         promiscuous: bool,
     ) -> Result<RxRing, RingError> {
         let name = iface.name.clone();
@@ -178,8 +189,14 @@ impl RxRing {
             next: 0,
             iface: name.clone(),
         };
-        if let Some(f) = filter {
-            attach_filter(&ring.fd, f).map_err(setup("attaching the filter"))?;
+        match filter {
+            Some(SocketFilter::Classic(f)) => {
+                attach_filter(&ring.fd, f).map_err(setup("attaching the filter"))?
+            }
+            Some(SocketFilter::Program(p)) => p
+                .attach(&ring.fd)
+                .map_err(setup("attaching the shard filter"))?,
+            None => {}
         }
         bind_to(&ring.fd, iface.index).map_err(setup("bind"))?;
         if let Some(g) = fanout {

@@ -92,6 +92,12 @@ pub struct CaptureArgs {
     /// Drop root privileges to this user once the sockets are open.
     #[arg(short = 'Z', value_name = "USER")]
     user: Option<String>,
+    /// Keep only share K of N of the flows (e.g. 0/2 on one box, 1/2 on
+    /// another, both on the same mirrored traffic): a filter in the kernel
+    /// keeps the frames whose weir flow hash modulo N is K, both
+    /// directions of a flow together; frames without one (ARP) go to 0.
+    #[arg(long, value_name = "K/N")]
+    shard: Option<capture::Shard>,
     /// Do not put the interfaces into promiscuous mode.
     #[arg(short = 'p', long = "no-promiscuous-mode")]
     no_promisc: bool,
@@ -245,6 +251,7 @@ pub fn run(a: CaptureArgs) -> Result<ExitCode, String> {
         ring,
         snaplen: a.snaplen,
         filter,
+        shard: a.shard,
         promiscuous: !a.no_promisc,
         pcap,
         records: records_on,
@@ -265,11 +272,14 @@ pub fn run(a: CaptureArgs) -> Result<ExitCode, String> {
     let say_ready = || {
         if !a.quiet {
             eprintln!(
-                "weir: capturing on {} ({} ring{} of {}){}; Ctrl-C to stop",
+                "weir: capturing on {} ({} ring{} of {}){}{}; Ctrl-C to stop",
                 a.interfaces.join(", "),
                 rings,
                 if rings == 1 { "" } else { "s" },
                 ring_size,
+                a.shard
+                    .map(|s| format!(", flow share {s}"))
+                    .unwrap_or_default(),
                 a.filter
                     .is_empty()
                     .then(String::new)

@@ -710,3 +710,123 @@ fn without_privileges_the_error_says_what_to_do() {
     }
     assert_eq!(records(&ds).len(), 500);
 }
+
+/// Two boxes' worth of `--shard`: captures of share 0/2 and 1/2 next to an
+/// unsharded one, on the same traffic. The shares are disjoint, their union
+/// is the whole, and no flow is split; a tcpdump filter still applies
+/// inside a share.
+/// A frame told apart by its headers: flow hash, length, IP id, TCP
+/// sequence and acknowledgement numbers.
+type Frame = (u32, u32, u32, u32, u32);
+
+#[test]
+fn shards_split_the_traffic_into_disjoint_complete_shares() {
+    let net = VethPair::new("shard");
+    let s = Scratch::new("cap-shard");
+    let start = |name: &str, extra: &[&str]| {
+        let ds = s.join(name);
+        // Small rings: four captures start quickly side by side.
+        let mut args = vec![
+            "-o",
+            ds.to_str().unwrap(),
+            "--duration",
+            "40s",
+            "-B",
+            "16384",
+        ];
+        args.extend_from_slice(extra);
+        (ds.clone(), capture(&net.b, &args))
+    };
+    let caps = [
+        start("all", &["-j", "1"]),
+        start("share0", &["-j", "2", "--shard", "0/2"]),
+        start("share1", &["-j", "1", "--shard", "1/2"]),
+        start("share1-udp", &["-j", "1", "--shard", "1/2", "udp"]),
+    ];
+    let server = TcpServer::start(&net.b, 7002);
+    assert_eq!(TcpServer::connect(&net.a, 7002, 30), "flows 30");
+    send(
+        &net.a,
+        &[
+            "--count", "3000", "--rate", "30000", "--size", "150", "--flows", "64",
+        ],
+    );
+    std::thread::sleep(Duration::from_millis(300));
+    let mut sets = Vec::new();
+    for (ds, cap) in caps {
+        cap.signal(libc::SIGINT);
+        let r = cap.wait(Duration::from_secs(30));
+        assert_eq!(r.code(), 0, "{}", r.stderr());
+        // The test's own TCP and UDP frames: what every capture saw whole.
+        // (Each socket stamps its own time: frames are told apart by their
+        // headers.)
+        let frames: Vec<Frame> = records(&ds)
+            .iter()
+            .filter(|r| r.has(Has::FLOW) && (r.has(Has::TCP) || r.has(Has::UDP)))
+            .map(|r| (r.flow_hash, r.wire_len, r.ip_id, r.tcp_seq, r.tcp_ack))
+            .collect();
+        sets.push((ds, frames));
+    }
+    drop(server);
+    let sorted = |v: &Vec<Frame>| {
+        let mut v = v.clone();
+        v.sort_unstable();
+        v
+    };
+    let all = sorted(&sets[0].1);
+    let (zero, one, one_udp) = (sorted(&sets[1].1), sorted(&sets[2].1), &sets[3].1);
+    assert!(all.len() > 3000, "{} frames", all.len());
+    // Every frame in the share its flow hash says, so no flow is split.
+    assert!(zero.iter().all(|f| f.0 % 2 == 0));
+    assert!(one.iter().all(|f| f.0 % 2 == 1));
+    let flows = |v: &[Frame]| v.iter().map(|f| f.0).collect::<HashSet<_>>();
+    assert!(flows(&zero).len() >= 20 && flows(&one).len() >= 20);
+    // Disjoint (by flow hash parity above), and together the whole.
+    let mut union = [zero.clone(), one.clone()].concat();
+    union.sort_unstable();
+    assert_eq!(
+        union.len(),
+        all.len(),
+        "share0 {} + share1 {}",
+        zero.len(),
+        one.len()
+    );
+    let diff: Vec<_> = all
+        .iter()
+        .zip(&union)
+        .filter(|(a, b)| a != b)
+        .take(5)
+        .collect();
+    assert!(
+        union == all,
+        "the shares together differ from the unsharded capture: {diff:?}"
+    );
+    // The filter applies within the share: exactly share 1's UDP frames.
+    let want_udp: HashSet<_> = records(&sets[2].0)
+        .iter()
+        .filter(|r| r.has(Has::UDP))
+        .map(|r| (r.flow_hash, r.wire_len, r.ip_id))
+        .collect();
+    let got_udp: HashSet<_> = records(&sets[3].0)
+        .iter()
+        .map(|r| {
+            assert!(r.has(Has::UDP), "a non-UDP frame passed the filter");
+            (r.flow_hash, r.wire_len, r.ip_id)
+        })
+        .collect();
+    assert!(!one_udp.is_empty());
+    assert_eq!(got_udp, want_udp);
+    let m = manifest(&sets[2].0);
+    assert_eq!(m["capture"]["shard"]["index"], 1);
+    assert_eq!(m["capture"]["shard"]["count"], 2);
+    assert!(manifest(&sets[0].0)["capture"].get("shard").is_none());
+
+    // A bad share is refused before anything starts.
+    let mut cmd = VethPair::exec(&net.b, WEIR);
+    cmd.args(["capture", "-i", IFACE, "-o"])
+        .arg(s.join("bad"))
+        .args(["--shard", "2/2"]);
+    let r = run_bounded(cmd, Duration::from_secs(30));
+    assert_eq!(r.code(), 2, "{}", r.stderr());
+    assert!(r.stderr().contains("below N"), "{}", r.stderr());
+}

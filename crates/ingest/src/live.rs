@@ -14,14 +14,18 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use capture::Interface;
+use capture::bpf::SocketProgram;
 use capture::filter::Filter;
-use capture::ring::{Fanout, KernelStats, RingError, RingOptions, RxRing, kernel_stats};
+use capture::ring::{
+    Fanout, KernelStats, RingError, RingOptions, RxRing, SocketFilter, kernel_stats,
+};
+use capture::shard::{self, Shard, Verdict};
 use pcapio::retention::Retention;
 use pcapio::seekable::Codec;
 use pcapio::spool::{OnFull, PcapFileInfo, Spool, SpoolOptions, SpoolReport, SpoolShared, spool};
 use store::manifest::{
     CaptureInfo, DATASET_FORMAT, DATASET_FORMAT_VERSION, Drops, Files, InterfaceEntry, Manifest,
-    PcapFileEntry, RemovedPcapEntry, RunInfo, TimeSpan,
+    PcapFileEntry, RemovedPcapEntry, RunInfo, ShardInfo, TimeSpan,
 };
 use store::stats::{StatsRow, StatsWriter};
 use store::{Dataset, PACKET_SCHEMA_VERSION, StoreError};
@@ -58,6 +62,8 @@ pub struct LiveOptions {
     pub ring: RingOptions,
     pub snaplen: u32,
     pub filter: Option<String>,
+    /// Keep only this share of the flows (`--shard K/N`).
+    pub shard: Option<Shard>,
     pub promiscuous: bool,
     pub pcap: Option<PcapOut>,
     pub records: bool,
@@ -77,6 +83,12 @@ pub enum LiveError {
     Store(#[from] StoreError),
     #[error("{0}")]
     Usage(String),
+    #[error("--shard {shard} on {iface}: {message}")]
+    Shard {
+        shard: Shard,
+        iface: String,
+        message: String,
+    },
     #[error("starting a thread: {0}")]
     Thread(std::io::Error),
 }
@@ -136,6 +148,30 @@ pub fn open(opts: LiveOptions) -> Result<Opened, LiveError> {
             Some(expr) => Some(capture::compile_filter(expr, link, opts.snaplen)?),
             None => None,
         };
+        // With a shard, one eBPF program does both: the share test, then
+        // the tcpdump filter translated (a socket holds one filter).
+        let program = match opts.shard {
+            Some(s) => {
+                let fail = |message: String| LiveError::Shard {
+                    shard: s,
+                    iface: iface.name.clone(),
+                    message,
+                };
+                let insns = shard::program(
+                    link,
+                    Verdict::Keep(s),
+                    filter.as_ref().map(|f| f.program.as_slice()),
+                )
+                .map_err(fail)?;
+                Some(SocketProgram::load(&insns, "weir_shard").map_err(|e| fail(e.to_string()))?)
+            }
+            None => None,
+        };
+        let socket_filter = match (&program, &filter) {
+            (Some(p), _) => Some(SocketFilter::Program(p)),
+            (None, Some(f)) => Some(SocketFilter::Classic(&f.program)),
+            (None, None) => None,
+        };
         // One group per interface; ids differ between concurrent captures.
         let group_id = ((std::process::id() as u16) ^ (k as u16).wrapping_mul(0x9e37)) | 1;
         for _ in 0..workers {
@@ -143,7 +179,7 @@ pub fn open(opts: LiveOptions) -> Result<Opened, LiveError> {
                 iface,
                 opts.ring,
                 (workers > 1).then_some(Fanout { group_id }),
-                filter.as_ref().map(|f| f.program.as_slice()),
+                socket_filter,
                 opts.promiscuous,
             )?;
             slots.push(Slot {
@@ -636,6 +672,13 @@ fn base_manifest(opts: &LiveOptions, libpcap: &str, workers: u32) -> Manifest {
             compress: opts.pcap.as_ref().map(|p| p.codec.to_string()),
             direct_io: false,
             max_disk_bytes: opts.pcap.as_ref().and_then(|p| p.max_disk),
+            shard: opts.shard.map(|s| ShardInfo {
+                index: s.index,
+                count: s.count,
+                hash: "weir flow hash v1 (wire::flow); share = flow_hash % count, frames \
+                       without a flow hash in share 0"
+                    .to_string(),
+            }),
             max_age_seconds: opts
                 .pcap
                 .as_ref()

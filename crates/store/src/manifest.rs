@@ -160,6 +160,21 @@ pub struct CaptureInfo {
     pub max_disk_bytes: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_age_seconds: Option<f64>,
+    /// `--shard K/N`: this capture kept only share K of N.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shard: Option<ShardInfo>,
+}
+
+/// Which share of the traffic a sharded capture kept.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ShardInfo {
+    /// K, counted from 0.
+    pub index: u32,
+    /// N.
+    pub count: u32,
+    /// How frames were assigned: a frame is in share `flow_hash % count`,
+    /// frames without a flow hash in share 0.
+    pub hash: String,
 }
 
 /// Frames lost on the way, by stage.
