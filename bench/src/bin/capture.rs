@@ -33,7 +33,7 @@ Runs weir capture (pcap, records, both; to /dev/shm and to disk), tcpdump -w
 (to /dev/shm and to disk) and netsniff-ng on a veth pair fed by weir gen at
 its maximum rate, and prints a Markdown table (run as root).
 Labels for --only: weir-pcap-shm weir-records-shm weir-both-shm weir-pcap-disk weir-pcap-disk-buffered
-tcpdump-shm tcpdump-disk netsniff-shm";
+weir-records-shard-shm tcpdump-shm tcpdump-disk netsniff-shm";
 
 /// Receive ring of every capturer, in MiB (tcpdump -B takes KiB).
 const RING_MIB: u64 = 256;
@@ -139,17 +139,19 @@ enum Capturer {
     WeirBothShm,
     WeirPcapDisk,
     WeirPcapDiskBuffered,
+    WeirRecordsShardShm,
     TcpdumpShm,
     TcpdumpDisk,
     NetsniffShm,
 }
 
-const CAPTURERS: [Capturer; 8] = [
+const CAPTURERS: [Capturer; 9] = [
     Capturer::WeirPcapShm,
     Capturer::WeirRecordsShm,
     Capturer::WeirBothShm,
     Capturer::WeirPcapDisk,
     Capturer::WeirPcapDiskBuffered,
+    Capturer::WeirRecordsShardShm,
     Capturer::TcpdumpShm,
     Capturer::TcpdumpDisk,
     Capturer::NetsniffShm,
@@ -163,6 +165,7 @@ impl Capturer {
             Capturer::WeirBothShm => "weir-both-shm",
             Capturer::WeirPcapDisk => "weir-pcap-disk",
             Capturer::WeirPcapDiskBuffered => "weir-pcap-disk-buffered",
+            Capturer::WeirRecordsShardShm => "weir-records-shard-shm",
             Capturer::TcpdumpShm => "tcpdump-shm",
             Capturer::TcpdumpDisk => "tcpdump-disk",
             Capturer::NetsniffShm => "netsniff-shm",
@@ -176,6 +179,9 @@ impl Capturer {
             Capturer::WeirBothShm => "weir --pcap --records → /dev/shm",
             Capturer::WeirPcapDisk => "weir --pcap → disk (O_DIRECT)",
             Capturer::WeirPcapDiskBuffered => "weir --pcap --no-direct → disk",
+            // Share 0 of 1 keeps every frame, so the counts compare with
+            // weir-records-shm; the filter still hashes each frame.
+            Capturer::WeirRecordsShardShm => "weir --records --shard 0/1 → /dev/shm",
             Capturer::TcpdumpShm => "tcpdump -w → /dev/shm",
             Capturer::TcpdumpDisk => "tcpdump -w → disk",
             Capturer::NetsniffShm => "netsniff-ng → /dev/shm",
@@ -222,6 +228,7 @@ impl Capturer {
             Capturer::WeirPcapShm | Capturer::WeirPcapDisk => weir(&["--pcap"]),
             Capturer::WeirPcapDiskBuffered => weir(&["--pcap", "--no-direct"]),
             Capturer::WeirRecordsShm => weir(&["--records"]),
+            Capturer::WeirRecordsShardShm => weir(&["--records", "--shard", "0/1"]),
             Capturer::WeirBothShm => weir(&["--pcap", "--records"]),
             Capturer::TcpdumpShm | Capturer::TcpdumpDisk => vec![
                 tools.tcpdump.to_string_lossy().into_owned(),
@@ -255,6 +262,7 @@ impl Capturer {
                 | Capturer::WeirBothShm
                 | Capturer::WeirPcapDisk
                 | Capturer::WeirPcapDiskBuffered
+                | Capturer::WeirRecordsShardShm
         )
     }
 }
