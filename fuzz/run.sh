@@ -65,6 +65,11 @@ for t in "${targets[@]}"; do
     corpus="$fuzz_dir/corpus/$t"
     mkdir -p "$corpus"
     dirs=("$corpus")
+    # Committed seeds (fuzz/seeds/<target>: e.g. rpc's are segments of the
+    # shared NFSv3 trace in the target's input layout) are read, not grown.
+    if [ -d "$fuzz_dir/seeds/$t" ]; then
+        dirs+=("$fuzz_dir/seeds/$t")
+    fi
     if [ "$t" = trace_reader ]; then
         if [ -d "$seeds" ]; then
             dirs+=("$seeds")
