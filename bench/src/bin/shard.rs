@@ -26,7 +26,7 @@ fn median(mut v: Vec<f64>) -> f64 {
     v[v.len() / 2]
 }
 
-/// (link, bytes) of every frame of the files under `dir` with `ext`.
+/// (link, bytes) of every Ethernet or raw-IP frame of `paths` up to `max_len` bytes.
 fn frames_of(paths: &[PathBuf], max_len: usize) -> Vec<(LinkType, Vec<u8>)> {
     let mut out = Vec::new();
     for p in paths {

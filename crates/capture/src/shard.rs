@@ -21,6 +21,8 @@ use std::str::FromStr;
 
 use wire::LinkType;
 use wire::flow::{M, SEED};
+use wire::ip::proto;
+use wire::link::ethertype;
 
 use crate::bpf::{Alu, Asm, Cond, FP, Insn, Label, R0, R1, R2, R3, R6, R7, R8, R9, Size};
 
@@ -113,9 +115,7 @@ const TMP: i16 = -96;
 
 /// IPv4 addresses are hashed mapped into `::ffff:0:0/96`.
 const V4_MAPPED_LOW: u64 = 0xffff_0000_0000;
-const ETHERTYPE_IPV4: i32 = 0x0800;
-const ETHERTYPE_IPV6: i32 = 0x86dd;
-const VLAN_TAGS: [i32; 3] = [0x8100, 0x88a8, 0x9100];
+const VLAN_TAGS: [u16; 3] = [ethertype::VLAN, ethertype::QINQ, ethertype::QINQ_OLD];
 const MAX_VLAN_TAGS: i32 = 4;
 const MAX_IPV6_HEADERS: i32 = 32;
 
@@ -225,7 +225,7 @@ fn ethernet(a: &mut Asm, l: &Labels) {
     a.alu64_imm(Alu::Mov, R9, 0);
     a.place(tags);
     for t in VLAN_TAGS {
-        a.jump_imm(Cond::Eq, R0, t, tag);
+        a.jump_imm(Cond::Eq, R0, t as i32, tag);
     }
     a.jump(network);
     a.place(tag);
@@ -236,8 +236,8 @@ fn ethernet(a: &mut Asm, l: &Labels) {
     a.alu64_imm(Alu::Add, R9, 1);
     a.jump(tags);
     a.place(network);
-    a.jump_imm(Cond::Eq, R0, ETHERTYPE_IPV4, l.v4);
-    a.jump_imm(Cond::Eq, R0, ETHERTYPE_IPV6, l.v6);
+    a.jump_imm(Cond::Eq, R0, ethertype::IPV4 as i32, l.v4);
+    a.jump_imm(Cond::Eq, R0, ethertype::IPV6 as i32, l.v6);
     a.jump(l.none);
 }
 
@@ -331,26 +331,23 @@ fn ipv6(a: &mut Asm, l: &Labels) {
     a.alu64_reg(Alu::Mov, R2, R9);
     a.alu64_reg(Alu::Sub, R2, R7); // bytes left
     a.load(Size::DW, R3, FP, PROTO);
-    for p in [0, 43, 60] {
-        a.jump_imm(Cond::Eq, R3, p, opt); // hop-by-hop, routing, destination
+    for p in [proto::HOPOPT, proto::IPV6_ROUTING, proto::IPV6_DSTOPTS] {
+        a.jump_imm(Cond::Eq, R3, p as i32, opt);
     }
-    a.jump_imm(Cond::Eq, R3, 51, ah);
-    a.jump_imm(Cond::Eq, R3, 44, frag);
+    a.jump_imm(Cond::Eq, R3, proto::AH as i32, ah);
+    a.jump_imm(Cond::Eq, R3, proto::IPV6_FRAGMENT as i32, frag);
     a.jump(walked);
 
-    a.place(opt);
-    a.jump_imm(Cond::Lt, R2, 2, l.none);
-    a.packet_ind(Size::B, R7, 1);
-    a.alu64_imm(Alu::Add, R0, 1);
-    a.alu64_imm(Alu::Lsh, R0, 3);
-    a.jump(advance);
-
-    a.place(ah);
-    a.jump_imm(Cond::Lt, R2, 2, l.none);
-    a.packet_ind(Size::B, R7, 1);
-    a.alu64_imm(Alu::Add, R0, 2);
-    a.alu64_imm(Alu::Lsh, R0, 2);
-    a.jump(advance);
+    // Options headers count 8-byte units past the first; AH 4-byte units
+    // past the first two.
+    for (label, add, shift) in [(opt, 1, 3), (ah, 2, 2)] {
+        a.place(label);
+        a.jump_imm(Cond::Lt, R2, 2, l.none);
+        a.packet_ind(Size::B, R7, 1);
+        a.alu64_imm(Alu::Add, R0, add);
+        a.alu64_imm(Alu::Lsh, R0, shift);
+        a.jump(advance);
+    }
 
     a.place(frag);
     a.jump_imm(Cond::Lt, R2, 8, l.none);
@@ -375,7 +372,6 @@ fn ipv6(a: &mut Asm, l: &Labels) {
     a.jump_imm(Cond::Eq, R1, 0, chain);
     a.load(Size::DW, R1, FP, FRAG);
     a.jump_imm(Cond::Eq, R1, 0, chain);
-    a.jump(walked);
 
     a.place(walked);
     a.load(Size::DW, R1, FP, FRAG);
@@ -398,8 +394,8 @@ fn transport(a: &mut Asm, l: &Labels) {
     a.load(Size::DW, R1, FP, FRAG);
     a.jump_imm(Cond::Ne, R1, 0, l.no_ports);
     a.load(Size::DW, R1, FP, PROTO);
-    for p in [6, 17, 132] {
-        a.jump_imm(Cond::Eq, R1, p, ports);
+    for p in [proto::TCP, proto::UDP, proto::SCTP] {
+        a.jump_imm(Cond::Eq, R1, p as i32, ports);
     }
     a.jump(l.no_ports);
 
