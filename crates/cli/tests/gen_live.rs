@@ -80,9 +80,10 @@ fn sends_exactly_the_frames_asked_for() {
         assert_eq!(rep["method"], tx);
         assert_eq!(rep["ended_by"], "count");
         assert_eq!(rep["interface"], IFACE);
-        // 5000 frames at 50k/s take 0.1 s.
+        // Paced to 50k/s: never faster. (How much slower depends on how
+        // busy the machine is; `the_rate_is_honoured` checks the rate.)
         let pps = num(&rep, "pps");
-        assert!((40_000.0..60_000.0).contains(&pps), "{tx}: {pps} frames/s");
+        assert!(pps > 0.0 && pps < 60_000.0, "{tx}: {pps} frames/s");
         let gbps = num(&rep, "gbps");
         assert!((gbps - pps * 128.0 * 8.0 / 1e9).abs() < 1e-6, "{rep}");
         assert!(num(&rep, "wire_gbps") > gbps);
