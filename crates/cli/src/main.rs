@@ -13,6 +13,7 @@ mod analyze_cmd;
 mod anonymize_cmd;
 mod capture_cmd;
 mod gen_cmd;
+mod merge_cmd;
 mod read_cmd;
 mod rpc_args;
 mod signals;
@@ -50,6 +51,9 @@ enum Command {
     /// Copy a dataset for sharing: addresses, MACs, file handles and names
     /// under a secret key, pcap files left out.
     Anonymize(anonymize_cmd::AnonymizeArgs),
+    /// Several datasets (capture boxes, taps, shares) as one, in time
+    /// order, with frames that more than one saw kept once.
+    Merge(merge_cmd::MergeArgs),
     /// Put a dataset whose capture was killed back in order: cut open pcap
     /// files at their last whole frame, keep the stats, rebuild the manifest.
     Recover(RecoverArgs),
@@ -62,11 +66,20 @@ struct RecoverArgs {
 }
 
 #[derive(Clone, Copy, ValueEnum)]
-enum OrderArg {
+pub(crate) enum OrderArg {
     /// Group a row group's rows by flow (smaller files; the default).
     Flow,
     /// Keep rows in arrival order.
     Arrival,
+}
+
+impl From<OrderArg> for store::RowOrder {
+    fn from(o: OrderArg) -> Self {
+        match o {
+            OrderArg::Flow => store::RowOrder::Flow,
+            OrderArg::Arrival => store::RowOrder::Arrival,
+        }
+    }
 }
 
 #[derive(Args)]
@@ -126,6 +139,7 @@ fn main() -> ExitCode {
         Command::Read(a) => read_cmd::run(a),
         Command::Stack(a) => stack_cmd::run(a),
         Command::Anonymize(a) => anonymize_cmd::run(a),
+        Command::Merge(a) => merge_cmd::run(a),
         Command::Recover(a) => recover(a),
     };
     match result {
@@ -167,10 +181,7 @@ fn convert(a: ConvertArgs) -> Result<ExitCode, String> {
     }
     opts.worker.writer.row_group_rows = a.row_group_rows;
     opts.reader.mmap = !a.no_mmap;
-    opts.worker.writer.order = match a.order {
-        OrderArg::Flow => store::RowOrder::Flow,
-        OrderArg::Arrival => store::RowOrder::Arrival,
-    };
+    opts.worker.writer.order = a.order.into();
     let progress = ingest::Progress::default();
     let show = !a.quiet && std::io::stderr().is_terminal();
     let total_bytes: u64 = a

@@ -7,6 +7,7 @@ mod common;
 
 use std::collections::{HashMap, HashSet};
 use std::path::Path;
+use std::process::Command;
 use std::time::Duration;
 
 use common::background::Background;
@@ -820,6 +821,64 @@ fn shards_split_the_traffic_into_disjoint_complete_shares() {
     assert_eq!(m["capture"]["shard"]["index"], 1);
     assert_eq!(m["capture"]["shard"]["count"], 2);
     assert!(manifest(&sets[0].0)["capture"].get("shard").is_none());
+
+    // `weir merge` of the two shares: nothing in common, the whole traffic.
+    let tcp_udp = |ds: &Path| -> Vec<Frame> {
+        let mut v: Vec<Frame> = records(ds)
+            .iter()
+            .filter(|r| r.has(Has::FLOW) && (r.has(Has::TCP) || r.has(Has::UDP)))
+            .map(|r| (r.flow_hash, r.wire_len, r.ip_id, r.tcp_seq, r.tcp_ack))
+            .collect();
+        v.sort_unstable();
+        v
+    };
+    let merge = |inputs: [&Path; 2], out: &str| {
+        let mut cmd = Command::new(WEIR);
+        cmd.arg("merge").args(inputs).arg("-o").arg(s.join(out));
+        let r = run_bounded(cmd, Duration::from_secs(60));
+        assert_eq!(r.code(), 0, "{}", r.stderr());
+        s.join(out)
+    };
+    let shares = merge([&sets[1].0, &sets[2].0], "merged-shares");
+    assert!(
+        tcp_udp(&shares) == all,
+        "share 0 + share 1 merged differ from the whole"
+    );
+    assert_eq!(manifest(&shares)["merge"]["duplicates_removed"], 0);
+    // The whole capture and share 1 again, as two boxes with overlapping
+    // shares: share 1's frames are found in both (each socket stamped its
+    // own time, microseconds apart) and kept once.
+    let overlap = merge([&sets[0].0, &sets[2].0], "merged-overlap");
+    assert!(
+        tcp_udp(&overlap) == all,
+        "whole + share 1 merged differ from the whole"
+    );
+    let m = manifest(&overlap);
+    let removed = m["merge"]["duplicates_removed"].as_u64().unwrap();
+    assert!(
+        removed as usize >= one.len()
+            && removed <= m["merge"]["inputs"][1]["frames"].as_u64().unwrap(),
+        "{removed} duplicates removed; share 1 has {} TCP/UDP frames",
+        one.len()
+    );
+    let offset = m["merge"]["inputs"][1]["clock_offset_ns"].as_i64().unwrap();
+    assert!(
+        offset.abs() < 1_000_000,
+        "clock offset {offset} ns on one host"
+    );
+    // The pcap files of both inputs came along, renumbered: reading the
+    // merged dataset back gives a frame for every record.
+    let pcap = s.join("overlap.pcap");
+    let mut cmd = Command::new(WEIR);
+    cmd.arg("read").arg(&overlap).arg("-w").arg(&pcap).arg("-q");
+    let r = run_bounded(cmd, Duration::from_secs(60));
+    assert_eq!(r.code(), 0, "{}", r.stderr());
+    let mut reader = pcapio::TraceReader::open(&pcap, Default::default()).unwrap();
+    let mut read_back = 0;
+    while let Some(chunk) = reader.next_chunk().unwrap() {
+        read_back += chunk.iter().count() as u64;
+    }
+    assert_eq!(read_back, m["counts"]["frames"].as_u64().unwrap());
 
     // A bad share is refused before anything starts.
     let mut cmd = VethPair::exec(&net.b, WEIR);

@@ -252,6 +252,7 @@ pub fn convert(
         stack: None,
         rpc: registry.rpc,
         anonymized: None,
+        merge: None,
     };
     dataset.write_manifest(&manifest)?;
     Ok(ConvertReport {

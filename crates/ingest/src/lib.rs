@@ -9,6 +9,7 @@
 
 mod convert;
 pub mod live;
+pub mod merge;
 pub mod recover;
 mod rpc;
 mod stats;

@@ -689,6 +689,7 @@ fn base_manifest(opts: &LiveOptions, libpcap: &str, workers: u32) -> Manifest {
         stack: None,
         rpc: None,
         anonymized: None,
+        merge: None,
     }
 }
 

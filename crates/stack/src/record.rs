@@ -296,6 +296,7 @@ fn open_dataset(root: &Path, force: bool) -> Result<(Dataset, Manifest), StackEr
         stack: None,
         rpc: None,
         anonymized: None,
+        merge: None,
     };
     Ok((ds, m))
 }

@@ -52,6 +52,53 @@ pub struct Manifest {
     /// changed, and which key (by fingerprint) did it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub anonymized: Option<AnonymizedInfo>,
+    /// Set on a dataset made by `weir merge`: its inputs, their clocks,
+    /// and the duplicates removed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub merge: Option<MergeInfo>,
+}
+
+/// How `weir merge` combined several datasets into one.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct MergeInfo {
+    /// A frame was a duplicate when a frame of another input had the same
+    /// headers within this many ns, after the clock offsets; `None` when
+    /// duplicates were kept (`--keep-duplicates`).
+    pub dedup_window_ns: Option<i64>,
+    /// Frames dropped as duplicates, all inputs together.
+    pub duplicates_removed: u64,
+    /// The inputs, in the order given; the first is the clock reference.
+    pub inputs: Vec<MergeInput>,
+}
+
+/// One input of a merge.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct MergeInput {
+    pub path: String,
+    /// The input's own `kind` and `clock`.
+    pub kind: String,
+    pub clock: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shard: Option<ShardInfo>,
+    /// Frames read from it, and of those dropped as duplicates of another
+    /// input's.
+    pub frames: u64,
+    pub duplicates: u64,
+    /// Estimated offset of this input's clock from the first input's: its
+    /// timestamp minus the first input's for the same frame, the median
+    /// over the frames both saw (`offset_frames` of them, differences
+    /// spread over `offset_spread_ns` between the 10th and 90th
+    /// percentile). `None` when they had no frames in common. Timestamps
+    /// are written as captured; the offset is only used to match
+    /// duplicates.
+    pub clock_offset_ns: Option<i64>,
+    pub offset_frames: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub offset_spread_ns: Option<i64>,
+    /// Its interfaces are numbered from `iface_base` in the merged
+    /// dataset, its pcap files from `pcap_base`.
+    pub iface_base: u16,
+    pub pcap_base: u32,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -463,6 +510,39 @@ impl Manifest {
                     ""
                 }
             );
+        }
+        if let Some(m) = &self.merge {
+            let _ = writeln!(
+                s,
+                "merged     {} datasets; {}",
+                m.inputs.len(),
+                match m.dedup_window_ns {
+                    Some(w) => format!(
+                        "{} duplicate frames removed (same headers within {} us)",
+                        group_digits(m.duplicates_removed),
+                        w as f64 / 1e3
+                    ),
+                    None => "duplicates kept".to_string(),
+                }
+            );
+            for (i, input) in m.inputs.iter().enumerate() {
+                let clock = match (i, input.clock_offset_ns) {
+                    (0, _) => "clock reference".to_string(),
+                    (_, Some(o)) => format!(
+                        "clock {:+.3} ms from the first ({} frames in common)",
+                        o as f64 / 1e6,
+                        group_digits(input.offset_frames)
+                    ),
+                    (_, None) => "clock offset unknown (no frames in common)".to_string(),
+                };
+                let _ = writeln!(
+                    s,
+                    "  input {i}  {}: {} frames, {} duplicates, {clock}",
+                    input.path,
+                    group_digits(input.frames),
+                    group_digits(input.duplicates),
+                );
+            }
         }
         if let Some(r) = &self.rpc {
             let n = |k: &str| group_digits(r.counters.get(k).copied().unwrap_or(0));

@@ -129,3 +129,77 @@ pub fn append_records(batch: &RecordBatch, out: &mut Vec<PacketRecord>) -> Resul
     }
     Ok(())
 }
+
+/// One row group of a packet file and the span of its `ts`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RowGroupSpan {
+    pub index: usize,
+    pub rows: u64,
+    /// Earliest and latest `ts` (ns) from the row group's statistics;
+    /// `i64::MIN` / `i64::MAX` when the writer left them out.
+    pub ts_min: i64,
+    pub ts_max: i64,
+}
+
+/// The row groups of a packet file, from its footer alone.
+pub fn row_group_spans(path: &Path) -> Result<Vec<RowGroupSpan>, StoreError> {
+    use parquet::file::reader::{FileReader, SerializedFileReader};
+    use parquet::file::statistics::Statistics;
+    let file = File::open(path).map_err(|e| StoreError::io(path, e))?;
+    let reader = SerializedFileReader::new(file).map_err(|e| StoreError::parquet(path, e))?;
+    let meta = reader.metadata();
+    let ts_col = meta
+        .file_metadata()
+        .schema_descr()
+        .columns()
+        .iter()
+        .position(|c| c.name() == "ts")
+        .ok_or_else(|| StoreError::Invalid {
+            path: path.to_path_buf(),
+            message: "not a packet file: it has no ts column".into(),
+        })?;
+    Ok(meta
+        .row_groups()
+        .iter()
+        .enumerate()
+        .map(|(index, rg)| {
+            let (mut lo, mut hi) = (i64::MIN, i64::MAX);
+            if let Some(Statistics::Int64(s)) = rg.column(ts_col).statistics() {
+                lo = s.min_opt().copied().unwrap_or(lo);
+                hi = s.max_opt().copied().unwrap_or(hi);
+            }
+            RowGroupSpan {
+                index,
+                rows: rg.num_rows().max(0) as u64,
+                ts_min: lo,
+                ts_max: hi,
+            }
+        })
+        .collect())
+}
+
+/// The records of one row group of a packet file, appended to `out`.
+pub fn read_row_group(
+    path: &Path,
+    row_group: usize,
+    out: &mut Vec<PacketRecord>,
+) -> Result<(), StoreError> {
+    let file = File::open(path).map_err(|e| StoreError::io(path, e))?;
+    let reader = ParquetRecordBatchReaderBuilder::try_new(file)
+        .map_err(|e| StoreError::parquet(path, e))?
+        .with_row_groups(vec![row_group])
+        .with_batch_size(64 * 1024)
+        .build()
+        .map_err(|e| StoreError::parquet(path, e))?;
+    for batch in reader {
+        let batch = batch.map_err(|e| StoreError::Invalid {
+            path: path.to_path_buf(),
+            message: e.to_string(),
+        })?;
+        append_records(&batch, out).map_err(|message| StoreError::Invalid {
+            path: path.to_path_buf(),
+            message,
+        })?;
+    }
+    Ok(())
+}

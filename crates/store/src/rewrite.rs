@@ -1,5 +1,5 @@
 //! A copy of a dataset's tables with some columns rewritten, value by
-//! value (`weir anonymize`). The caller says, per table and column, how;
+//! value (`weir anonymize`; `weir merge` renumbering interfaces). The caller says, per table and column, how;
 //! columns it leaves alone are copied as they are. pcap files are not
 //! copied: the copy is of the records, not of the frames.
 
@@ -8,9 +8,10 @@ use std::path::Path;
 use std::sync::Arc;
 
 use arrow_array::cast::AsArray;
-use arrow_array::types::UInt64Type;
+use arrow_array::types::{UInt16Type, UInt64Type};
 use arrow_array::{
-    Array, ArrayRef, FixedSizeBinaryArray, RecordBatch, RecordBatchReader, StringArray, UInt64Array,
+    Array, ArrayRef, FixedSizeBinaryArray, RecordBatch, RecordBatchReader, StringArray,
+    UInt16Array, UInt64Array,
 };
 use arrow_schema::DataType;
 use parquet::arrow::ArrowWriter;
@@ -26,6 +27,7 @@ pub enum Rewrite<'a> {
     /// Fixed-size binary values (addresses) through a function of the
     /// bytes; it must return as many bytes as it was given.
     Bytes(&'a dyn Fn(&[u8]) -> Vec<u8>),
+    U16(&'a dyn Fn(u16) -> u16),
     U64(&'a dyn Fn(u64) -> u64),
     Text(&'a dyn Fn(&str) -> String),
     /// Dropped: every value becomes null (the column must be nullable).
@@ -70,7 +72,10 @@ pub fn rewrite_tables<'a>(
     Ok(written)
 }
 
-fn rewrite_file<'a>(
+/// Copies one Parquet file of `table` from `from` to `to` (written under a
+/// hidden name, synced, renamed into place), rewriting the columns
+/// `plan(table, column)` names.
+pub fn rewrite_file<'a>(
     from: &Path,
     to: &Path,
     table: &str,
@@ -89,10 +94,7 @@ fn rewrite_file<'a>(
     ));
     let props = WriterProperties::builder()
         .set_compression(Compression::ZSTD(ZstdLevel::default()))
-        .set_created_by(format!(
-            "weir version {} (anonymize)",
-            env!("CARGO_PKG_VERSION")
-        ))
+        .set_created_by(format!("weir version {}", env!("CARGO_PKG_VERSION")))
         .build();
     let out = create_file(&part)?;
     let mut w = ArrowWriter::try_new(out, schema.clone(), Some(props))
@@ -136,6 +138,10 @@ fn apply(col: &ArrayRef, r: &Rewrite) -> Result<ArrayRef, String> {
             )
             .map_err(|e| e.to_string())?;
             Arc::new(arr)
+        }
+        (Rewrite::U16(f), DataType::UInt16) => {
+            let a = col.as_primitive::<UInt16Type>();
+            Arc::new(a.iter().map(|v| v.map(f)).collect::<UInt16Array>())
         }
         (Rewrite::U64(f), DataType::UInt64) => {
             let a = col.as_primitive::<UInt64Type>();
