@@ -19,7 +19,8 @@ die() { printf 'error: %s\n' "$*" >&2; exit 1; }
 # Python for the Parquet clients, and the font PNG plots are drawn with.
 DEB_PACKAGES=(build-essential pkg-config curl ca-certificates git libpcap-dev
   clang libbpf-dev libelf-dev zlib1g-dev
-  tcpdump tshark wireshark-common zstd lz4 gzip python3 python3-venv iproute2 util-linux fonts-dejavu-core)
+  tcpdump tshark wireshark-common zstd lz4 gzip python3 python3-venv iproute2 util-linux fonts-dejavu-core
+  openjdk-17-jre-headless)
 
 # Extra packages a script needs beyond these may be given as arguments.
 install_packages() {
@@ -49,14 +50,15 @@ install_rust() {
   rustup component add rustfmt clippy >/dev/null 2>&1 || true
 }
 
-# A virtual environment with the real Parquet clients (pyarrow, DuckDB).
+# A virtual environment with the real Parquet clients (pyarrow, DuckDB) and
+# Spark (pyspark, local mode; Java from the packages above).
 install_python() {
   local venv="$CACHE/venv"
-  if ! "$venv/bin/python" -c 'import pyarrow, duckdb' 2>/dev/null; then
-    say "installing pyarrow and duckdb into $venv"
+  if ! "$venv/bin/python" -c 'import pyarrow, duckdb, pyspark' 2>/dev/null; then
+    say "installing pyarrow, duckdb and pyspark into $venv"
     python3 -m venv "$venv" 2>/dev/null || /usr/bin/python3 -m venv "$venv"
     "$venv/bin/pip" install -q --upgrade pip >/dev/null
-    "$venv/bin/pip" install -q pyarrow duckdb
+    "$venv/bin/pip" install -q pyarrow duckdb pyspark
   fi
   export WEIR_PYTHON="$venv/bin/python"
 }

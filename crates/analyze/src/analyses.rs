@@ -50,7 +50,7 @@ pub fn fill(sql: &str, params: &[(&str, String)]) -> Result<String, AnalyzeError
     Ok(out)
 }
 
-fn strip_comments(sql: &str) -> String {
+pub(crate) fn strip_comments(sql: &str) -> String {
     sql.lines()
         .filter(|l| !l.trim_start().starts_with("--"))
         .collect::<Vec<_>>()
@@ -107,6 +107,12 @@ impl By {
 /// The query of `flows`: the view's rows, largest first; `limit` 0 lists
 /// all.
 pub fn flows_query(by: By, limit: usize) -> String {
+    flows_query_from(by, limit, "flows")
+}
+
+/// [`flows_query`] reading `source`: the view's name, or the view's own
+/// query inlined as `(...) AS flows` for an engine without it.
+pub fn flows_query_from(by: By, limit: usize, source: &str) -> String {
     let order = match by {
         By::Bytes => "fwd_bytes + rev_bytes",
         By::Frames => "fwd_frames + rev_frames",
@@ -121,7 +127,7 @@ pub fn flows_query(by: By, limit: usize) -> String {
          first_ns, last_ns, duration_ns, fwd_frames, fwd_bytes, rev_frames, rev_bytes, \
          fwd_payload, rev_payload, fwd_tcp_flags, rev_tcp_flags, fwd_retrans, rev_retrans, \
          handshake_rtt_ns, server_rtt_ns, client_rtt_ns \
-         FROM flows ORDER BY {order} DESC, first_ns, src, src_port, dst, dst_port{limit}"
+         FROM {source} ORDER BY {order} DESC, first_ns, src, src_port, dst, dst_port{limit}"
     )
 }
 
@@ -130,8 +136,9 @@ pub fn flows(session: &Session, by: By, limit: usize) -> Result<Table, AnalyzeEr
     run(session, "flows", &flows_query(by, limit))
 }
 
-/// `top --by bytes|frames hosts|ports|pairs`.
-pub fn top(session: &Session, what: &str, by: By, limit: usize) -> Result<Table, AnalyzeError> {
+/// The query of `top --by bytes|frames hosts|ports|pairs`; `limit` 0 lists
+/// all.
+pub fn top_query(what: &str, by: By, limit: usize) -> Result<String, AnalyzeError> {
     let text = match what {
         "hosts" => TOP_HOSTS_SQL,
         "ports" => TOP_PORTS_SQL,
@@ -142,12 +149,25 @@ pub fn top(session: &Session, what: &str, by: By, limit: usize) -> Result<Table,
             )));
         }
     };
-    let limit = if limit == 0 { usize::MAX >> 1 } else { limit };
-    let sql = fill(
+    // Spark takes a LIMIT of type INT only.
+    let limit = if limit == 0 {
+        i32::MAX as usize
+    } else {
+        limit.min(i32::MAX as usize)
+    };
+    fill(
         text,
         &[("by", by.column().into()), ("limit", limit.to_string())],
-    )?;
-    run(session, &format!("top {what}"), &sql)
+    )
+}
+
+/// `top --by bytes|frames hosts|ports|pairs`.
+pub fn top(session: &Session, what: &str, by: By, limit: usize) -> Result<Table, AnalyzeError> {
+    run(
+        session,
+        &format!("top {what}"),
+        &top_query(what, by, limit)?,
+    )
 }
 
 /// `loss`: per second and stage, from the stats table.
@@ -243,8 +263,19 @@ pub enum BurstSource {
 /// The plan of `bursts`: per scale (ascending), its query and how many
 /// intervals of it the span holds.
 pub fn bursts_plan(
+    span: (i64, i64),
+    scales_ns: &[i64],
+) -> Result<Vec<(i64, u64, BurstSource)>, AnalyzeError> {
+    bursts_plan_reading(span, scales_ns, false)
+}
+
+/// [`bursts_plan`]; with `inline`, each rollup reads the finest scale's
+/// query as a subquery instead of the table `intervals`, so that every
+/// statement stands alone (`--emit-sql`).
+pub fn bursts_plan_reading(
     (first, last): (i64, i64),
     scales_ns: &[i64],
+    inline: bool,
 ) -> Result<Vec<(i64, u64, BurstSource)>, AnalyzeError> {
     let mut scales: Vec<i64> = scales_ns.to_vec();
     scales.sort_unstable();
@@ -268,22 +299,31 @@ pub fn bursts_plan(
         }
     }
     let origin = first.div_euclid(period) * period;
+    let finest_sql = fill(
+        INTERVALS_SQL,
+        &[
+            ("origin_ns", origin.to_string()),
+            ("scale_ns", finest.to_string()),
+        ],
+    )?;
+    let intervals_from = if inline {
+        format!("({}) AS intervals", strip_comments(&finest_sql))
+    } else {
+        "intervals".to_string()
+    };
     let mut plan = Vec::new();
     for &scale in &scales {
         let o = first.div_euclid(scale) * scale;
         let intervals = ((last - o) / scale + 1) as u64;
         let source = if scale == finest {
-            BurstSource::Finest(fill(
-                INTERVALS_SQL,
-                &[
-                    ("origin_ns", origin.to_string()),
-                    ("scale_ns", finest.to_string()),
-                ],
-            )?)
+            BurstSource::Finest(finest_sql.clone())
         } else if scale % finest == 0 && period % scale == 0 {
             BurstSource::Rollup(fill(
                 ROLLUP_SQL,
-                &[("factor", (scale / finest).to_string())],
+                &[
+                    ("factor", (scale / finest).to_string()),
+                    ("intervals", intervals_from.clone()),
+                ],
             )?)
         } else {
             BurstSource::Direct(fill(

@@ -8,6 +8,7 @@
 //! the UDFs live in [`session`].
 
 pub mod analyses;
+pub mod emit;
 mod error;
 pub mod filter;
 pub mod plot;

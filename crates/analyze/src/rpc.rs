@@ -17,8 +17,8 @@ pub const RPC_CLIENTS_SQL: &str = include_str!("sql/rpc_clients.sql");
 pub const RPC_HANDLES_SQL: &str = include_str!("sql/rpc_handles.sql");
 
 /// Per-procedure latencies, for the plot: one query, no per-row work in SQL.
-const LATENCY_SAMPLES_SQL: &str = "SELECT concat(coalesce(program_name, CAST(program AS VARCHAR)), \
-     ' v', CAST(version AS VARCHAR), ' ', coalesce(procedure_name, CAST(procedure AS VARCHAR))) \
+const LATENCY_SAMPLES_SQL: &str = "SELECT concat(coalesce(program_name, CAST(program AS STRING)), \
+     ' v', CAST(version AS STRING), ' ', coalesce(procedure_name, CAST(procedure AS STRING))) \
      AS label, latency_ns FROM rpc WHERE latency_ns IS NOT NULL";
 
 pub struct RpcAnalysis {

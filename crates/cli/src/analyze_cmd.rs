@@ -78,6 +78,12 @@ pub struct AnalyzeArgs {
         value_name = "D,D,..."
     )]
     scales: String,
+    /// Print the analysis as SQL instead of running it: the statements,
+    /// and the tables to bind for them, for Spark SQL or DuckDB over the
+    /// same Parquet files (rates and bursts need the dataset: their
+    /// intervals start at its first frame).
+    #[arg(long)]
+    emit_sql: bool,
 }
 
 #[derive(Args)]
@@ -148,6 +154,9 @@ fn open(datasets: &[PathBuf], out: &OutputArgs, filter: Option<&str>) -> Result<
 
 pub fn run_analyze(a: AnalyzeArgs) -> Result<ExitCode, String> {
     let (datasets, rest) = split_datasets(&a.words);
+    if a.emit_sql {
+        return emit_sql(&a, &datasets, rest);
+    }
     if datasets.is_empty() {
         let first = a.words.first().map_or("", String::as_str);
         return Err(format!(
@@ -242,15 +251,7 @@ pub fn run_analyze(a: AnalyzeArgs) -> Result<ExitCode, String> {
             vec![t]
         }
         "bursts" => {
-            let scales = a
-                .scales
-                .split(',')
-                .map(|s| {
-                    parse_duration(s)
-                        .map(ns_of)
-                        .map_err(|e| format!("--scales: {e}"))
-                })
-                .collect::<Result<Vec<_>, _>>()?;
+            let scales = scales_ns(&a.scales)?;
             let b = analyze::analyses::bursts(&session, &scales).map_err(|e| e.to_string())?;
             if let Some(p) = &a.plot {
                 analyze::plot::bursts(&b, p).map_err(|e| e.to_string())?;
@@ -273,6 +274,72 @@ pub fn run_analyze(a: AnalyzeArgs) -> Result<ExitCode, String> {
         }
     };
     print!("{}", render(&tables, format).map_err(|e| e.to_string())?);
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Parses --scales.
+fn scales_ns(scales: &str) -> Result<Vec<i64>, String> {
+    scales
+        .split(',')
+        .map(|s| {
+            parse_duration(s)
+                .map(ns_of)
+                .map_err(|e| format!("--scales: {e}"))
+        })
+        .collect()
+}
+
+/// `--emit-sql`: the analysis's statements, for another engine.
+fn emit_sql(a: &AnalyzeArgs, datasets: &[PathBuf], rest: &[String]) -> Result<ExitCode, String> {
+    let Some((kind, args)) = rest.split_first() else {
+        return Err(format!(
+            "--emit-sql: give the analysis ({}), after the datasets",
+            analyze::emit::KINDS.join(", ")
+        ));
+    };
+    let (what, filter_words) = match (kind.as_str(), args.split_first()) {
+        ("top", Some((w, rest))) => (Some(w.as_str()), rest),
+        ("top", None) => return Err("top what? hosts, ports or pairs".into()),
+        _ => (None, args),
+    };
+    let filter = (!filter_words.is_empty()).then(|| filter_words.join(" "));
+    let (window, span) = if datasets.is_empty() {
+        if a.out.from.is_some() || a.out.to.is_some() {
+            return Err("--from/--to need the dataset (give it before the analysis)".into());
+        }
+        (TimeWindow::default(), None)
+    } else {
+        let session = open(datasets, &a.out, None)?;
+        (session.window(), session.span_ns())
+    };
+    let scales = scales_ns(&a.scales)?;
+    let req = analyze::emit::Request {
+        kind,
+        what,
+        by: match a.by {
+            ByArg::Bytes => By::Bytes,
+            ByArg::Frames => By::Frames,
+        },
+        limit: a.limit.unwrap_or(if kind == "rpc" { 20 } else { 0 }),
+        every_ns: ns_of(parse_duration(&a.every).map_err(|e| format!("--every: {e}"))?),
+        sample_ns: ns_of(parse_duration(&a.sample).map_err(|e| format!("--sample: {e}"))?),
+        scales_ns: &scales,
+    };
+    let statements = analyze::emit::statements(&req, span).map_err(|e| e.to_string())?;
+    let restriction =
+        analyze::emit::restriction(window, filter.as_deref()).map_err(|e| e.to_string())?;
+    let title = format!(
+        "weir analyze {}",
+        [kind.as_str()]
+            .into_iter()
+            .chain(what)
+            .collect::<Vec<_>>()
+            .join(" ")
+    );
+    print!(
+        "{}",
+        analyze::emit::script(&title, datasets, restriction.as_deref(), &statements)
+    );
     Ok(ExitCode::SUCCESS)
 }
 

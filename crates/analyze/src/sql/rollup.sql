@@ -3,5 +3,5 @@
 SELECT CAST(floor(i / ${factor}) AS BIGINT) AS i,
        sum(frames) AS frames,
        sum(bytes) AS bytes
-FROM intervals
+FROM ${intervals}
 GROUP BY CAST(floor(i / ${factor}) AS BIGINT)

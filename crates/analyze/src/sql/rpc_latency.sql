@@ -1,9 +1,9 @@
 -- Server response time (reply time - call time) per server and procedure:
 -- exact quantiles (interpolated between neighbours) and the mean.
 SELECT ip_text(server) AS server,
-       coalesce(program_name, CAST(program AS VARCHAR)) AS program,
+       coalesce(program_name, CAST(program AS STRING)) AS program,
        version,
-       coalesce(procedure_name, CAST(procedure AS VARCHAR)) AS procedure,
+       coalesce(procedure_name, CAST(procedure AS STRING)) AS procedure,
        count(*) AS calls,
        CAST(avg(latency_ns) AS BIGINT) AS mean_latency_ns,
        CAST(percentile_cont(0.5) WITHIN GROUP (ORDER BY latency_ns) AS BIGINT) AS p50_latency_ns,

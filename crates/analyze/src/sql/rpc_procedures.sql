@@ -2,9 +2,9 @@
 -- came (mean over the span of the rpc table, and the busiest second), how
 -- they ended, and the bytes each way.
 WITH labelled AS (
-  SELECT coalesce(program_name, CAST(program AS VARCHAR), 'unknown') AS program,
+  SELECT coalesce(program_name, CAST(program AS STRING), 'unknown') AS program,
          coalesce(version, 0) AS version,
-         coalesce(procedure_name, CAST(procedure AS VARCHAR), 'unknown') AS procedure,
+         coalesce(procedure_name, CAST(procedure AS STRING), 'unknown') AS procedure,
          ts_ns, call_ts, reply_ts, status, retransmits, call_bytes, reply_bytes
   FROM rpc
 ),

@@ -19,7 +19,7 @@ WITH p AS (
            WHEN ip_proto = 47 THEN 'gre'
            WHEN ip_proto = 50 THEN 'esp'
            WHEN ip_proto = 89 THEN 'ospf'
-           ELSE 'ip proto ' || CAST(ip_proto AS VARCHAR)
+           ELSE 'ip proto ' || CAST(ip_proto AS STRING)
          END AS protocol,
          ip_version, wire_len
   FROM packets

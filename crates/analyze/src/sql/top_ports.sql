@@ -7,7 +7,7 @@ WITH t AS (
   FROM packets WHERE dst_port IS NOT NULL GROUP BY ip_proto, dst_port
 )
 SELECT CASE proto WHEN 6 THEN 'tcp' WHEN 17 THEN 'udp' WHEN 132 THEN 'sctp'
-                  ELSE CAST(proto AS VARCHAR) END AS proto,
+                  ELSE CAST(proto AS STRING) END AS proto,
        port,
        sum(frames) AS frames,
        sum(bytes) AS bytes
