@@ -12,6 +12,7 @@ timestamps as BIGINT ns with spark.sql.legacy.parquet.nanosAsLong), rows
 restricted as the header says, and ip_text registered as a function.
 """
 
+import decimal
 import ipaddress
 import json
 import os
@@ -62,8 +63,9 @@ def parse(script):
 def plain(v):
     if isinstance(v, (bytes, bytearray)):
         return bytes(v).hex()
-    if hasattr(v, "__float__") and not isinstance(v, (int, float)):
-        return float(v)  # Decimal
+    if isinstance(v, decimal.Decimal):
+        # Spark reads unsigned 64-bit columns as DECIMAL(20,0).
+        return int(v) if v == v.to_integral_value() else float(v)
     return v
 
 

@@ -14,7 +14,9 @@ span AS (
 per_second AS (
   SELECT program, version, procedure, count(*) AS n
   FROM labelled
-  GROUP BY program, version, procedure, ts_ns / 1000000000
+  -- The second, by integer arithmetic alone: a division is integer in
+  -- DataFusion but floating point in Spark.
+  GROUP BY program, version, procedure, ts_ns - ts_ns % 1000000000
 ),
 peak AS (
   SELECT program, version, procedure, max(n) AS peak_ops_per_s
