@@ -20,7 +20,7 @@ die() { printf 'error: %s\n' "$*" >&2; exit 1; }
 DEB_PACKAGES=(build-essential pkg-config curl ca-certificates git libpcap-dev
   clang libbpf-dev libelf-dev zlib1g-dev
   tcpdump tshark wireshark-common zstd lz4 gzip python3 python3-venv iproute2 util-linux fonts-dejavu-core
-  openjdk-17-jre-headless)
+  openjdk-17-jre-headless maven)
 
 # Extra packages a script needs beyond these may be given as arguments.
 install_packages() {
@@ -61,6 +61,19 @@ install_python() {
     "$venv/bin/pip" install -q pyarrow duckdb pyspark
   fi
   export WEIR_PYTHON="$venv/bin/python"
+}
+
+# The Kafka broker's jars (tools/kafka/pom.xml) from Maven Central, once.
+install_kafka() {
+  local jars="$CACHE/kafka-jars"
+  if [ ! -f "$jars/.complete" ]; then
+    say "fetching the Kafka broker (Maven Central) into $jars"
+    rm -rf "$jars"
+    mvn -q -B -f "$ROOT/tools/kafka/pom.xml" dependency:copy-dependencies \
+      -DoutputDirectory="$jars" >/dev/null
+    touch "$jars/.complete"
+  fi
+  export WEIR_KAFKA_JARS="$jars"
 }
 
 build_release() {

@@ -8,6 +8,7 @@ started=$(date +%s)
 install_packages
 install_rust
 install_python
+install_kafka
 cd "$ROOT"
 
 say "cargo fmt --check"

@@ -112,6 +112,15 @@ pub struct CaptureArgs {
     quiet: bool,
     #[command(flatten)]
     rpc: crate::rpc_args::RpcArgs,
+    /// Also stream the packet records to Kafka (host:port[,host:port]):
+    /// zstd-compressed batches, each frame to the partition of its flow
+    /// hash. A slow broker never slows the capture: batches that find the
+    /// queue full are dropped and counted in the manifest.
+    #[arg(long, value_name = "BROKERS", requires = "topic")]
+    kafka: Option<String>,
+    /// The Kafka topic (it must exist, or the broker must create topics).
+    #[arg(long, value_name = "TOPIC", requires = "kafka")]
+    topic: Option<String>,
     /// A filter in tcpdump syntax, as trailing words (`tcp port 80`).
     #[arg(trailing_var_arg = true, value_name = "FILTER")]
     filter: Vec<String>,
@@ -245,6 +254,28 @@ pub fn run(a: CaptureArgs) -> Result<ExitCode, String> {
         rpc: Some(a.rpc.options(asks)),
         ..Default::default()
     };
+    let kafka = match (&a.kafka, &a.topic) {
+        (Some(brokers), Some(topic)) => {
+            if !records_on {
+                return Err(
+                    "--kafka streams the packet records: give -o DATASET with records on".into(),
+                );
+            }
+            let id = capture_id();
+            let out = stream::producer::KafkaOut::start(
+                stream::producer::ProducerOptions::new(brokers, topic),
+                id,
+            )?;
+            Some((out, id))
+        }
+        _ => None,
+    };
+    let taps = kafka.as_ref().map(|(out, _)| {
+        let make = out.tap_maker();
+        ingest::Taps(std::sync::Arc::new(move |worker| {
+            Box::new(make(worker)) as Box<dyn ingest::RecordTap>
+        }))
+    });
     let opts = LiveOptions {
         interfaces,
         workers_per_iface: workers,
@@ -258,6 +289,7 @@ pub fn run(a: CaptureArgs) -> Result<ExitCode, String> {
         count: a.count,
         duration: a.duration,
         worker,
+        taps,
         command: std::env::args().collect::<Vec<_>>().join(" "),
     };
     let opened = live::open(opts).map_err(|e| e.to_string())?;
@@ -310,6 +342,35 @@ pub fn run(a: CaptureArgs) -> Result<ExitCode, String> {
         .map_err(|e| e.to_string())?;
     if live_line {
         eprintln!();
+    }
+    let mut report = report;
+    if let Some((out, id)) = kafka {
+        // Every worker's tap is gone (flushed): wait for the broker, then
+        // say in the manifest what the stream did.
+        let counters = out.counters().clone();
+        let partitions = out.partitions();
+        let sent = out.finish();
+        let info = stream::producer::manifest_info(
+            a.kafka.as_deref().unwrap_or_default(),
+            a.topic.as_deref().unwrap_or_default(),
+            id,
+            partitions,
+            &counters,
+        );
+        if let Err(e) = sent {
+            report.warnings.push(e);
+        }
+        if info.records_dropped + info.records_failed > 0 {
+            report.warnings.push(format!(
+                "Kafka: {} records dropped (queue full), {} not taken by the broker; the \
+                 dataset has them all",
+                info.records_dropped, info.records_failed
+            ));
+        }
+        if let (Some(ds), Some(m)) = (dataset.as_ref(), report.manifest.as_mut()) {
+            m.kafka = Some(info);
+            ds.write_manifest(m).map_err(|e| e.to_string())?;
+        }
     }
     if !a.quiet {
         let ended = match report.ended {
@@ -365,6 +426,20 @@ pub fn run(a: CaptureArgs) -> Result<ExitCode, String> {
     } else {
         ExitCode::FAILURE
     })
+}
+
+/// A random id for the batches of this capture (the collectors' key for
+/// skipping what they already wrote).
+fn capture_id() -> u64 {
+    let mut b = [0u8; 8];
+    if std::fs::File::open("/dev/urandom")
+        .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut b))
+        .is_err()
+    {
+        let t = store::time::now_ns() as u64;
+        b = (t ^ (std::process::id() as u64).rotate_left(32)).to_le_bytes();
+    }
+    u64::from_le_bytes(b)
 }
 
 fn num_cpus() -> usize {

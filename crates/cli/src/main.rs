@@ -12,6 +12,7 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 mod analyze_cmd;
 mod anonymize_cmd;
 mod capture_cmd;
+mod collect_cmd;
 mod gen_cmd;
 mod merge_cmd;
 mod read_cmd;
@@ -51,6 +52,9 @@ enum Command {
     /// Copy a dataset for sharing: addresses, MACs, file handles and names
     /// under a secret key, pcap files left out.
     Anonymize(anonymize_cmd::AnonymizeArgs),
+    /// Write the packet records a capture streams to Kafka (--kafka) into
+    /// a dataset, as one member of a consumer group.
+    Collect(collect_cmd::CollectArgs),
     /// Several datasets (capture boxes, taps, shares) as one, in time
     /// order, with frames that more than one saw kept once.
     Merge(merge_cmd::MergeArgs),
@@ -140,6 +144,7 @@ fn main() -> ExitCode {
         Command::Stack(a) => stack_cmd::run(a),
         Command::Anonymize(a) => anonymize_cmd::run(a),
         Command::Merge(a) => merge_cmd::run(a),
+        Command::Collect(a) => collect_cmd::run(a),
         Command::Recover(a) => recover(a),
     };
     match result {

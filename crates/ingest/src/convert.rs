@@ -253,6 +253,7 @@ pub fn convert(
         rpc: registry.rpc,
         anonymized: None,
         merge: None,
+        kafka: None,
     };
     dataset.write_manifest(&manifest)?;
     Ok(ConvertReport {

@@ -70,6 +70,8 @@ pub struct LiveOptions {
     pub count: Option<u64>,
     pub duration: Option<Duration>,
     pub worker: WorkerOptions,
+    /// A copy of every record to each worker's tap (`--kafka`).
+    pub taps: Option<crate::worker::Taps>,
     pub command: String,
 }
 
@@ -337,6 +339,9 @@ impl Opened {
                     let mut wo = opts.worker;
                     wo.writer.prefault = true;
                     let mut w = Worker::new(slot.worker, d.clone(), wo);
+                    if let Some(t) = &opts.taps {
+                        w.set_tap((t.0)(slot.worker));
+                    }
                     w.open_file()?;
                     Some(w)
                 }
@@ -690,6 +695,7 @@ fn base_manifest(opts: &LiveOptions, libpcap: &str, workers: u32) -> Manifest {
         rpc: None,
         anonymized: None,
         merge: None,
+        kafka: None,
     }
 }
 
@@ -893,6 +899,9 @@ fn run_worker(ctx: WorkerCtx) -> WorkerOut {
         };
         if last_tick.elapsed() >= Duration::from_millis(200) {
             last_tick = Instant::now();
+            if let Some(w) = records.as_mut() {
+                w.tick();
+            }
             c.ring_backlog
                 .store(slot.ring.blocks_ready() as u64, Ordering::Relaxed);
             if let Some(s) = spool.as_mut() {

@@ -393,6 +393,7 @@ pub fn merge(
         rpc: None,
         anonymized: first.anonymized.clone(),
         merge: Some(merge_info),
+        kafka: None,
     };
     out.write_manifest(&manifest)?;
     Ok(MergeReport {

@@ -9,6 +9,24 @@ use crate::rpc::{RpcMode, RpcOptions, RpcStage};
 use crate::stats::FrameStats;
 use store::manifest::RpcInfo;
 
+/// Takes a copy of every record a worker makes (the Kafka stream of a
+/// capture). It runs on the capture path: it must not block.
+pub trait RecordTap: Send {
+    fn record(&mut self, rec: &wire::PacketRecord);
+    /// Called a few times a second: hand over what is pending.
+    fn tick(&mut self);
+}
+
+/// Makes each worker's tap, given the worker's id.
+#[derive(Clone)]
+pub struct Taps(pub std::sync::Arc<dyn Fn(u16) -> Box<dyn RecordTap> + Send + Sync>);
+
+impl std::fmt::Debug for Taps {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Taps")
+    }
+}
+
 /// Knobs of a [`Worker`].
 #[derive(Clone, Copy, Debug)]
 pub struct WorkerOptions {
@@ -45,6 +63,7 @@ pub struct Worker {
     rpc: Option<RpcStage>,
     /// The RPC stage's first error; the packets go on without it.
     rpc_error: Option<StoreError>,
+    tap: Option<Box<dyn RecordTap>>,
 }
 
 /// What a worker wrote.
@@ -84,6 +103,19 @@ impl Worker {
             stats: FrameStats::default(),
             rpc,
             rpc_error: None,
+            tap: None,
+        }
+    }
+
+    /// Copies every record from now on to `tap` too.
+    pub fn set_tap(&mut self, tap: Box<dyn RecordTap>) {
+        self.tap = Some(tap);
+    }
+
+    /// Lets the tap hand over what it holds (a few times a second).
+    pub fn tick(&mut self) {
+        if let Some(t) = self.tap.as_mut() {
+            t.tick();
         }
     }
 
@@ -109,6 +141,7 @@ impl Worker {
         };
         let (id, stats) = (self.id, &mut self.stats);
         let (rpc, rpc_error) = (&mut self.rpc, &mut self.rpc_error);
+        let tap = &mut self.tap;
         // The record is built where the writer keeps it: no copy.
         writer.push_with(|rec| {
             rec.ts_ns = meta.ts_ns;
@@ -123,6 +156,9 @@ impl Worker {
             }
             let payload = decode(meta.link, bytes, rec);
             stats.add(rec);
+            if let Some(t) = tap {
+                t.record(rec);
+            }
             if let Some(stage) = rpc
                 && let Err(e) = stage.decoded(rec, bytes, payload)
             {

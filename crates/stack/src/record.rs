@@ -297,6 +297,7 @@ fn open_dataset(root: &Path, force: bool) -> Result<(Dataset, Manifest), StackEr
         rpc: None,
         anonymized: None,
         merge: None,
+        kafka: None,
     };
     Ok((ds, m))
 }

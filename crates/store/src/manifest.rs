@@ -56,6 +56,45 @@ pub struct Manifest {
     /// and the duplicates removed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub merge: Option<MergeInfo>,
+    /// The Kafka stream: what a capture sent (`--kafka`), or what a
+    /// collector took (`weir collect`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kafka: Option<KafkaInfo>,
+}
+
+/// A capture's stream to Kafka, or a collector's side of it.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct KafkaInfo {
+    /// "producer" (weir capture --kafka) or "collector" (weir collect).
+    pub role: String,
+    pub brokers: String,
+    pub topic: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub group: Option<String>,
+    /// Producer: the capture's id in every batch header.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub capture_id: Option<String>,
+    #[serde(default)]
+    pub partitions: u32,
+    /// Messages (batches) sent or read, records in them, bytes sent.
+    pub messages: u64,
+    pub records: u64,
+    #[serde(default)]
+    pub bytes: u64,
+    /// Producer: records dropped because the queue to Kafka was full, and
+    /// records of batches the broker did not take; records acknowledged.
+    /// Collector: messages that were not weir batches.
+    pub records_dropped: u64,
+    #[serde(default)]
+    pub records_failed: u64,
+    #[serde(default)]
+    pub records_delivered: u64,
+    /// Collector: records of batches read again and skipped (already
+    /// written), and per "capture:worker:partition" the last batch on disk.
+    #[serde(default)]
+    pub duplicates_skipped: u64,
+    #[serde(default)]
+    pub written: std::collections::BTreeMap<String, u64>,
 }
 
 /// How `weir merge` combined several datasets into one.

@@ -1,0 +1,343 @@
+//! `weir collect`: one member of a consumer group, writing the partitions
+//! it holds into an ordinary dataset.
+//!
+//! Nothing is lost or doubled when a collector dies at any instant:
+//! records go into a packet file; every `flush_every` the file is finished
+//! (synced, renamed into place), then the manifest is rewritten (synced,
+//! renamed) with, per (capture, worker, partition), the last batch
+//! sequence number now on disk, and only then are the offsets committed
+//! to Kafka. Restarted on the same dataset, a collector drops packet files
+//! the manifest does not list (finished after the last manifest), and
+//! skips every batch whose sequence number the manifest already covers
+//! (the broker hands again what was read after the last commit). When the
+//! group takes partitions away, what was read but not yet written is
+//! dropped: the new owner reads it again from the committed offsets.
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use ingest::FrameStats;
+use rdkafka::ClientContext;
+use rdkafka::config::ClientConfig;
+use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer, ConsumerContext, Rebalance};
+use rdkafka::message::Message;
+use store::manifest::{
+    DATASET_FORMAT, DATASET_FORMAT_VERSION, Files, KafkaInfo, Manifest, RunInfo, TimeSpan,
+};
+use store::{Dataset, PACKET_SCHEMA_VERSION, PacketWriter, PacketWriterOptions};
+
+use crate::codec;
+
+#[derive(Clone, Debug)]
+pub struct CollectOptions {
+    pub brokers: String,
+    pub topic: String,
+    pub group: String,
+    /// Stop after this long.
+    pub duration: Option<Duration>,
+    /// Stop when no message came for this long.
+    pub idle: Option<Duration>,
+    /// Make what was read durable and commit it this often.
+    pub flush_every: Duration,
+    pub command: String,
+}
+
+pub struct CollectReport {
+    pub manifest: Manifest,
+    /// The dataset was already a collector's: this run went on with it.
+    pub resumed: bool,
+    pub elapsed: Duration,
+}
+
+struct Revocations(Arc<AtomicBool>);
+
+impl ClientContext for Revocations {}
+
+impl ConsumerContext for Revocations {
+    fn pre_rebalance(&self, _: &BaseConsumer<Self>, rebalance: &Rebalance<'_>) {
+        if matches!(rebalance, Rebalance::Revoke(_)) {
+            self.0.store(true, Ordering::SeqCst);
+        }
+    }
+}
+
+/// The key of a writer's sequence: capture id, worker, partition.
+fn seq_key(h: &codec::BatchHeader) -> String {
+    format!("{:016x}:{}:{}", h.capture_id, h.worker, h.partition)
+}
+
+pub fn collect(
+    opts: &CollectOptions,
+    root: &Path,
+    stop: &AtomicBool,
+) -> Result<CollectReport, String> {
+    let started = Instant::now();
+    let (dataset, resumed, mut manifest) = open_or_create(root, opts)?;
+    let mut stats = FrameStats::default();
+    for f in &manifest.files.packets {
+        let path = root.join(&f.path);
+        for r in store::read::read_packet_file(&path).map_err(|e| e.to_string())? {
+            stats.add(&r);
+        }
+    }
+    let revoked = Arc::new(AtomicBool::new(false));
+    let consumer: BaseConsumer<Revocations> = ClientConfig::new()
+        .set("bootstrap.servers", &opts.brokers)
+        .set("group.id", &opts.group)
+        .set("enable.auto.commit", "false")
+        .set("auto.offset.reset", "earliest")
+        .set("session.timeout.ms", "6000")
+        .set("heartbeat.interval.ms", "1000")
+        .set("fetch.message.max.bytes", "8000000")
+        .create_with_context(Revocations(revoked.clone()))
+        .map_err(|e| format!("--kafka {}: {e}", opts.brokers))?;
+    consumer
+        .subscribe(&[&opts.topic])
+        .map_err(|e| format!("--topic {}: {e}", opts.topic))?;
+
+    let mut kafka = manifest.kafka.clone().unwrap_or_default();
+    let mut pending: HashMap<String, u64> = HashMap::new();
+    let mut writer: Option<PacketWriter> = None;
+    let mut pending_stats = FrameStats::default();
+    let mut dirty = false;
+    let mut last_flush = Instant::now();
+    let mut last_message = Instant::now();
+    let mut warned = 0;
+    loop {
+        if stop.load(Ordering::Relaxed)
+            || opts.duration.is_some_and(|d| started.elapsed() >= d)
+            || opts.idle.is_some_and(|d| last_message.elapsed() >= d)
+        {
+            break;
+        }
+        match consumer.poll(Duration::from_millis(100)) {
+            Some(Ok(m)) => {
+                last_message = Instant::now();
+                let Some(payload) = m.payload() else { continue };
+                kafka.messages += 1;
+                match codec::decode(payload) {
+                    Ok((h, records)) => {
+                        let key = seq_key(&h);
+                        let done = pending
+                            .get(&key)
+                            .or_else(|| kafka.written.get(&key))
+                            .copied()
+                            .unwrap_or(0);
+                        if h.seq <= done {
+                            kafka.duplicates_skipped += records.len() as u64;
+                        } else {
+                            let w = match writer.as_mut() {
+                                Some(w) => w,
+                                None => writer.insert(new_file(&dataset, &manifest)?),
+                            };
+                            for r in &records {
+                                w.push(r).map_err(|e| e.to_string())?;
+                                pending_stats.add(r);
+                            }
+                            kafka.records += records.len() as u64;
+                            pending.insert(key, h.seq);
+                        }
+                        dirty = true;
+                    }
+                    Err(e) => {
+                        kafka.records_dropped += 1;
+                        if warned < 5 {
+                            warned += 1;
+                            eprintln!(
+                                "weir: warning: partition {} offset {}: {e}",
+                                m.partition(),
+                                m.offset()
+                            );
+                        }
+                    }
+                }
+            }
+            Some(Err(e)) if warned < 5 => {
+                warned += 1;
+                eprintln!("weir: warning: Kafka: {e}");
+            }
+            Some(Err(_)) => {}
+            None => {}
+        }
+        if revoked.swap(false, Ordering::SeqCst) {
+            // Partitions moved: what is read but not on disk is the new
+            // owner's to read again.
+            if let Some(w) = writer.take() {
+                w.discard();
+            }
+            pending.clear();
+            pending_stats = FrameStats::default();
+            dirty = false;
+        }
+        if dirty && last_flush.elapsed() >= opts.flush_every {
+            make_durable(
+                &dataset,
+                &mut manifest,
+                &mut kafka,
+                &mut writer,
+                &mut pending,
+                &mut stats,
+                &mut pending_stats,
+                &consumer,
+            )?;
+            dirty = false;
+            last_flush = Instant::now();
+        }
+    }
+    if dirty {
+        make_durable(
+            &dataset,
+            &mut manifest,
+            &mut kafka,
+            &mut writer,
+            &mut pending,
+            &mut stats,
+            &mut pending_stats,
+            &consumer,
+        )?;
+    }
+    manifest.run = Some(RunInfo {
+        command: opts.command.clone(),
+        workers: 1,
+        elapsed_s: started.elapsed().as_secs_f64(),
+        frames_per_s: kafka.records as f64 / started.elapsed().as_secs_f64().max(1e-9),
+    });
+    dataset
+        .write_manifest(&manifest)
+        .map_err(|e| e.to_string())?;
+    Ok(CollectReport {
+        manifest,
+        resumed,
+        elapsed: started.elapsed(),
+    })
+}
+
+/// Finishes the open file, records it and the sequence numbers it covers
+/// in the manifest, then commits the offsets: in that order.
+#[allow(clippy::too_many_arguments)]
+fn make_durable(
+    dataset: &Dataset,
+    manifest: &mut Manifest,
+    kafka: &mut KafkaInfo,
+    writer: &mut Option<PacketWriter>,
+    pending: &mut HashMap<String, u64>,
+    stats: &mut FrameStats,
+    pending_stats: &mut FrameStats,
+    consumer: &BaseConsumer<Revocations>,
+) -> Result<(), String> {
+    if let Some(w) = writer.take() {
+        let summary = w.finish().map_err(|e| e.to_string())?;
+        manifest.files.packets.push(summary);
+    }
+    for (k, v) in pending.drain() {
+        kafka.written.insert(k, v);
+    }
+    stats.merge(pending_stats);
+    *pending_stats = FrameStats::default();
+    manifest.counts = stats.counts();
+    manifest.time_span = (stats.frames > 0).then(|| TimeSpan::new(stats.ts_min, stats.ts_max));
+    manifest.kafka = Some(kafka.clone());
+    dataset
+        .write_manifest(manifest)
+        .map_err(|e| e.to_string())?;
+    // A failed commit loses nothing: the batches come again and are
+    // skipped by their sequence numbers.
+    if let Err(e) = consumer.commit_consumer_state(CommitMode::Sync) {
+        eprintln!(
+            "weir: warning: committing offsets: {e} (the batches will be skipped when read again)"
+        );
+    }
+    Ok(())
+}
+
+fn new_file(dataset: &Dataset, manifest: &Manifest) -> Result<PacketWriter, String> {
+    let seq = manifest.files.packets.len() as u32;
+    // Names a collector never used before, also after a kill.
+    let mut n = seq;
+    loop {
+        let (path, rel) = dataset.packet_file(0, n);
+        if !path.exists() {
+            return PacketWriter::create(&path, &rel, PacketWriterOptions::default())
+                .map_err(|e| e.to_string());
+        }
+        n += 1;
+    }
+}
+
+/// A collector's dataset: made new, or taken up again after a stop or a
+/// kill (files the manifest does not list are removed first).
+fn open_or_create(root: &Path, opts: &CollectOptions) -> Result<(Dataset, bool, Manifest), String> {
+    if root.join(store::dataset::MANIFEST).is_file() {
+        let ds = Dataset::open(root).map_err(|e| e.to_string())?;
+        let m = ds.read_manifest().map_err(|e| e.to_string())?;
+        let k = m
+            .kafka
+            .as_ref()
+            .filter(|k| k.role == "collector")
+            .ok_or_else(|| {
+                format!(
+                    "{}: is a weir dataset not made by weir collect; give a new directory",
+                    root.display()
+                )
+            })?;
+        if k.topic != opts.topic || k.group.as_deref() != Some(opts.group.as_str()) {
+            return Err(format!(
+                "{}: collected topic {} for group {}; go on with the same --topic and --group, \
+                 or give a new directory",
+                root.display(),
+                k.topic,
+                k.group.as_deref().unwrap_or("?")
+            ));
+        }
+        let listed: Vec<&str> = m.files.packets.iter().map(|f| f.path.as_str()).collect();
+        let dir = root.join(store::dataset::PACKETS_DIR);
+        for e in std::fs::read_dir(&dir).map_err(|e| format!("{}: {e}", dir.display()))? {
+            let e = e.map_err(|e| format!("{}: {e}", dir.display()))?;
+            let rel = format!(
+                "{}/{}",
+                store::dataset::PACKETS_DIR,
+                e.file_name().to_string_lossy()
+            );
+            if !listed.contains(&rel.as_str()) {
+                std::fs::remove_file(e.path())
+                    .map_err(|err| format!("{}: {err}", e.path().display()))?;
+            }
+        }
+        return Ok((ds, true, m));
+    }
+    let ds = Dataset::create(root, false).map_err(|e| e.to_string())?;
+    let m = Manifest {
+        format: DATASET_FORMAT.to_string(),
+        format_version: DATASET_FORMAT_VERSION,
+        weir_version: env!("CARGO_PKG_VERSION").to_string(),
+        packet_schema_version: PACKET_SCHEMA_VERSION,
+        created: store::time::format_ns(store::time::now_ns()),
+        kind: "collect".to_string(),
+        clock: "the capturing boxes' (records as they captured them)".to_string(),
+        row_order: PacketWriterOptions::default().order,
+        sources: Vec::new(),
+        interfaces: Vec::new(),
+        time_span: None,
+        counts: Default::default(),
+        files: Files::default(),
+        run: None,
+        capture: None,
+        drops: None,
+        stack: None,
+        rpc: None,
+        anonymized: None,
+        merge: None,
+        kafka: Some(KafkaInfo {
+            role: "collector".into(),
+            brokers: opts.brokers.clone(),
+            topic: opts.topic.clone(),
+            group: Some(opts.group.clone()),
+            ..Default::default()
+        }),
+    };
+    ds.write_manifest(&m).map_err(|e| e.to_string())?;
+    Ok((ds, false, m))
+}

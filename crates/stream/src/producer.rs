@@ -1,0 +1,339 @@
+//! The capture side: each worker's records, split by flow-hash partition
+//! into batches, handed over a bounded queue to one thread that compresses
+//! them and gives them to librdkafka. Nothing here waits on the broker: a
+//! batch that finds the queue full is dropped and counted, so a slow or
+//! absent broker costs records on the stream, never frames of the capture.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use crossbeam_channel::{Receiver, Sender, TrySendError, bounded};
+use rdkafka::ClientContext;
+use rdkafka::config::ClientConfig;
+use rdkafka::error::{KafkaError, RDKafkaErrorCode};
+use rdkafka::message::DeliveryResult;
+use rdkafka::producer::{BaseRecord, Producer, ProducerContext, ThreadedProducer};
+use wire::{Has, PacketRecord};
+
+use crate::codec::{BatchHeader, encode};
+
+#[derive(Clone, Debug)]
+pub struct ProducerOptions {
+    /// `host:port[,host:port...]`.
+    pub brokers: String,
+    pub topic: String,
+    /// Records per batch (per worker and partition).
+    pub batch_records: usize,
+    /// Batches waiting for the Kafka thread before new ones are dropped.
+    pub queue_batches: usize,
+    /// A partly filled batch goes out after this long.
+    pub linger: Duration,
+    pub zstd_level: i32,
+}
+
+impl ProducerOptions {
+    pub fn new(brokers: &str, topic: &str) -> Self {
+        ProducerOptions {
+            brokers: brokers.into(),
+            topic: topic.into(),
+            batch_records: 4096,
+            queue_batches: 256,
+            linger: Duration::from_millis(200),
+            zstd_level: 1,
+        }
+    }
+}
+
+/// What the stream did, for the manifest.
+#[derive(Debug, Default)]
+pub struct ProducerCounters {
+    pub batches: AtomicU64,
+    pub records: AtomicU64,
+    /// Bytes of messages handed to Kafka.
+    pub bytes: AtomicU64,
+    /// Records dropped because the queue to the Kafka thread was full.
+    pub records_dropped: AtomicU64,
+    /// Records in batches the broker did not take (delivery failed).
+    pub records_failed: AtomicU64,
+    /// Records delivered (acknowledged by the broker).
+    pub records_delivered: AtomicU64,
+}
+
+struct Batch {
+    header: BatchHeader,
+    records: Vec<PacketRecord>,
+}
+
+struct DeliveryCount(Arc<ProducerCounters>);
+
+impl ClientContext for DeliveryCount {}
+
+impl ProducerContext for DeliveryCount {
+    type DeliveryOpaque = usize;
+    fn delivery(&self, result: &DeliveryResult<'_>, records: usize) {
+        let c = if result.is_ok() {
+            &self.0.records_delivered
+        } else {
+            &self.0.records_failed
+        };
+        c.fetch_add(records as u64, Ordering::Relaxed);
+    }
+}
+
+/// The stream of one capture.
+pub struct KafkaOut {
+    opts: ProducerOptions,
+    capture_id: u64,
+    partitions: u32,
+    tx: Sender<Batch>,
+    counters: Arc<ProducerCounters>,
+    thread: JoinHandle<Result<(), String>>,
+}
+
+impl KafkaOut {
+    /// Connects, learns the topic's partitions, starts the Kafka thread.
+    pub fn start(opts: ProducerOptions, capture_id: u64) -> Result<KafkaOut, String> {
+        let counters = Arc::new(ProducerCounters::default());
+        let producer: ThreadedProducer<DeliveryCount> = ClientConfig::new()
+            .set("bootstrap.servers", &opts.brokers)
+            .set("enable.idempotence", "true")
+            .set("linger.ms", "5")
+            .set("message.max.bytes", "8000000")
+            .set("queue.buffering.max.kbytes", "262144")
+            .create_with_context(DeliveryCount(counters.clone()))
+            .map_err(|e| format!("--kafka {}: {e}", opts.brokers))?;
+        let partitions = partition_count(&producer, &opts)?;
+        let (tx, rx) = bounded::<Batch>(opts.queue_batches.max(1));
+        let (o, c) = (opts.clone(), counters.clone());
+        let thread = std::thread::Builder::new()
+            .name("weir-kafka".into())
+            .spawn(move || send_batches(producer, rx, &o, &c))
+            .map_err(|e| format!("starting the Kafka thread: {e}"))?;
+        Ok(KafkaOut {
+            opts,
+            capture_id,
+            partitions,
+            tx,
+            counters,
+            thread,
+        })
+    }
+
+    pub fn partitions(&self) -> u32 {
+        self.partitions
+    }
+
+    pub fn counters(&self) -> &Arc<ProducerCounters> {
+        &self.counters
+    }
+
+    /// Makes each worker's tap.
+    pub fn tap_maker(&self) -> impl Fn(u16) -> KafkaTap + Send + Sync + 'static {
+        let n = self.partitions as usize;
+        let (capture_id, tx, counters) = (self.capture_id, self.tx.clone(), self.counters.clone());
+        let (batch_records, linger) = (self.opts.batch_records.max(1), self.opts.linger);
+        move |worker| KafkaTap {
+            capture_id,
+            worker,
+            batch_records,
+            linger,
+            pending: (0..n).map(|_| Vec::new()).collect(),
+            seq: vec![0; n],
+            tx: tx.clone(),
+            counters: counters.clone(),
+            last: Instant::now(),
+        }
+    }
+
+    /// Once every tap is gone: waits for the queued batches to reach the
+    /// broker (librdkafka's flush, up to 30 s).
+    pub fn finish(self) -> Result<(), String> {
+        drop(self.tx);
+        self.thread
+            .join()
+            .unwrap_or_else(|_| Err("the Kafka thread panicked".into()))
+    }
+}
+
+/// The manifest's account of a capture's stream.
+pub fn manifest_info(
+    brokers: &str,
+    topic: &str,
+    capture_id: u64,
+    partitions: u32,
+    c: &ProducerCounters,
+) -> store::manifest::KafkaInfo {
+    let get = |a: &AtomicU64| a.load(Ordering::Relaxed);
+    store::manifest::KafkaInfo {
+        role: "producer".into(),
+        brokers: brokers.into(),
+        topic: topic.into(),
+        group: None,
+        capture_id: Some(format!("{capture_id:016x}")),
+        partitions,
+        messages: get(&c.batches),
+        records: get(&c.records),
+        bytes: get(&c.bytes),
+        records_dropped: get(&c.records_dropped),
+        records_failed: get(&c.records_failed),
+        records_delivered: get(&c.records_delivered),
+        ..Default::default()
+    }
+}
+
+fn partition_count(
+    producer: &ThreadedProducer<DeliveryCount>,
+    opts: &ProducerOptions,
+) -> Result<u32, String> {
+    let deadline = Instant::now() + Duration::from_secs(15);
+    loop {
+        let found = producer
+            .client()
+            .fetch_metadata(Some(&opts.topic), Duration::from_secs(5));
+        let reason = match &found {
+            Ok(m) => match m.topics().iter().find(|t| t.name() == opts.topic) {
+                Some(t) if !t.partitions().is_empty() => return Ok(t.partitions().len() as u32),
+                Some(t) => format!("{:?}", t.error()),
+                None => "not listed".into(),
+            },
+            Err(e) => e.to_string(),
+        };
+        if Instant::now() >= deadline {
+            return Err(format!(
+                "--kafka {} --topic {}: no partitions found ({reason}); check that the broker \
+                 runs and the topic exists (kafka-topics.sh --create --topic {} --partitions N)",
+                opts.brokers, opts.topic, opts.topic
+            ));
+        }
+        std::thread::sleep(Duration::from_millis(500));
+    }
+}
+
+fn send_batches(
+    producer: ThreadedProducer<DeliveryCount>,
+    rx: Receiver<Batch>,
+    opts: &ProducerOptions,
+    c: &ProducerCounters,
+) -> Result<(), String> {
+    let mut key = [0u8; 4];
+    for batch in rx {
+        let n = batch.records.len();
+        let message = encode(&batch.header, &batch.records, opts.zstd_level);
+        key.copy_from_slice(&batch.header.partition.to_be_bytes());
+        let mut record = BaseRecord::with_opaque_to(&opts.topic, n)
+            .partition(batch.header.partition as i32)
+            .key(&key[..])
+            .payload(&message[..]);
+        // librdkafka's own queue full: wait for it here, off the capture
+        // path; meanwhile the workers' queue fills and they drop, counted.
+        loop {
+            match producer.send(record) {
+                Ok(()) => break,
+                Err((KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), r)) => {
+                    record = r;
+                    producer.poll(Duration::from_millis(50));
+                }
+                Err((e, _)) => {
+                    c.records_failed.fetch_add(n as u64, Ordering::Relaxed);
+                    eprintln!("weir: Kafka: a batch of {n} records was not sent: {e}");
+                    break;
+                }
+            }
+        }
+        c.batches.fetch_add(1, Ordering::Relaxed);
+        c.records.fetch_add(n as u64, Ordering::Relaxed);
+        c.bytes.fetch_add(message.len() as u64, Ordering::Relaxed);
+    }
+    producer
+        .flush(Duration::from_secs(30))
+        .map_err(|e| format!("Kafka: not every batch reached the broker within 30 s: {e}"))
+}
+
+/// One worker's side: records by partition into batches.
+pub struct KafkaTap {
+    capture_id: u64,
+    worker: u16,
+    batch_records: usize,
+    linger: Duration,
+    pending: Vec<Vec<PacketRecord>>,
+    seq: Vec<u64>,
+    tx: Sender<Batch>,
+    counters: Arc<ProducerCounters>,
+    last: Instant,
+}
+
+impl KafkaTap {
+    /// The partition of a record: its flow hash modulo the partitions, so
+    /// both directions of a flow meet in one; frames without a flow hash
+    /// in partition 0.
+    pub fn partition_of(rec: &PacketRecord, partitions: usize) -> usize {
+        if rec.has & Has::FLOW != 0 {
+            rec.flow_hash as usize % partitions.max(1)
+        } else {
+            0
+        }
+    }
+
+    pub fn push(&mut self, rec: &PacketRecord) {
+        let p = Self::partition_of(rec, self.pending.len());
+        self.pending[p].push(*rec);
+        if self.pending[p].len() >= self.batch_records {
+            self.send(p);
+        }
+    }
+
+    /// Sends partly filled batches older than the linger time.
+    pub fn tick(&mut self) {
+        if self.last.elapsed() >= self.linger {
+            self.flush();
+        }
+    }
+
+    pub fn flush(&mut self) {
+        self.last = Instant::now();
+        for p in 0..self.pending.len() {
+            if !self.pending[p].is_empty() {
+                self.send(p);
+            }
+        }
+    }
+
+    fn send(&mut self, p: usize) {
+        self.seq[p] += 1;
+        let records =
+            std::mem::replace(&mut self.pending[p], Vec::with_capacity(self.batch_records));
+        let n = records.len() as u64;
+        let batch = Batch {
+            header: BatchHeader {
+                capture_id: self.capture_id,
+                worker: self.worker,
+                partition: p as u32,
+                seq: self.seq[p],
+            },
+            records,
+        };
+        if let Err(TrySendError::Full(_) | TrySendError::Disconnected(_)) = self.tx.try_send(batch)
+        {
+            self.counters
+                .records_dropped
+                .fetch_add(n, Ordering::Relaxed);
+        }
+    }
+}
+
+impl Drop for KafkaTap {
+    fn drop(&mut self) {
+        self.flush();
+    }
+}
+
+impl ingest::RecordTap for KafkaTap {
+    fn record(&mut self, rec: &PacketRecord) {
+        self.push(rec);
+    }
+    fn tick(&mut self) {
+        KafkaTap::tick(self);
+    }
+}
