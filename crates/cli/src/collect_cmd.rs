@@ -26,7 +26,7 @@ pub struct CollectArgs {
     /// Stop after this long.
     #[arg(short, long, value_parser = parse_duration, value_name = "DURATION")]
     duration: Option<Duration>,
-    /// Stop when no batch came for this long.
+    /// Stop when no batch came for this long (counted from the first).
     #[arg(long, value_parser = parse_duration, value_name = "DURATION")]
     idle: Option<Duration>,
     /// Make what was read durable, and commit its offsets, this often.

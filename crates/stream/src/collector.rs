@@ -105,17 +105,23 @@ pub fn collect(
     let mut dirty = false;
     let mut last_flush = Instant::now();
     let mut last_message = Instant::now();
+    // The idle clock starts at the first batch: joining the group and
+    // being given partitions may take a while.
+    let mut kafka_seen = false;
     let mut warned = 0;
     loop {
         if stop.load(Ordering::Relaxed)
             || opts.duration.is_some_and(|d| started.elapsed() >= d)
-            || opts.idle.is_some_and(|d| last_message.elapsed() >= d)
+            || opts
+                .idle
+                .is_some_and(|d| kafka_seen && last_message.elapsed() >= d)
         {
             break;
         }
         match consumer.poll(Duration::from_millis(100)) {
             Some(Ok(m)) => {
                 last_message = Instant::now();
+                kafka_seen = true;
                 let Some(payload) = m.payload() else { continue };
                 kafka.messages += 1;
                 match codec::decode(payload) {
