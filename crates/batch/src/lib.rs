@@ -1,4 +1,5 @@
-//! The batch encoding of packet records on a Kafka topic (version 1).
+//! The batch encoding of packet records on a Kafka topic (version 1),
+//! written by `weir capture --kafka` and read by `weir collect`.
 //!
 //! ```text
 //! offset  size  field (little-endian)
