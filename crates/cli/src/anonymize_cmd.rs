@@ -140,6 +140,9 @@ pub fn run(a: AnonymizeArgs) -> Result<ExitCode, String> {
         st.comm = st.comm.as_deref().map(|c| key.name(c));
         st.cgroup = st.cgroup.as_ref().map(|_| "(anonymized)".into());
     }
+    if let Some(k) = &mut m.kafka {
+        k.brokers = "(anonymized)".into();
+    }
     if let Some(mg) = &mut m.merge {
         for i in &mut mg.inputs {
             i.path = "(anonymized)".into();

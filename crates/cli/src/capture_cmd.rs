@@ -272,9 +272,12 @@ pub fn run(a: CaptureArgs) -> Result<ExitCode, String> {
     };
     let taps = kafka.as_ref().map(|(out, _)| {
         let make = out.tap_maker();
-        ingest::Taps(std::sync::Arc::new(move |worker| {
-            Box::new(make(worker)) as Box<dyn ingest::RecordTap>
-        }))
+        ingest::Taps {
+            records: std::sync::Arc::new(move |worker| {
+                Box::new(make(worker)) as Box<dyn ingest::RecordTap>
+            }),
+            stats: Some(std::sync::Arc::new(out.stats_sender())),
+        }
     });
     let opts = LiveOptions {
         interfaces,

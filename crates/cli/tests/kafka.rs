@@ -294,6 +294,27 @@ fn capture_to_kafka_to_two_collectors_loses_and_doubles_nothing_across_a_kill() 
             k["duplicates_skipped"]
         );
     }
+    // The capture's per-second stats rows came along too, once each.
+    let stats_rows = |ds: &Path| {
+        let m = manifest(ds);
+        let mut rows = Vec::new();
+        for f in m["files"]["stats"].as_array().unwrap() {
+            rows.extend(store::stats::read_stats_file(&ds.join(f.as_str().unwrap())).unwrap());
+        }
+        rows
+    };
+    let key = |r: &store::stats::StatsRow| (r.ts_ns, r.worker, r.iface);
+    let mut want_stats = stats_rows(&direct);
+    let mut got_stats = [stats_rows(&c1), stats_rows(&c2)].concat();
+    want_stats.sort_by_key(key);
+    got_stats.sort_by_key(key);
+    assert!(!want_stats.is_empty());
+    assert!(
+        got_stats == want_stats,
+        "{} stats rows collected, {} written",
+        got_stats.len(),
+        want_stats.len()
+    );
     let m1 = manifest(&c1);
     assert_eq!(m1["kind"], "collect");
     assert_eq!(m1["kafka"]["role"], "collector");

@@ -18,4 +18,4 @@ mod worker;
 pub use convert::{ConvertError, ConvertOptions, ConvertReport, Input, Progress, convert};
 pub use rpc::{RpcMode, RpcOptions, RpcStage};
 pub use stats::{FrameStats, ProtocolClass};
-pub use worker::{FrameMeta, RecordTap, Taps, Worker, WorkerOptions};
+pub use worker::{FrameMeta, RecordTap, StatsTap, Taps, Worker, WorkerOptions};

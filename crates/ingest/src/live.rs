@@ -284,6 +284,7 @@ impl Opened {
         let mut stats = stats_dir
             .as_ref()
             .map(|d| StatsWriter::new(d, 60 * slots.len().max(1)));
+        let stats_tap = opts.taps.as_ref().and_then(|t| t.stats.clone());
         let fds: Vec<(u16, u16, i32, Arc<Counters>)> = slots
             .iter()
             .map(|s| (s.worker, s.iface, s.ring.raw_fd(), s.counters.clone()))
@@ -340,7 +341,7 @@ impl Opened {
                     wo.writer.prefault = true;
                     let mut w = Worker::new(slot.worker, d.clone(), wo);
                     if let Some(t) = &opts.taps {
-                        w.set_tap((t.0)(slot.worker));
+                        w.set_tap((t.records)(slot.worker));
                     }
                     w.open_file()?;
                     Some(w)
@@ -419,6 +420,7 @@ impl Opened {
                 &mut kernel_total,
                 started,
                 stats.as_mut(),
+                stats_tap.as_deref(),
                 &mut totals,
             )?;
             on_second(&second);
@@ -473,6 +475,7 @@ impl Opened {
             &mut kernel_total,
             started,
             stats.as_mut(),
+            stats_tap.as_deref(),
             &mut totals,
         )?;
         on_second(&last);
@@ -719,12 +722,16 @@ fn span(st: &FrameStats, pcap: &[PcapFileInfo]) -> (Option<i64>, Option<i64>) {
 
 /// Reads every worker's counters and the kernel's, writes a stats row per
 /// worker, and sums them for the caller.
+/// What a stats tap is called as.
+type StatsTapFn = dyn Fn(&[StatsRow]) + Send + Sync;
+
 fn sample(
     fds: &[(u16, u16, i32, Arc<Counters>)],
     prev: &mut [[u64; 7]],
     kernel_total: &mut KernelStats,
     started: Instant,
     stats: Option<&mut StatsWriter>,
+    stats_tap: Option<&StatsTapFn>,
     totals: &mut Second,
 ) -> Result<Second, LiveError> {
     let now = store::time::now_ns();
@@ -781,6 +788,9 @@ fn sample(
             pcap_level: c.spool.get().and_then(|s| s.method()).map(|m| m.code()),
             stack: None,
         });
+    }
+    if let Some(t) = stats_tap {
+        t(&rows);
     }
     if let Some(s) = stats {
         for r in rows {

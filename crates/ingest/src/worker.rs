@@ -17,9 +17,16 @@ pub trait RecordTap: Send {
     fn tick(&mut self);
 }
 
-/// Makes each worker's tap, given the worker's id.
+/// Makes each worker's tap, given the worker's id; and takes each
+/// second's stats rows as they are written.
 #[derive(Clone)]
-pub struct Taps(pub std::sync::Arc<dyn Fn(u16) -> Box<dyn RecordTap> + Send + Sync>);
+pub struct Taps {
+    pub records: std::sync::Arc<dyn Fn(u16) -> Box<dyn RecordTap> + Send + Sync>,
+    pub stats: Option<StatsTap>,
+}
+
+/// Takes a copy of each second's stats rows (it must not block).
+pub type StatsTap = std::sync::Arc<dyn Fn(&[store::stats::StatsRow]) + Send + Sync>;
 
 impl std::fmt::Debug for Taps {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {

@@ -245,6 +245,21 @@ impl StatsWriter {
     }
 }
 
+/// Writes `rows` as one stats file at `path`: under a hidden name first,
+/// synced, then renamed into place (`weir collect`).
+pub fn write_stats_file(path: &Path, rows: &[StatsRow]) -> Result<(), StoreError> {
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let part = path.with_file_name(format!(".{name}.part"));
+    let file = create_file(&part)?;
+    let copy = file.try_clone().map_err(|e| StoreError::io(&part, e))?;
+    write_rows(file, rows).map_err(|e| StoreError::parquet(&part, e))?;
+    copy.sync_data().map_err(|e| StoreError::io(&part, e))?;
+    std::fs::rename(&part, path).map_err(|e| StoreError::io(path, e))
+}
+
 /// After a crash: each journal's rows (those not yet in a file) are written
 /// as one more stats file, and the journal removed. Returns the new files'
 /// names.

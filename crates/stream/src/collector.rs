@@ -102,6 +102,8 @@ pub fn collect(
     let mut pending: HashMap<String, u64> = HashMap::new();
     let mut writer: Option<PacketWriter> = None;
     let mut pending_stats = FrameStats::default();
+    // The capture's per-second stats rows read and not yet on disk.
+    let mut pending_rows: Vec<store::stats::StatsRow> = Vec::new();
     let mut dirty = false;
     let mut last_flush = Instant::now();
     let mut last_message = Instant::now();
@@ -124,6 +126,28 @@ pub fn collect(
                 kafka_seen = true;
                 let Some(payload) = m.payload() else { continue };
                 kafka.messages += 1;
+                if payload.starts_with(crate::stats_msg::MAGIC) {
+                    match crate::stats_msg::decode(payload) {
+                        Ok((id, seq, rows)) => {
+                            let key = format!("{id:016x}:stats");
+                            let done = pending
+                                .get(&key)
+                                .or_else(|| kafka.written.get(&key))
+                                .copied()
+                                .unwrap_or(0);
+                            if seq > done {
+                                pending_rows.extend(rows);
+                                pending.insert(key, seq);
+                            }
+                            dirty = true;
+                        }
+                        Err(e) => {
+                            kafka.records_dropped += 1;
+                            eprintln!("weir: warning: partition {}: {e}", m.partition());
+                        }
+                    }
+                    continue;
+                }
                 match codec::decode(payload) {
                     Ok((h, records)) => {
                         let key = seq_key(&h);
@@ -176,6 +200,7 @@ pub fn collect(
             }
             pending.clear();
             pending_stats = FrameStats::default();
+            pending_rows.clear();
             dirty = false;
         }
         if dirty && last_flush.elapsed() >= opts.flush_every {
@@ -187,6 +212,7 @@ pub fn collect(
                 &mut pending,
                 &mut stats,
                 &mut pending_stats,
+                &mut pending_rows,
                 &consumer,
             )?;
             dirty = false;
@@ -202,6 +228,7 @@ pub fn collect(
             &mut pending,
             &mut stats,
             &mut pending_stats,
+            &mut pending_rows,
             &consumer,
         )?;
     }
@@ -232,11 +259,32 @@ fn make_durable(
     pending: &mut HashMap<String, u64>,
     stats: &mut FrameStats,
     pending_stats: &mut FrameStats,
+    pending_rows: &mut Vec<store::stats::StatsRow>,
     consumer: &BaseConsumer<Revocations>,
 ) -> Result<(), String> {
     if let Some(w) = writer.take() {
         let summary = w.finish().map_err(|e| e.to_string())?;
         manifest.files.packets.push(summary);
+    }
+    if !pending_rows.is_empty() {
+        let dir = dataset
+            .subdir(store::dataset::STATS_DIR)
+            .map_err(|e| e.to_string())?;
+        let mut n = manifest.files.stats.len();
+        let name = loop {
+            let name = format!("k{n:05}.parquet");
+            if !dir.join(&name).exists() {
+                break name;
+            }
+            n += 1;
+        };
+        store::stats::write_stats_file(&dir.join(&name), pending_rows)
+            .map_err(|e| e.to_string())?;
+        manifest
+            .files
+            .stats
+            .push(format!("{}/{name}", store::dataset::STATS_DIR));
+        pending_rows.clear();
     }
     for (k, v) in pending.drain() {
         kafka.written.insert(k, v);
@@ -298,18 +346,25 @@ fn open_or_create(root: &Path, opts: &CollectOptions) -> Result<(Dataset, bool, 
                 k.group.as_deref().unwrap_or("?")
             ));
         }
-        let listed: Vec<&str> = m.files.packets.iter().map(|f| f.path.as_str()).collect();
-        let dir = root.join(store::dataset::PACKETS_DIR);
-        for e in std::fs::read_dir(&dir).map_err(|e| format!("{}: {e}", dir.display()))? {
-            let e = e.map_err(|e| format!("{}: {e}", dir.display()))?;
-            let rel = format!(
-                "{}/{}",
-                store::dataset::PACKETS_DIR,
-                e.file_name().to_string_lossy()
-            );
-            if !listed.contains(&rel.as_str()) {
-                std::fs::remove_file(e.path())
-                    .map_err(|err| format!("{}: {err}", e.path().display()))?;
+        let listed: Vec<&str> = m
+            .files
+            .packets
+            .iter()
+            .map(|f| f.path.as_str())
+            .chain(m.files.stats.iter().map(String::as_str))
+            .collect();
+        for sub in [store::dataset::PACKETS_DIR, store::dataset::STATS_DIR] {
+            let dir = root.join(sub);
+            let Ok(entries) = std::fs::read_dir(&dir) else {
+                continue;
+            };
+            for e in entries {
+                let e = e.map_err(|e| format!("{}: {e}", dir.display()))?;
+                let rel = format!("{sub}/{}", e.file_name().to_string_lossy());
+                if !listed.contains(&rel.as_str()) {
+                    std::fs::remove_file(e.path())
+                        .map_err(|err| format!("{}: {err}", e.path().display()))?;
+                }
             }
         }
         return Ok((ds, true, m));

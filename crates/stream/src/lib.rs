@@ -8,3 +8,4 @@
 pub use batch as codec;
 pub mod collector;
 pub mod producer;
+pub mod stats_msg;

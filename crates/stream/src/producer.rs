@@ -61,9 +61,13 @@ pub struct ProducerCounters {
     pub records_delivered: AtomicU64,
 }
 
-struct Batch {
-    header: BatchHeader,
-    records: Vec<PacketRecord>,
+enum Batch {
+    Records {
+        header: BatchHeader,
+        records: Vec<PacketRecord>,
+    },
+    /// A second's stats rows, already encoded, for partition 0.
+    Stats(Vec<u8>),
 }
 
 struct DeliveryCount(Arc<ProducerCounters>);
@@ -147,6 +151,20 @@ impl KafkaOut {
         }
     }
 
+    /// Sends each second's stats rows (to partition 0; dropped and not
+    /// counted as records if the queue is full).
+    pub fn stats_sender(&self) -> impl Fn(&[store::stats::StatsRow]) + Send + Sync + 'static {
+        let (capture_id, tx) = (self.capture_id, self.tx.clone());
+        let seq = AtomicU64::new(0);
+        move |rows| {
+            if rows.is_empty() {
+                return;
+            }
+            let n = seq.fetch_add(1, Ordering::Relaxed) + 1;
+            let _ = tx.try_send(Batch::Stats(crate::stats_msg::encode(capture_id, n, rows)));
+        }
+    }
+
     /// Once every tap is gone: waits for the queued batches to reach the
     /// broker (librdkafka's flush, up to 30 s).
     pub fn finish(self) -> Result<(), String> {
@@ -219,11 +237,17 @@ fn send_batches(
 ) -> Result<(), String> {
     let mut key = [0u8; 4];
     for batch in rx {
-        let n = batch.records.len();
-        let message = encode(&batch.header, &batch.records, opts.zstd_level);
-        key.copy_from_slice(&batch.header.partition.to_be_bytes());
+        let (n, partition, message) = match batch {
+            Batch::Records { header, records } => (
+                records.len(),
+                header.partition,
+                encode(&header, &records, opts.zstd_level),
+            ),
+            Batch::Stats(m) => (0, 0, m),
+        };
+        key.copy_from_slice(&partition.to_be_bytes());
         let mut record = BaseRecord::with_opaque_to(&opts.topic, n)
-            .partition(batch.header.partition as i32)
+            .partition(partition as i32)
             .key(&key[..])
             .payload(&message[..]);
         // librdkafka's own queue full: wait for it here, off the capture
@@ -305,7 +329,7 @@ impl KafkaTap {
         let records =
             std::mem::replace(&mut self.pending[p], Vec::with_capacity(self.batch_records));
         let n = records.len() as u64;
-        let batch = Batch {
+        let batch = Batch::Records {
             header: BatchHeader {
                 capture_id: self.capture_id,
                 worker: self.worker,
