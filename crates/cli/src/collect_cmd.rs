@@ -32,6 +32,11 @@ pub struct CollectArgs {
     /// Make what was read durable, and commit its offsets, this often.
     #[arg(long, default_value = "1s", value_parser = parse_duration, value_name = "DURATION")]
     flush_every: Duration,
+    /// How long the group waits for a collector that stopped answering
+    /// before giving its partitions to the others (a collector restarted
+    /// on its dataset within this time gets its own back).
+    #[arg(long, default_value = "30s", value_parser = parse_duration, value_name = "DURATION")]
+    session_timeout: Duration,
     /// Print nothing but errors.
     #[arg(short, long)]
     quiet: bool,
@@ -45,6 +50,7 @@ pub fn run(a: CollectArgs) -> Result<ExitCode, String> {
         duration: a.duration,
         idle: a.idle,
         flush_every: a.flush_every,
+        session_timeout: a.session_timeout,
         command: std::env::args().collect::<Vec<_>>().join(" "),
     };
     crate::signals::install();

@@ -42,6 +42,9 @@ pub struct CollectOptions {
     pub idle: Option<Duration>,
     /// Make what was read durable and commit it this often.
     pub flush_every: Duration,
+    /// How long the group waits for a collector that stopped answering
+    /// before its partitions go to the others.
+    pub session_timeout: Duration,
     pub command: String,
 }
 
@@ -62,6 +65,19 @@ impl ConsumerContext for Revocations {
             self.0.store(true, Ordering::SeqCst);
         }
     }
+}
+
+/// The collector's static member id in the group: the same for the same
+/// host, group and dataset directory, so a restart is recognised.
+pub fn instance_id(root: &Path, group: &str) -> String {
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
+    let path = root.canonicalize().unwrap_or_else(|_| root.to_path_buf());
+    // FNV-1a: stable across runs and builds (std's hasher is not).
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in format!("{}\0{group}\0{}", host.trim(), path.display()).bytes() {
+        h = (h ^ b as u64).wrapping_mul(0x0100_0000_01b3);
+    }
+    format!("weir-collect-{}-{h:016x}", host.trim())
 }
 
 /// The key of a writer's sequence: capture id, worker, partition.
@@ -89,7 +105,14 @@ pub fn collect(
         .set("group.id", &opts.group)
         .set("enable.auto.commit", "false")
         .set("auto.offset.reset", "earliest")
-        .set("session.timeout.ms", "6000")
+        // Static membership: a collector restarted on its dataset within
+        // the session timeout gets its own partitions back, with no
+        // rebalance, and skips what its manifest says it wrote.
+        .set("group.instance.id", instance_id(root, &opts.group))
+        .set(
+            "session.timeout.ms",
+            opts.session_timeout.as_millis().to_string(),
+        )
         .set("heartbeat.interval.ms", "1000")
         .set("fetch.message.max.bytes", "8000000")
         .create_with_context(Revocations(revoked.clone()))
