@@ -132,7 +132,7 @@ struct InfoArgs {
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = Cli::parse_from(sql_comments_are_not_flags(std::env::args_os()));
     let result = match cli.command {
         Command::Convert(a) => convert(a),
         Command::Info(a) => info(a),
@@ -245,6 +245,27 @@ fn show_progress(progress: &ingest::Progress, done: &std::sync::atomic::AtomicBo
         std::thread::sleep(Duration::from_millis(100));
     }
     bar.finish_and_clear();
+}
+
+/// `weir sql DS "-- why\nSELECT ..."`: a statement that starts with an
+/// SQL comment would be read as an unknown flag. No flag holds white
+/// space, so a word of `weir sql` that starts with `-` and does is SQL:
+/// a newline in front keeps it a statement and changes nothing in it.
+fn sql_comments_are_not_flags(
+    args: impl Iterator<Item = std::ffi::OsString>,
+) -> Vec<std::ffi::OsString> {
+    let mut args: Vec<_> = args.collect();
+    if args.get(1).is_some_and(|a| a == "sql") {
+        for a in args.iter_mut().skip(2) {
+            let text = a.to_string_lossy();
+            if text.starts_with('-') && text.contains(char::is_whitespace) {
+                let mut sql = std::ffi::OsString::from("\n");
+                sql.push(&*a);
+                *a = sql;
+            }
+        }
+    }
+    args
 }
 
 fn info(a: InfoArgs) -> Result<ExitCode, String> {

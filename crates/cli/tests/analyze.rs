@@ -226,6 +226,13 @@ fn flows_are_oriented_by_their_first_packet_with_rtt_and_retransmissions() {
     ]);
     assert_eq!(num(&v[0]["n"]), 3.0);
     assert_eq!(num(&v[0]["frames"]), 32.0);
+    // A statement may start with an SQL comment (as --emit-sql's do).
+    let v = weir_json(&[
+        "sql",
+        d,
+        "-- how many flows\nSELECT count(*) AS n FROM flows",
+    ]);
+    assert_eq!(num(&v[0]["n"]), 3.0);
 }
 
 #[test]
