@@ -7,11 +7,8 @@ use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, Sender, bounded, unbounded};
 use pcapio::{Chunk, ReaderOptions, TraceReader};
-use store::manifest::{
-    DATASET_FORMAT, DATASET_FORMAT_VERSION, Files, InterfaceEntry, Manifest, RunInfo, SourceInfo,
-    TimeSpan,
-};
-use store::{Dataset, PACKET_SCHEMA_VERSION, StoreError};
+use store::manifest::{Files, InterfaceEntry, Manifest, RunInfo, SourceInfo, TimeSpan};
+use store::{Dataset, StoreError};
 
 use crate::rpc::{RpcMode, RpcOptions, RpcStage};
 use crate::stats::FrameStats;
@@ -225,14 +222,6 @@ pub fn convert(
     let elapsed = started.elapsed();
     let registry = registry.into_inner().unwrap_or_default();
     let manifest = Manifest {
-        format: DATASET_FORMAT.to_string(),
-        format_version: DATASET_FORMAT_VERSION,
-        weir_version: env!("CARGO_PKG_VERSION").to_string(),
-        packet_schema_version: PACKET_SCHEMA_VERSION,
-        created: store::time::format_ns(store::time::now_ns()),
-        kind: "convert".to_string(),
-        clock: "source".to_string(),
-        row_order: opts.worker.writer.order,
         sources: registry.sources,
         interfaces: registry.interfaces,
         time_span: (stats.frames > 0).then(|| TimeSpan::new(stats.ts_min, stats.ts_max)),
@@ -247,13 +236,8 @@ pub fn convert(
             elapsed_s: elapsed.as_secs_f64(),
             frames_per_s: stats.frames as f64 / elapsed.as_secs_f64().max(1e-9),
         }),
-        capture: None,
-        drops: None,
-        stack: None,
         rpc: registry.rpc,
-        anonymized: None,
-        merge: None,
-        kafka: None,
+        ..Manifest::new("convert", "source", opts.worker.writer.order)
     };
     dataset.write_manifest(&manifest)?;
     Ok(ConvertReport {

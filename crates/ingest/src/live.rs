@@ -24,11 +24,11 @@ use pcapio::retention::Retention;
 use pcapio::seekable::Codec;
 use pcapio::spool::{OnFull, PcapFileInfo, Spool, SpoolOptions, SpoolReport, SpoolShared, spool};
 use store::manifest::{
-    CaptureInfo, DATASET_FORMAT, DATASET_FORMAT_VERSION, Drops, Files, InterfaceEntry, Manifest,
-    PcapFileEntry, RemovedPcapEntry, RunInfo, ShardInfo, TimeSpan,
+    CaptureInfo, Drops, Files, InterfaceEntry, Manifest, PcapFileEntry, RemovedPcapEntry, RunInfo,
+    ShardInfo, TimeSpan,
 };
 use store::stats::{StatsRow, StatsWriter};
-use store::{Dataset, PACKET_SCHEMA_VERSION, StoreError};
+use store::{Dataset, StoreError};
 use wire::LinkType;
 
 use crate::stats::FrameStats;
@@ -618,15 +618,6 @@ impl Opened {
 /// the end (or by `weir recover`).
 fn base_manifest(opts: &LiveOptions, libpcap: &str, workers: u32) -> Manifest {
     Manifest {
-        format: DATASET_FORMAT.to_string(),
-        format_version: DATASET_FORMAT_VERSION,
-        weir_version: env!("CARGO_PKG_VERSION").to_string(),
-        packet_schema_version: PACKET_SCHEMA_VERSION,
-        created: store::time::format_ns(store::time::now_ns()),
-        kind: "capture".to_string(),
-        clock: "kernel".to_string(),
-        row_order: opts.worker.writer.order,
-        sources: Vec::new(),
         interfaces: opts
             .interfaces
             .iter()
@@ -645,9 +636,6 @@ fn base_manifest(opts: &LiveOptions, libpcap: &str, workers: u32) -> Manifest {
                 }
             })
             .collect(),
-        time_span: None,
-        counts: Default::default(),
-        files: Files::default(),
         run: Some(RunInfo {
             command: opts.command.clone(),
             workers,
@@ -693,12 +681,7 @@ fn base_manifest(opts: &LiveOptions, libpcap: &str, workers: u32) -> Manifest {
                 .and_then(|p| p.max_age)
                 .map(|d| d.as_secs_f64()),
         }),
-        drops: None,
-        stack: None,
-        rpc: None,
-        anonymized: None,
-        merge: None,
-        kafka: None,
+        ..Manifest::new("capture", "kernel", opts.worker.writer.order)
     }
 }
 

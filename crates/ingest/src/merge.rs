@@ -22,12 +22,11 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use store::manifest::{
-    DATASET_FORMAT, DATASET_FORMAT_VERSION, Files, Manifest, MergeInfo, MergeInput, PcapFileEntry,
-    RemovedPcapEntry, RunInfo, TimeSpan,
+    Files, Manifest, MergeInfo, MergeInput, PcapFileEntry, RemovedPcapEntry, RunInfo, TimeSpan,
 };
 use store::read::{RowGroupSpan, read_row_group, row_group_spans};
 use store::rewrite::{Rewrite, rewrite_file};
-use store::{Dataset, PACKET_SCHEMA_VERSION, PacketWriter, PacketWriterOptions, StoreError};
+use store::{Dataset, PacketWriter, PacketWriterOptions, StoreError};
 use wire::{Has, PacketRecord};
 
 use crate::FrameStats;
@@ -366,16 +365,6 @@ pub fn merge(
     let elapsed = started.elapsed();
     let first = &sources[0].manifest;
     let manifest = Manifest {
-        format: DATASET_FORMAT.to_string(),
-        format_version: DATASET_FORMAT_VERSION,
-        weir_version: env!("CARGO_PKG_VERSION").to_string(),
-        packet_schema_version: PACKET_SCHEMA_VERSION,
-        created: store::time::format_ns(store::time::now_ns()),
-        kind: "merge".to_string(),
-        clock: "each input's own, as captured (merge.inputs: their clocks and estimated \
-                offsets)"
-            .to_string(),
-        row_order: opts.writer.order,
         sources: source_infos,
         interfaces,
         time_span: (stats.frames > 0).then(|| TimeSpan::new(stats.ts_min, stats.ts_max)),
@@ -387,13 +376,15 @@ pub fn merge(
             elapsed_s: elapsed.as_secs_f64(),
             frames_per_s: stats.frames as f64 / elapsed.as_secs_f64().max(1e-9),
         }),
-        capture: None,
         drops: merged_drops(&sources),
         stack,
-        rpc: None,
         anonymized: first.anonymized.clone(),
         merge: Some(merge_info),
-        kafka: None,
+        ..Manifest::new(
+            "merge",
+            "each input's own, as captured (merge.inputs: their clocks and estimated offsets)",
+            opts.writer.order,
+        )
     };
     out.write_manifest(&manifest)?;
     Ok(MergeReport {

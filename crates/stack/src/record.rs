@@ -18,12 +18,10 @@ use std::time::{Duration, Instant};
 
 use libbpf_rs::skel::{OpenSkel, SkelBuilder};
 use libbpf_rs::{Iter, Link, MapCore, MapFlags, RingBufferBuilder};
-use store::manifest::{
-    DATASET_FORMAT, DATASET_FORMAT_VERSION, Files, Manifest, StackInfo, TimeSpan,
-};
+use store::Dataset;
+use store::manifest::{Manifest, StackInfo, TimeSpan};
 use store::stack::{EVENT_NAMES, STACK_DIR, StackWriter};
 use store::stats::{StackCounts, StatsRow, StatsWriter};
-use store::{Dataset, PACKET_SCHEMA_VERSION};
 
 use crate::StackError;
 use crate::event::{Decoder, EVENT_SIZE, RawEvent, kind};
@@ -276,29 +274,11 @@ fn open_dataset(root: &Path, force: bool) -> Result<(Dataset, Manifest), StackEr
         return Ok((ds, m));
     }
     let ds = Dataset::create(root, false)?;
-    let m = Manifest {
-        format: DATASET_FORMAT.to_string(),
-        format_version: DATASET_FORMAT_VERSION,
-        weir_version: env!("CARGO_PKG_VERSION").to_string(),
-        packet_schema_version: PACKET_SCHEMA_VERSION,
-        created: store::time::format_ns(store::time::now_ns()),
-        kind: "stack".to_string(),
-        clock: "kernel (monotonic + offset)".to_string(),
-        row_order: store::RowOrder::Arrival,
-        sources: Vec::new(),
-        interfaces: Vec::new(),
-        time_span: None,
-        counts: Default::default(),
-        files: Files::default(),
-        run: None,
-        capture: None,
-        drops: None,
-        stack: None,
-        rpc: None,
-        anonymized: None,
-        merge: None,
-        kafka: None,
-    };
+    let m = Manifest::new(
+        "stack",
+        "kernel (monotonic + offset)",
+        store::RowOrder::Arrival,
+    );
     Ok((ds, m))
 }
 

@@ -436,6 +436,34 @@ pub fn human_bytes(n: u64) -> String {
 }
 
 impl Manifest {
+    /// A manifest of this weir version, made now, with nothing in it yet:
+    /// every writer of a dataset starts here and fills in its part.
+    pub fn new(kind: &str, clock: &str, row_order: RowOrder) -> Manifest {
+        Manifest {
+            format: DATASET_FORMAT.to_string(),
+            format_version: DATASET_FORMAT_VERSION,
+            weir_version: env!("CARGO_PKG_VERSION").to_string(),
+            packet_schema_version: crate::PACKET_SCHEMA_VERSION,
+            created: crate::time::format_ns(crate::time::now_ns()),
+            kind: kind.to_string(),
+            clock: clock.to_string(),
+            row_order,
+            sources: Vec::new(),
+            interfaces: Vec::new(),
+            time_span: None,
+            counts: Counts::default(),
+            files: Files::default(),
+            run: None,
+            capture: None,
+            drops: None,
+            stack: None,
+            rpc: None,
+            anonymized: None,
+            merge: None,
+            kafka: None,
+        }
+    }
+
     /// Bytes of all packet files.
     pub fn packet_bytes(&self) -> u64 {
         self.files.packets.iter().map(|f| f.bytes).sum()

@@ -24,10 +24,8 @@ use rdkafka::ClientContext;
 use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer, ConsumerContext, Rebalance};
 use rdkafka::message::Message;
-use store::manifest::{
-    DATASET_FORMAT, DATASET_FORMAT_VERSION, Files, KafkaInfo, Manifest, RunInfo, TimeSpan,
-};
-use store::{Dataset, PACKET_SCHEMA_VERSION, PacketWriter, PacketWriterOptions};
+use store::manifest::{KafkaInfo, Manifest, RunInfo, TimeSpan};
+use store::{Dataset, PacketWriter, PacketWriterOptions};
 
 use crate::codec;
 
@@ -122,11 +120,7 @@ pub fn collect(
         .map_err(|e| format!("--topic {}: {e}", opts.topic))?;
 
     let mut kafka = manifest.kafka.clone().unwrap_or_default();
-    let mut pending: HashMap<String, u64> = HashMap::new();
-    let mut writer: Option<PacketWriter> = None;
-    let mut pending_stats = FrameStats::default();
-    // The capture's per-second stats rows read and not yet on disk.
-    let mut pending_rows: Vec<store::stats::StatsRow> = Vec::new();
+    let mut unwritten = Unwritten::default();
     let mut dirty = false;
     let mut last_flush = Instant::now();
     let mut last_message = Instant::now();
@@ -153,14 +147,9 @@ pub fn collect(
                     match crate::stats_msg::decode(payload) {
                         Ok((id, seq, rows)) => {
                             let key = format!("{id:016x}:stats");
-                            let done = pending
-                                .get(&key)
-                                .or_else(|| kafka.written.get(&key))
-                                .copied()
-                                .unwrap_or(0);
-                            if seq > done {
-                                pending_rows.extend(rows);
-                                pending.insert(key, seq);
+                            if seq > unwritten.last_seq(&key, &kafka) {
+                                unwritten.rows.extend(rows);
+                                unwritten.seqs.insert(key, seq);
                             }
                             dirty = true;
                         }
@@ -174,24 +163,19 @@ pub fn collect(
                 match codec::decode(payload) {
                     Ok((h, records)) => {
                         let key = seq_key(&h);
-                        let done = pending
-                            .get(&key)
-                            .or_else(|| kafka.written.get(&key))
-                            .copied()
-                            .unwrap_or(0);
-                        if h.seq <= done {
+                        if h.seq <= unwritten.last_seq(&key, &kafka) {
                             kafka.duplicates_skipped += records.len() as u64;
                         } else {
-                            let w = match writer.as_mut() {
+                            let w = match unwritten.writer.as_mut() {
                                 Some(w) => w,
-                                None => writer.insert(new_file(&dataset, &manifest)?),
+                                None => unwritten.writer.insert(new_file(&dataset, &manifest)?),
                             };
                             for r in &records {
                                 w.push(r).map_err(|e| e.to_string())?;
-                                pending_stats.add(r);
+                                unwritten.frames.add(r);
                             }
                             kafka.records += records.len() as u64;
-                            pending.insert(key, h.seq);
+                            unwritten.seqs.insert(key, h.seq);
                         }
                         dirty = true;
                     }
@@ -218,42 +202,17 @@ pub fn collect(
         if revoked.swap(false, Ordering::SeqCst) {
             // Partitions moved: what is read but not on disk is the new
             // owner's to read again.
-            if let Some(w) = writer.take() {
-                w.discard();
-            }
-            pending.clear();
-            pending_stats = FrameStats::default();
-            pending_rows.clear();
+            unwritten.discard();
             dirty = false;
         }
         if dirty && last_flush.elapsed() >= opts.flush_every {
-            make_durable(
-                &dataset,
-                &mut manifest,
-                &mut kafka,
-                &mut writer,
-                &mut pending,
-                &mut stats,
-                &mut pending_stats,
-                &mut pending_rows,
-                &consumer,
-            )?;
+            unwritten.make_durable(&dataset, &mut manifest, &mut kafka, &mut stats, &consumer)?;
             dirty = false;
             last_flush = Instant::now();
         }
     }
     if dirty {
-        make_durable(
-            &dataset,
-            &mut manifest,
-            &mut kafka,
-            &mut writer,
-            &mut pending,
-            &mut stats,
-            &mut pending_stats,
-            &mut pending_rows,
-            &consumer,
-        )?;
+        unwritten.make_durable(&dataset, &mut manifest, &mut kafka, &mut stats, &consumer)?;
     }
     manifest.run = Some(RunInfo {
         command: opts.command.clone(),
@@ -271,63 +230,87 @@ pub fn collect(
     })
 }
 
-/// Finishes the open file, records it and the sequence numbers it covers
-/// in the manifest, then commits the offsets: in that order.
-#[allow(clippy::too_many_arguments)]
-fn make_durable(
-    dataset: &Dataset,
-    manifest: &mut Manifest,
-    kafka: &mut KafkaInfo,
-    writer: &mut Option<PacketWriter>,
-    pending: &mut HashMap<String, u64>,
-    stats: &mut FrameStats,
-    pending_stats: &mut FrameStats,
-    pending_rows: &mut Vec<store::stats::StatsRow>,
-    consumer: &BaseConsumer<Revocations>,
-) -> Result<(), String> {
-    if let Some(w) = writer.take() {
-        let summary = w.finish().map_err(|e| e.to_string())?;
-        manifest.files.packets.push(summary);
+/// What was read and not yet made durable: the open packet file, the last
+/// sequence number read per writer, the frames' counts, the stats rows.
+#[derive(Default)]
+struct Unwritten {
+    writer: Option<PacketWriter>,
+    seqs: HashMap<String, u64>,
+    frames: FrameStats,
+    rows: Vec<store::stats::StatsRow>,
+}
+
+impl Unwritten {
+    /// The last sequence number of `key` read or on disk (0: none).
+    fn last_seq(&self, key: &str, kafka: &KafkaInfo) -> u64 {
+        self.seqs
+            .get(key)
+            .or_else(|| kafka.written.get(key))
+            .copied()
+            .unwrap_or(0)
     }
-    if !pending_rows.is_empty() {
-        let dir = dataset
-            .subdir(store::dataset::STATS_DIR)
+
+    /// Forgets it all (the partitions went to another collector).
+    fn discard(&mut self) {
+        if let Some(w) = self.writer.take() {
+            w.discard();
+        }
+        *self = Unwritten::default();
+    }
+
+    /// Finishes the open file and writes the stats rows, records them and
+    /// the sequence numbers they cover in the manifest, then commits the
+    /// offsets: in that order.
+    fn make_durable(
+        &mut self,
+        dataset: &Dataset,
+        manifest: &mut Manifest,
+        kafka: &mut KafkaInfo,
+        stats: &mut FrameStats,
+        consumer: &BaseConsumer<Revocations>,
+    ) -> Result<(), String> {
+        if let Some(w) = self.writer.take() {
+            let summary = w.finish().map_err(|e| e.to_string())?;
+            manifest.files.packets.push(summary);
+        }
+        if !self.rows.is_empty() {
+            let dir = dataset
+                .subdir(store::dataset::STATS_DIR)
+                .map_err(|e| e.to_string())?;
+            let mut n = manifest.files.stats.len();
+            let name = loop {
+                let name = format!("k{n:05}.parquet");
+                if !dir.join(&name).exists() {
+                    break name;
+                }
+                n += 1;
+            };
+            store::stats::write_stats_file(&dir.join(&name), &self.rows)
+                .map_err(|e| e.to_string())?;
+            manifest
+                .files
+                .stats
+                .push(format!("{}/{name}", store::dataset::STATS_DIR));
+        }
+        kafka.written.extend(self.seqs.drain());
+        stats.merge(&self.frames);
+        *self = Unwritten::default();
+        manifest.counts = stats.counts();
+        manifest.time_span = (stats.frames > 0).then(|| TimeSpan::new(stats.ts_min, stats.ts_max));
+        manifest.kafka = Some(kafka.clone());
+        dataset
+            .write_manifest(manifest)
             .map_err(|e| e.to_string())?;
-        let mut n = manifest.files.stats.len();
-        let name = loop {
-            let name = format!("k{n:05}.parquet");
-            if !dir.join(&name).exists() {
-                break name;
-            }
-            n += 1;
-        };
-        store::stats::write_stats_file(&dir.join(&name), pending_rows)
-            .map_err(|e| e.to_string())?;
-        manifest
-            .files
-            .stats
-            .push(format!("{}/{name}", store::dataset::STATS_DIR));
-        pending_rows.clear();
+        // A failed commit loses nothing: the batches come again and are
+        // skipped by their sequence numbers.
+        if let Err(e) = consumer.commit_consumer_state(CommitMode::Sync) {
+            eprintln!(
+                "weir: warning: committing offsets: {e} (the batches will be skipped when read \
+                 again)"
+            );
+        }
+        Ok(())
     }
-    for (k, v) in pending.drain() {
-        kafka.written.insert(k, v);
-    }
-    stats.merge(pending_stats);
-    *pending_stats = FrameStats::default();
-    manifest.counts = stats.counts();
-    manifest.time_span = (stats.frames > 0).then(|| TimeSpan::new(stats.ts_min, stats.ts_max));
-    manifest.kafka = Some(kafka.clone());
-    dataset
-        .write_manifest(manifest)
-        .map_err(|e| e.to_string())?;
-    // A failed commit loses nothing: the batches come again and are
-    // skipped by their sequence numbers.
-    if let Err(e) = consumer.commit_consumer_state(CommitMode::Sync) {
-        eprintln!(
-            "weir: warning: committing offsets: {e} (the batches will be skipped when read again)"
-        );
-    }
-    Ok(())
 }
 
 fn new_file(dataset: &Dataset, manifest: &Manifest) -> Result<PacketWriter, String> {
@@ -394,26 +377,6 @@ fn open_or_create(root: &Path, opts: &CollectOptions) -> Result<(Dataset, bool, 
     }
     let ds = Dataset::create(root, false).map_err(|e| e.to_string())?;
     let m = Manifest {
-        format: DATASET_FORMAT.to_string(),
-        format_version: DATASET_FORMAT_VERSION,
-        weir_version: env!("CARGO_PKG_VERSION").to_string(),
-        packet_schema_version: PACKET_SCHEMA_VERSION,
-        created: store::time::format_ns(store::time::now_ns()),
-        kind: "collect".to_string(),
-        clock: "the capturing boxes' (records as they captured them)".to_string(),
-        row_order: PacketWriterOptions::default().order,
-        sources: Vec::new(),
-        interfaces: Vec::new(),
-        time_span: None,
-        counts: Default::default(),
-        files: Files::default(),
-        run: None,
-        capture: None,
-        drops: None,
-        stack: None,
-        rpc: None,
-        anonymized: None,
-        merge: None,
         kafka: Some(KafkaInfo {
             role: "collector".into(),
             brokers: opts.brokers.clone(),
@@ -421,6 +384,11 @@ fn open_or_create(root: &Path, opts: &CollectOptions) -> Result<(Dataset, bool, 
             group: Some(opts.group.clone()),
             ..Default::default()
         }),
+        ..Manifest::new(
+            "collect",
+            "the capturing boxes' (records as they captured them)",
+            PacketWriterOptions::default().order,
+        )
     };
     ds.write_manifest(&m).map_err(|e| e.to_string())?;
     Ok((ds, false, m))
