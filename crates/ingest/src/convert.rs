@@ -1,5 +1,6 @@
 //! `weir convert`: trace files into a dataset, on every core.
 
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -10,7 +11,7 @@ use pcapio::{Chunk, ReaderOptions, TraceReader};
 use store::manifest::{Files, InterfaceEntry, Manifest, RunInfo, SourceInfo, TimeSpan};
 use store::{Dataset, StoreError};
 
-use crate::rpc::{RpcMode, RpcOptions, RpcStage};
+use crate::rpc::{RpcMode, RpcOptions, RpcStage, SegmentAt};
 use crate::stats::FrameStats;
 use crate::worker::{FrameMeta, Worker, WorkerOptions};
 
@@ -90,6 +91,16 @@ struct Job {
     ifaces: Arc<Vec<u16>>,
     source: u32,
     back: Sender<Vec<u8>>,
+    /// The source's RPC stage, which takes the chunk after the worker.
+    rpc: Option<Sender<RpcJob>>,
+}
+
+/// A chunk the workers are done with, and its TCP and UDP segments as
+/// they decoded them, on its way to its source's RPC stage.
+struct RpcJob {
+    chunk: Chunk,
+    segments: Vec<SegmentAt>,
+    back: Sender<Vec<u8>>,
 }
 
 #[derive(Default)]
@@ -159,26 +170,26 @@ pub fn convert(
                             if i >= inputs.len() || abort.load(Ordering::Relaxed) {
                                 break;
                             }
-                            let read = |tx: &Sender<Job>| {
+                            let read = |rpc: Option<Sender<RpcJob>>| {
                                 read_input(
                                     i,
                                     &inputs[i],
                                     reader_opts,
-                                    tx,
+                                    (&tx, rpc),
                                     registry,
                                     abort,
                                     progress,
                                 )
                             };
                             if rpc_opts.mode == RpcMode::Off {
-                                read(&tx);
+                                read(None);
                             } else {
                                 let rpc = RpcStage::new(
                                     dataset,
                                     i.min(u16::MAX as usize) as u16,
                                     rpc_opts,
                                 );
-                                read_through_rpc(i, rpc, read, &tx, registry);
+                                read_through_rpc(i, rpc, read, registry);
                             }
                             progress.files_done.fetch_add(1, Ordering::Relaxed);
                         }
@@ -266,8 +277,13 @@ fn run_worker(
     progress: &Progress,
 ) -> WorkerResult {
     let mut worker = Worker::new(id, dataset, opts);
+    let mut keeping_segments = false;
     let mut failed = None;
     for job in rx.iter() {
+        if job.rpc.is_some() && !keeping_segments {
+            worker.keep_segments();
+            keeping_segments = true;
+        }
         if failed.is_none() {
             let r = (|| {
                 for f in &job.chunk.frames {
@@ -295,8 +311,18 @@ fn run_worker(
                 failed = Some(e);
             }
         }
-        if let Some(buf) = job.chunk.data.into_buffer() {
-            let _ = job.back.send(buf);
+        // Segments of a chunk cut short by an error are still handed on:
+        // the stage takes chunks in order and must see every one.
+        let segments = worker.take_segments();
+        match job.rpc {
+            Some(stage) => {
+                let _ = stage.send(RpcJob {
+                    chunk: job.chunk,
+                    segments,
+                    back: job.back,
+                });
+            }
+            None => recycle(job.chunk, &job.back),
         }
     }
     match failed {
@@ -305,37 +331,50 @@ fn run_worker(
     }
 }
 
-/// Runs `read` with its chunks passing through an RPC stage on a thread
-/// of its own on their way to the workers: the stage needs each flow's
-/// frames in order, which only this source's reader sees.
+fn recycle(chunk: Chunk, back: &Sender<Vec<u8>>) {
+    if let Some(buf) = chunk.data.into_buffer() {
+        let _ = back.send(buf);
+    }
+}
+
+/// Runs `read` with an RPC stage for its source on a thread of its own.
+/// The workers decode each chunk and hand it on with its segments; the
+/// stage puts the chunks back in order (it needs each flow's frames in
+/// order, and the workers finish chunks in any order), tracks them, and
+/// gives each chunk's buffer back to the reader.
 fn read_through_rpc(
     index: usize,
     mut rpc: RpcStage,
-    read: impl FnOnce(&Sender<Job>),
-    workers: &Sender<Job>,
+    read: impl FnOnce(Option<Sender<RpcJob>>),
     registry: &Mutex<Registry>,
 ) {
-    let (tx, rx) = bounded::<Job>(4);
+    let (tx, rx) = bounded::<RpcJob>(4);
     let result = std::thread::scope(|s| {
         let stage = std::thread::Builder::new()
             .name("weir-rpc".into())
             .spawn_scoped(s, move || {
                 let mut error = None;
+                let mut next = 0u64;
+                let mut early = BTreeMap::new();
                 for job in rx.iter() {
-                    if error.is_none() {
-                        for f in &job.chunk.frames {
-                            let bytes = job.chunk.frame_bytes(f);
-                            if let Err(e) = rpc.frame(f.ts_ns, f.wire_len, f.link, bytes) {
-                                error = Some(e);
-                                break;
+                    early.insert(job.chunk.seq, job);
+                    while let Some(job) = early.remove(&next) {
+                        next += 1;
+                        if error.is_none() {
+                            for s in &job.segments {
+                                let f = &job.chunk.frames[s.frame as usize];
+                                let seg = s.segment(job.chunk.frame_bytes(f));
+                                if let Err(e) = rpc.segment(&seg) {
+                                    error = Some(e);
+                                    break;
+                                }
                             }
                         }
-                    }
-                    // Frames go on to the workers whatever became of RPC.
-                    if workers.send(job).is_err() {
-                        break;
+                        recycle(job.chunk, &job.back);
                     }
                 }
+                // Chunks after one that never came (the conversion was
+                // stopped) are left unread.
                 match error {
                     Some(e) => Err(e),
                     None => rpc.finish(),
@@ -345,8 +384,7 @@ fn read_through_rpc(
             Ok(h) => h,
             Err(e) => return Err(format!("starting the RPC thread: {e}")),
         };
-        read(&tx);
-        drop(tx);
+        read(Some(tx));
         match stage.join() {
             Ok(r) => r.map_err(|e| e.to_string()),
             Err(_) => Err("the RPC stage panicked; this is a bug in weir, please report it".into()),
@@ -367,7 +405,7 @@ fn read_input(
     index: usize,
     input: &Input,
     opts: ReaderOptions,
-    tx: &Sender<Job>,
+    (tx, rpc): (&Sender<Job>, Option<Sender<RpcJob>>),
     registry: &Mutex<Registry>,
     abort: &AtomicBool,
     progress: &Progress,
@@ -410,6 +448,7 @@ fn read_input(
                     ifaces: ifaces.clone(),
                     source: index as u32,
                     back: back_tx.clone(),
+                    rpc: rpc.clone(),
                 };
                 if tx.send(job).is_err() {
                     break;

@@ -13,7 +13,7 @@ use rpc::{Segment, Tracker, TrackerOptions, Transaction};
 use store::manifest::RpcInfo;
 use store::rpc::{NFS_DIR, RPC_DIR, RpcWriter};
 use store::{Dataset, StoreError};
-use wire::{Has, LinkType, PacketRecord, decode};
+use wire::{Has, PacketRecord};
 
 /// Whether and when the stage runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -52,6 +52,73 @@ impl Default for RpcOptions {
     }
 }
 
+/// A frame's transport fields as the RPC stage needs them, its payload
+/// given as a place in the frame's bytes: a conversion's workers decode
+/// each frame once and hand these, with the chunk, to their source's
+/// stage, which meets the bytes again there.
+#[derive(Clone, Copy, Debug)]
+pub struct SegmentAt {
+    /// Index of the frame in its chunk.
+    pub frame: u32,
+    payload_start: u32,
+    payload_end: u32,
+    payload_wire: u32,
+    ts_ns: i64,
+    src: [u8; 16],
+    dst: [u8; 16],
+    src_port: u16,
+    dst_port: u16,
+    tcp_seq: u32,
+    tcp_flags: u16,
+    proto: u8,
+}
+
+impl SegmentAt {
+    /// The segment of a decoded frame, if it is TCP or UDP with its ports
+    /// (what RPC can run on).
+    #[inline]
+    pub fn new(frame: u32, rec: &PacketRecord, payload: Range<usize>) -> Option<SegmentAt> {
+        if !rec.has(Has::PORTS | Has::PAYLOAD)
+            || !matches!(rec.ip_proto, rpc::track::TCP | rpc::track::UDP)
+        {
+            return None;
+        }
+        Some(SegmentAt {
+            frame,
+            payload_start: payload.start as u32,
+            payload_end: payload.end as u32,
+            payload_wire: rec.payload_len,
+            ts_ns: rec.ts_ns,
+            src: rec.ip_src,
+            dst: rec.ip_dst,
+            src_port: rec.src_port,
+            dst_port: rec.dst_port,
+            tcp_seq: rec.tcp_seq,
+            tcp_flags: rec.tcp_flags,
+            proto: rec.ip_proto,
+        })
+    }
+
+    /// The segment, its payload taken from the frame's `bytes`.
+    #[inline]
+    pub fn segment<'a>(&self, bytes: &'a [u8]) -> Segment<'a> {
+        Segment {
+            ts_ns: self.ts_ns,
+            src: self.src,
+            dst: self.dst,
+            src_port: self.src_port,
+            dst_port: self.dst_port,
+            proto: self.proto,
+            tcp_seq: self.tcp_seq,
+            tcp_flags: self.tcp_flags,
+            payload: bytes
+                .get(self.payload_start as usize..self.payload_end as usize)
+                .unwrap_or(&[]),
+            payload_wire: self.payload_wire,
+        }
+    }
+}
+
 /// One tracker and its writer.
 pub struct RpcStage {
     opts: RpcOptions,
@@ -78,22 +145,6 @@ impl RpcStage {
         }
     }
 
-    /// A frame not decoded yet (a conversion's reader).
-    pub fn frame(
-        &mut self,
-        ts_ns: i64,
-        wire_len: u32,
-        link: LinkType,
-        bytes: &[u8],
-    ) -> Result<(), StoreError> {
-        if self.opts.mode == RpcMode::Off {
-            return Ok(());
-        }
-        let mut rec = PacketRecord::new(ts_ns, wire_len, bytes.len() as u32);
-        let payload = decode(link, bytes, &mut rec);
-        self.decoded(&rec, bytes, payload)
-    }
-
     /// A frame its caller decoded: `payload` is what [`wire::decode`]
     /// returned for it.
     #[inline]
@@ -103,31 +154,22 @@ impl RpcStage {
         bytes: &[u8],
         payload: Range<usize>,
     ) -> Result<(), StoreError> {
-        if !rec.has(Has::PORTS | Has::PAYLOAD)
-            || !matches!(rec.ip_proto, rpc::track::TCP | rpc::track::UDP)
-        {
-            return Ok(());
+        match SegmentAt::new(0, rec, payload) {
+            Some(s) => self.segment(&s.segment(bytes)),
+            None => Ok(()),
         }
+    }
+
+    /// A TCP or UDP segment, in capture order.
+    pub fn segment(&mut self, seg: &Segment) -> Result<(), StoreError> {
         if !self.active {
             let port = |p: u16| p == 111 || p == 2049;
-            if self.opts.mode == RpcMode::Off || !(port(rec.src_port) || port(rec.dst_port)) {
+            if self.opts.mode == RpcMode::Off || !(port(seg.src_port) || port(seg.dst_port)) {
                 return Ok(());
             }
             self.active = true;
         }
-        let seg = Segment {
-            ts_ns: rec.ts_ns,
-            src: rec.ip_src,
-            dst: rec.ip_dst,
-            src_port: rec.src_port,
-            dst_port: rec.dst_port,
-            proto: rec.ip_proto,
-            tcp_seq: rec.tcp_seq,
-            tcp_flags: rec.tcp_flags,
-            payload: bytes.get(payload).unwrap_or(&[]),
-            payload_wire: rec.payload_len,
-        };
-        self.tracker.segment(&seg, &mut self.done);
+        self.tracker.segment(seg, &mut self.done);
         self.flush()
     }
 

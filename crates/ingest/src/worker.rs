@@ -5,7 +5,7 @@ use store::{
 };
 use wire::{Has, LinkType, decode};
 
-use crate::rpc::{RpcMode, RpcOptions, RpcStage};
+use crate::rpc::{RpcMode, RpcOptions, RpcStage, SegmentAt};
 use crate::stats::FrameStats;
 use store::manifest::RpcInfo;
 
@@ -70,6 +70,10 @@ pub struct Worker {
     rpc: Option<RpcStage>,
     /// The RPC stage's first error; the packets go on without it.
     rpc_error: Option<StoreError>,
+    /// A conversion's worker: the frames since the last
+    /// [`Worker::take_segments`] (counted) and their segments, for the RPC
+    /// stage of their source.
+    handed: Option<(u32, Vec<SegmentAt>)>,
     tap: Option<Box<dyn RecordTap>>,
 }
 
@@ -110,7 +114,26 @@ impl Worker {
             stats: FrameStats::default(),
             rpc,
             rpc_error: None,
+            handed: None,
             tap: None,
+        }
+    }
+
+    /// Keeps each frame's TCP or UDP segment from now on, for
+    /// [`Worker::take_segments`].
+    pub fn keep_segments(&mut self) {
+        self.handed = Some((0, Vec::new()));
+    }
+
+    /// The segments of the frames given since the last call, each
+    /// naming its frame by its place among them (from 0).
+    pub fn take_segments(&mut self) -> Vec<SegmentAt> {
+        match self.handed.as_mut() {
+            Some((frames, segs)) => {
+                *frames = 0;
+                std::mem::take(segs)
+            }
+            None => Vec::new(),
         }
     }
 
@@ -148,7 +171,7 @@ impl Worker {
         };
         let (id, stats) = (self.id, &mut self.stats);
         let (rpc, rpc_error) = (&mut self.rpc, &mut self.rpc_error);
-        let tap = &mut self.tap;
+        let (tap, handed) = (&mut self.tap, &mut self.handed);
         // The record is built where the writer keeps it: no copy.
         writer.push_with(|rec| {
             rec.ts_ns = meta.ts_ns;
@@ -165,6 +188,10 @@ impl Worker {
             stats.add(rec);
             if let Some(t) = tap {
                 t.record(rec);
+            }
+            if let Some((frames, segs)) = handed {
+                segs.extend(SegmentAt::new(*frames, rec, payload.clone()));
+                *frames += 1;
             }
             if let Some(stage) = rpc
                 && let Err(e) = stage.decoded(rec, bytes, payload)

@@ -5,6 +5,9 @@
 //! Time is the packets' own: timeouts run on capture time, so a trace
 //! converted a year later gives the same rows as the live capture did.
 
+use std::collections::hash_map::Entry;
+use std::hash::{Hash, Hasher};
+
 use wire::fasthash::FastMap;
 
 use crate::msg::{self, Call, Message, ReplyStatus};
@@ -138,7 +141,7 @@ pub struct Counters {
     pub streams_over_limit: u64,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct Dir {
     src: [u8; 16],
     dst: [u8; 16],
@@ -146,7 +149,7 @@ struct Dir {
     dst_port: u16,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct CallKey {
     client: [u8; 16],
     server: [u8; 16],
@@ -154,6 +157,47 @@ struct CallKey {
     server_port: u16,
     proto: u8,
     xid: u32,
+}
+
+/// An address as two words for the hasher: derived `Hash` feeds arrays
+/// byte slice by byte slice, with a length before each, and these maps
+/// are hit several times per packet.
+#[inline]
+fn addr_words(a: &[u8; 16]) -> (u64, u64) {
+    let (hi, lo) = a.split_at(8);
+    (
+        u64::from_ne_bytes(hi.try_into().unwrap_or_default()),
+        u64::from_ne_bytes(lo.try_into().unwrap_or_default()),
+    )
+}
+
+impl Hash for Dir {
+    #[inline]
+    fn hash<H: Hasher>(&self, h: &mut H) {
+        let (a, b) = addr_words(&self.src);
+        let (c, d) = addr_words(&self.dst);
+        h.write_u64(a);
+        h.write_u64(b);
+        h.write_u64(c);
+        h.write_u64(d);
+        h.write_u32((self.src_port as u32) << 16 | self.dst_port as u32);
+    }
+}
+
+impl Hash for CallKey {
+    #[inline]
+    fn hash<H: Hasher>(&self, h: &mut H) {
+        let (a, b) = addr_words(&self.client);
+        let (c, d) = addr_words(&self.server);
+        h.write_u64(a);
+        h.write_u64(b);
+        h.write_u64(c);
+        h.write_u64(d);
+        h.write_u64(
+            (self.xid as u64) << 32 | (self.client_port as u64) << 16 | self.server_port as u64,
+        );
+        h.write_u8(self.proto);
+    }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -238,27 +282,36 @@ struct Pending {
 /// of a capture in time order ([`Tracker::segment`]); it hands back each
 /// transaction once it is complete, and the rest at [`Tracker::finish`].
 pub struct Tracker {
-    opts: TrackerOptions,
     streams: FastMap<Dir, Stream>,
-    pending: FastMap<CallKey, Pending>,
-    counters: Counters,
+    calls: Calls,
     /// Capture time of the last sweep of timed-out calls and idle streams.
     last_sweep: i64,
+}
+
+/// What a stream's bytes are fed to: the calls awaiting replies and the
+/// counters (apart from the streams, so that a stream can be worked on in
+/// its map while these change).
+struct Calls {
+    opts: TrackerOptions,
+    pending: FastMap<CallKey, Pending>,
+    counters: Counters,
 }
 
 impl Tracker {
     pub fn new(opts: TrackerOptions) -> Tracker {
         Tracker {
-            opts,
             streams: FastMap::default(),
-            pending: FastMap::default(),
-            counters: Counters::default(),
+            calls: Calls {
+                opts,
+                pending: FastMap::default(),
+                counters: Counters::default(),
+            },
             last_sweep: i64::MIN,
         }
     }
 
     pub fn counters(&self) -> Counters {
-        self.counters
+        self.calls.counters
     }
 
     /// Takes one packet; completed transactions are appended to `out`.
@@ -275,7 +328,7 @@ impl Tracker {
                     gap: (seg.payload.len() as u32) < seg.payload_wire,
                     ts: seg.ts_ns,
                 };
-                self.message(seg, whole, false, out);
+                self.calls.message(seg, whole, false, out);
             }
             _ => {}
         }
@@ -283,37 +336,39 @@ impl Tracker {
 
     /// Ends the capture: calls still open are given up on.
     pub fn finish(&mut self, out: &mut Vec<Transaction>) {
-        self.counters.unfinished += self
+        let calls = &mut self.calls;
+        calls.counters.unfinished += self
             .streams
             .values()
             .filter(|s| s.mode == Mode::Synced && s.msg_started)
             .count() as u64;
         self.streams.clear();
-        let mut open: Vec<(CallKey, Pending)> = self.pending.drain().collect();
+        let mut open: Vec<(CallKey, Pending)> = calls.pending.drain().collect();
         open.sort_by_key(|(_, p)| p.first_ts);
         for (k, p) in open {
-            self.counters.calls_without_reply += 1;
+            calls.counters.calls_without_reply += 1;
             out.push(unanswered(k, p));
         }
     }
 
     fn sweep(&mut self, now: i64, out: &mut Vec<Transaction>) {
         self.last_sweep = now;
-        let call_limit = now.saturating_sub(self.opts.call_timeout_ns);
-        let mut expired: Vec<CallKey> = self
+        let calls = &mut self.calls;
+        let call_limit = now.saturating_sub(calls.opts.call_timeout_ns);
+        let mut expired: Vec<CallKey> = calls
             .pending
             .iter()
             .filter(|(_, p)| p.last_ts < call_limit)
             .map(|(k, _)| *k)
             .collect();
-        expired.sort_by_key(|k| self.pending[k].first_ts);
+        expired.sort_by_key(|k| calls.pending[k].first_ts);
         for k in expired {
-            if let Some(p) = self.pending.remove(&k) {
-                self.counters.calls_without_reply += 1;
+            if let Some(p) = calls.pending.remove(&k) {
+                calls.counters.calls_without_reply += 1;
                 out.push(unanswered(k, p));
             }
         }
-        let idle_limit = now.saturating_sub(self.opts.stream_idle_ns);
+        let idle_limit = now.saturating_sub(calls.opts.stream_idle_ns);
         self.streams.retain(|_, s| s.last_ts >= idle_limit);
     }
 
@@ -332,35 +387,31 @@ impl Tracker {
             }
             return;
         }
-        if !self.streams.contains_key(&dir) {
-            if self.streams.len() >= self.opts.max_streams {
-                self.counters.streams_over_limit += 1;
+        let full = self.streams.len() >= self.calls.opts.max_streams;
+        let st = match self.streams.entry(dir) {
+            Entry::Occupied(e) => e.into_mut(),
+            Entry::Vacant(_) if full => {
+                self.calls.counters.streams_over_limit += 1;
                 return;
             }
-            self.streams.insert(dir, Stream::new(seg.ts_ns));
-        }
-        let Some(mut st) = self.streams.remove(&dir) else {
-            return;
+            Entry::Vacant(e) => e.insert(Stream::new(seg.ts_ns)),
         };
         st.last_ts = seg.ts_ns;
         if syn {
             // The stream starts here: message boundaries are known.
-            st = Stream::new(seg.ts_ns);
+            *st = Stream::new(seg.ts_ns);
             st.mode = Mode::Synced;
             st.next_seq = Some(seg.tcp_seq.wrapping_add(1));
-            self.streams.insert(dir, st);
             return;
         }
         if st.mode != Mode::NotRpc {
-            self.stream_data(seg, &mut st, out);
+            self.calls.stream_data(seg, st, out);
         }
         if end {
             if st.mode == Mode::Synced && st.msg_started {
-                self.counters.unfinished += 1;
+                self.calls.counters.unfinished += 1;
             }
             self.end_stream(&dir, seg.tcp_flags & TCP_RST != 0);
-        } else {
-            self.streams.insert(dir, st);
         }
     }
 
@@ -376,7 +427,9 @@ impl Tracker {
             self.streams.remove(&back);
         }
     }
+}
 
+impl Calls {
     /// Places a segment's bytes in its stream: drops what was seen
     /// before, turns missing bytes into a gap, and feeds the rest.
     fn stream_data(&mut self, seg: &Segment, st: &mut Stream, out: &mut Vec<Transaction>) {

@@ -1,22 +1,14 @@
 //! Writing the packet table: `packets/*.parquet`.
 
 use std::fs::File;
-use std::io::BufWriter;
-use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::path::Path;
 
-use bytes::Bytes;
-use parquet::arrow::{ArrowSchemaConverter, add_encoded_arrow_schema_to_metadata};
-use parquet::basic::{Compression, ZstdLevel};
-use parquet::column::page::PageWriter;
-use parquet::column::writer::ColumnCloseResult;
 use parquet::errors::Result as PqResult;
-use parquet::file::metadata::{ColumnChunkMetaData, KeyValue, SortingColumn};
-use parquet::file::properties::{EnabledStatistics, WriterProperties};
-use parquet::file::writer::{SerializedFileWriter, SerializedPageWriter, TrackedWrite};
-use parquet::schema::types::SchemaDescriptor;
+use parquet::file::metadata::{KeyValue, SortingColumn};
+use parquet::file::properties::WriterProperties;
 use wire::{Has, PacketRecord, ParseError};
 
+use crate::encode::file::EncodedFile;
 use crate::encode::{ColumnEncoder, ColumnSpec, EncodeOptions, EncodedChunk, Mode};
 use crate::error::StoreError;
 use crate::schema::{PACKET_COLUMNS, PACKET_SCHEMA_VERSION, packet_schema};
@@ -81,12 +73,8 @@ pub struct PacketFileSummary {
 /// Writes packet records to one Parquet file, which appears under its final
 /// name only when complete.
 pub struct PacketWriter {
-    final_path: PathBuf,
-    part_path: PathBuf,
-    writer: SerializedFileWriter<BufWriter<File>>,
-    schema: Arc<SchemaDescriptor>,
+    file: EncodedFile,
     opts: PacketWriterOptions,
-    zstd: zstd::bulk::Compressor<'static>,
     rows: RowBuffer,
     enc: Encoders,
     order: Vec<u32>,
@@ -114,38 +102,22 @@ impl PacketWriter {
         opts: PacketWriterOptions,
         buffers: Option<RowBuffers>,
     ) -> Result<Self, StoreError> {
-        let name = path
-            .file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_default();
-        let part_path = path.with_file_name(format!(".{name}.part"));
-        let file = crate::files::create_file(&part_path)?;
-        let arrow = packet_schema();
-        let schema = Arc::new(
-            ArrowSchemaConverter::new()
-                .convert(&arrow)
-                .map_err(|e| StoreError::parquet(path, e))?,
-        );
-        let mut props = WriterProperties::builder()
-            .set_created_by(format!("weir version {}", env!("CARGO_PKG_VERSION")))
-            .set_statistics_enabled(EnabledStatistics::Chunk)
-            .set_offset_index_disabled(true)
-            .set_key_value_metadata(Some(vec![
-                KeyValue::new("weir.version".into(), env!("CARGO_PKG_VERSION").to_string()),
-                KeyValue::new("weir.table".into(), "packets".to_string()),
-                KeyValue::new(
-                    "weir.schema_version".into(),
-                    PACKET_SCHEMA_VERSION.to_string(),
-                ),
-                KeyValue::new(
-                    "weir.row_order".into(),
-                    match opts.order {
-                        RowOrder::Arrival => "arrival",
-                        RowOrder::Flow => "flow",
-                    }
-                    .to_string(),
-                ),
-            ]));
+        let mut props = WriterProperties::builder().set_key_value_metadata(Some(vec![
+            KeyValue::new("weir.version".into(), env!("CARGO_PKG_VERSION").to_string()),
+            KeyValue::new("weir.table".into(), "packets".to_string()),
+            KeyValue::new(
+                "weir.schema_version".into(),
+                PACKET_SCHEMA_VERSION.to_string(),
+            ),
+            KeyValue::new(
+                "weir.row_order".into(),
+                match opts.order {
+                    RowOrder::Arrival => "arrival",
+                    RowOrder::Flow => "flow",
+                }
+                .to_string(),
+            ),
+        ]));
         if opts.order == RowOrder::Flow {
             let flow_col = PACKET_COLUMNS
                 .iter()
@@ -157,23 +129,10 @@ impl PacketWriter {
                 nulls_first: false,
             }]));
         }
-        let mut props = props.build();
-        add_encoded_arrow_schema_to_metadata(&arrow, &mut props);
-        let writer = SerializedFileWriter::new(
-            BufWriter::with_capacity(1 << 20, file),
-            schema.root_schema_ptr(),
-            Arc::new(props),
-        )
-        .map_err(|e| StoreError::parquet(&part_path, e))?;
-        let zstd = zstd::bulk::Compressor::new(opts.encode.zstd_level)
-            .map_err(|e| StoreError::io(&part_path, e))?;
+        let file = EncodedFile::create(path, &packet_schema(), props, opts.encode.zstd_level)?;
         Ok(PacketWriter {
-            final_path: path.to_path_buf(),
-            part_path,
-            writer,
-            schema,
+            file,
             opts,
-            zstd,
             rows: match buffers {
                 Some(RowBuffers(b)) if b.order == opts.order => b,
                 _ => RowBuffer::new(opts.order, opts.row_group_rows, opts.prefault),
@@ -225,9 +184,10 @@ impl PacketWriter {
         self.summary.ts_min = Some(self.summary.ts_min.map_or(lo, |m| m.min(lo)));
         self.summary.ts_max = Some(self.summary.ts_max.map_or(hi, |m| m.max(hi)));
         let n = self.rows.len();
-        self.encode_rows()
-            .and_then(|chunks| self.write_chunks(n, chunks))
-            .map_err(|e| StoreError::parquet(&self.part_path, e))?;
+        let chunks = self
+            .encode_rows()
+            .map_err(|e| StoreError::parquet(self.file.part_path(), e))?;
+        self.file.write_row_group(n, chunks)?;
         self.summary.rows += n as u64;
         self.summary.row_groups += 1;
         self.rows.clear();
@@ -241,6 +201,7 @@ impl PacketWriter {
         const AHEAD: usize = 12;
         let page_rows = self.opts.encode.page_rows.max(8);
         let enc = &mut self.enc;
+        let zstd = self.file.zstd();
         let mut written = 0usize;
         // Rows since the last one pushed whole (`head`) that matched it in
         // every flow-constant column: those columns get them as one repeat.
@@ -276,65 +237,14 @@ impl PacketWriter {
                     if let Some(h) = head {
                         enc.repeat_flow(std::mem::take(&mut repeats), h);
                     }
-                    enc.end_page(&mut self.zstd)?;
+                    enc.end_page(zstd)?;
                 }
             }
         }
         if let Some(h) = head {
             enc.repeat_flow(repeats, h);
         }
-        enc.finish(&mut self.zstd)
-    }
-
-    /// Writes the encoded chunks as one row group.
-    fn write_chunks(&mut self, n: usize, chunks: Vec<EncodedChunk>) -> PqResult<()> {
-        let mut rg = self.writer.next_row_group()?;
-        let level = ZstdLevel::try_new(self.opts.encode.zstd_level).unwrap_or_default();
-        for (i, chunk) in chunks.into_iter().enumerate() {
-            let descr = self.schema.column(i);
-            let mut sink = TrackedWrite::new(Vec::new());
-            let mut dict_offset = None;
-            let mut data_offset = None;
-            let mut uncompressed = 0u64;
-            {
-                let mut pw = SerializedPageWriter::new(&mut sink);
-                if let Some(p) = chunk.dict_page {
-                    let spec = pw.write_page(p)?;
-                    dict_offset = Some(spec.offset as i64);
-                    uncompressed += spec.uncompressed_size as u64;
-                }
-                for p in chunk.data_pages {
-                    let spec = pw.write_page(p)?;
-                    data_offset.get_or_insert(spec.offset as i64);
-                    uncompressed += spec.uncompressed_size as u64;
-                }
-            }
-            let bytes_written = sink.bytes_written() as u64;
-            let buf = Bytes::from(sink.into_inner()?);
-            let metadata = ColumnChunkMetaData::builder(descr)
-                .set_compression(Compression::ZSTD(level))
-                .set_encodings(chunk.encodings)
-                .set_num_values(n as i64)
-                .set_total_compressed_size(bytes_written as i64)
-                .set_total_uncompressed_size(uncompressed as i64)
-                .set_data_page_offset(data_offset.unwrap_or(0))
-                .set_dictionary_page_offset(dict_offset)
-                .set_statistics(chunk.statistics)
-                .build()?;
-            rg.append_column(
-                &buf,
-                ColumnCloseResult {
-                    bytes_written,
-                    rows_written: n as u64,
-                    metadata,
-                    bloom_filter: chunk.bloom,
-                    column_index: None,
-                    offset_index: None,
-                },
-            )?;
-        }
-        rg.close()?;
-        Ok(())
+        enc.finish(zstd)
     }
 
     /// Writes what is buffered, the footer, syncs, and renames the file into
@@ -347,31 +257,15 @@ impl PacketWriter {
     /// for the next file.
     pub fn finish_keeping_buffers(mut self) -> Result<(PacketFileSummary, RowBuffers), StoreError> {
         self.flush_row_group()?;
-        let part = self.part_path.clone();
-        let buffered = self
-            .writer
-            .into_inner()
-            .map_err(|e| StoreError::parquet(&part, e))?;
-        let file = buffered
-            .into_inner()
-            .map_err(|e| StoreError::io(&part, e.into_error()))?;
-        file.sync_data().map_err(|e| StoreError::io(&part, e))?;
-        self.summary.bytes = file.metadata().map_err(|e| StoreError::io(&part, e))?.len();
-        drop(file);
-        std::fs::rename(&part, &self.final_path)
-            .map_err(|e| StoreError::io(&self.final_path, e))?;
+        self.summary.bytes = self.file.finish()?;
         Ok((self.summary, RowBuffers(self.rows)))
     }
 
     /// Abandons a file that received no rows: removes it and hands back the
     /// row buffers.
     pub fn discard(self) -> RowBuffers {
-        let PacketWriter {
-            part_path,
-            mut rows,
-            ..
-        } = self;
-        let _ = std::fs::remove_file(&part_path);
+        let PacketWriter { file, mut rows, .. } = self;
+        file.discard();
         rows.clear();
         RowBuffers(rows)
     }
@@ -603,10 +497,6 @@ fn mac_num(m: &[u8; 6]) -> u128 {
     u128::from_be_bytes(b)
 }
 
-fn parse_error_name(code: u8) -> &'static str {
-    ParseError::from_u8(code).unwrap_or_default().as_str()
-}
-
 /// Declares the encoders of the packet table's columns, in file order, and
 /// how each takes its value from a record.
 macro_rules! encoders {
@@ -693,26 +583,13 @@ macro_rules! encoders {
 }
 
 const fn spec(nullable: bool, mode: Mode) -> ColumnSpec {
-    ColumnSpec {
-        nullable,
-        mode,
-        fallback: Mode::Delta,
-        width: 0,
-        signed: false,
-        bloom: false,
-        names: None,
-    }
+    ColumnSpec::new(nullable, mode)
 }
 
 const fn fixed(width: usize, bloom: bool) -> ColumnSpec {
     ColumnSpec {
-        nullable: true,
-        mode: Mode::Dictionary,
-        fallback: Mode::Plain,
-        width,
-        signed: false,
         bloom,
-        names: None,
+        ..ColumnSpec::fixed(true, width)
     }
 }
 
@@ -759,8 +636,8 @@ encoders! {
     flow_hash: u32 = spec(true, DICT), |r| r.flow_hash, r.has & Has::FLOW != 0, FLOW;
     pcap_file: u32 = spec(true, DICT), |r| r.pcap_file, r.has & Has::PCAP != 0, EACH;
     pcap_offset: u64 = spec(true, DELTA), |r| r.pcap_offset, r.has & Has::PCAP != 0, EACH;
-    parse_error: u8 = ColumnSpec { names: Some(parse_error_name), ..spec(true, DICT) },
-        |r| r.parse_error as u8, r.parse_error != ParseError::None, FLOW;
+    parse_error: &'static str = ColumnSpec::names(true),
+        |r| r.parse_error.as_str(), r.parse_error != ParseError::None, FLOW;
 }
 
 /// The summary of a finished packet file, from its footer alone (what

@@ -8,18 +8,17 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use arrow_array::builder::{
-    BooleanBuilder, FixedSizeBinaryBuilder, Int64Builder, StringBuilder, StringDictionaryBuilder,
-    TimestampNanosecondBuilder, UInt8Builder, UInt16Builder, UInt32Builder, UInt64Builder,
-};
-use arrow_array::types::Int16Type;
-use arrow_array::{ArrayRef, RecordBatch};
 use arrow_schema::{DataType, Field, Schema, SchemaRef};
+use parquet::file::properties::WriterProperties;
 use rpc::{ReplyStatus, Transaction};
 
+use crate::encode::file::EncodedFile;
+use crate::encode::{
+    ColumnEncoder, ColumnSpec, EncodeOptions, EncodedChunk, Mode, TextEncoder, Value,
+};
 use crate::error::StoreError;
 use crate::schema::{addr, text, ts_type, u8t, u16t, u32t, u64t};
-use crate::table::{Dictionaries, TableFiles, writer_properties};
+use crate::table::table_metadata;
 
 pub const RPC_DIR: &str = "rpc";
 pub const NFS_DIR: &str = "nfs";
@@ -268,288 +267,342 @@ pub fn nfs_schema() -> SchemaRef {
     schema_of(NFS_COLUMNS)
 }
 
-const BATCH_ROWS: usize = 64 * 1024;
+/// Rows per row group: the ts statistics of a million calls still narrow
+/// a time-bounded query, and a row group's encoded pages are all a writer
+/// holds.
+const ROW_GROUP_ROWS: u64 = 1 << 20;
 
-fn ts_builder() -> TimestampNanosecondBuilder {
-    TimestampNanosecondBuilder::new().with_timezone("UTC")
-}
+const DICT: Mode = Mode::Dictionary;
+const DELTA: Mode = Mode::Delta;
 
-fn append_addr(b: &mut FixedSizeBinaryBuilder, a: &[u8; 16]) {
-    // The builder was made for 16-byte values, so this cannot fail.
-    b.append_value(a).expect("16-byte address");
-}
-
-struct RpcBuilders {
-    id: UInt64Builder,
-    ts: TimestampNanosecondBuilder,
-    call_ts: TimestampNanosecondBuilder,
-    last_call_ts: TimestampNanosecondBuilder,
-    reply_ts: TimestampNanosecondBuilder,
-    latency: Int64Builder,
-    client: FixedSizeBinaryBuilder,
-    client_port: UInt16Builder,
-    server: FixedSizeBinaryBuilder,
-    server_port: UInt16Builder,
-    transport: StringDictionaryBuilder<Int16Type>,
-    xid: UInt32Builder,
-    program: UInt32Builder,
-    version: UInt32Builder,
-    procedure: UInt32Builder,
-    program_name: StringDictionaryBuilder<Int16Type>,
-    procedure_name: StringDictionaryBuilder<Int16Type>,
-    auth_flavor: UInt32Builder,
-    uid: UInt32Builder,
-    gid: UInt32Builder,
-    reply_stat: StringDictionaryBuilder<Int16Type>,
-    accept_stat: UInt32Builder,
-    status: UInt32Builder,
-    call_bytes: UInt32Builder,
-    reply_bytes: UInt32Builder,
-    retransmits: UInt32Builder,
-    gap: BooleanBuilder,
-    ops: UInt16Builder,
-    rows: usize,
-}
-
-impl RpcBuilders {
-    fn new() -> Self {
-        RpcBuilders {
-            id: UInt64Builder::new(),
-            ts: ts_builder(),
-            call_ts: ts_builder(),
-            last_call_ts: ts_builder(),
-            reply_ts: ts_builder(),
-            latency: Int64Builder::new(),
-            client: FixedSizeBinaryBuilder::new(16),
-            client_port: UInt16Builder::new(),
-            server: FixedSizeBinaryBuilder::new(16),
-            server_port: UInt16Builder::new(),
-            transport: StringDictionaryBuilder::new(),
-            xid: UInt32Builder::new(),
-            program: UInt32Builder::new(),
-            version: UInt32Builder::new(),
-            procedure: UInt32Builder::new(),
-            program_name: StringDictionaryBuilder::new(),
-            procedure_name: StringDictionaryBuilder::new(),
-            auth_flavor: UInt32Builder::new(),
-            uid: UInt32Builder::new(),
-            gid: UInt32Builder::new(),
-            reply_stat: StringDictionaryBuilder::new(),
-            accept_stat: UInt32Builder::new(),
-            status: UInt32Builder::new(),
-            call_bytes: UInt32Builder::new(),
-            reply_bytes: UInt32Builder::new(),
-            retransmits: UInt32Builder::new(),
-            gap: BooleanBuilder::new(),
-            ops: UInt16Builder::new(),
-            rows: 0,
-        }
+crate::column_set! {
+    /// The rpc table's encoders.
+    struct RpcColumns for RPC_COLUMNS, |o| {
+        id: ColumnEncoder<u64> = ColumnEncoder::new(ColumnSpec::new(false, DELTA), o),
+        ts: ColumnEncoder<u64> = ColumnEncoder::new(ColumnSpec::signed(false, DELTA), o),
+        call_ts: ColumnEncoder<u64> = ColumnEncoder::new(ColumnSpec::signed(true, DELTA), o),
+        last_call_ts: ColumnEncoder<u64> =
+            ColumnEncoder::new(ColumnSpec::signed(true, DELTA), o),
+        reply_ts: ColumnEncoder<u64> = ColumnEncoder::new(ColumnSpec::signed(true, DELTA), o),
+        latency_ns: ColumnEncoder<u64> = ColumnEncoder::new(ColumnSpec::signed(true, DELTA), o),
+        client: ColumnEncoder<u128> = ColumnEncoder::new(ColumnSpec::fixed(false, 16), o),
+        client_port: ColumnEncoder<u32> = ColumnEncoder::new(ColumnSpec::new(false, DICT), o),
+        server: ColumnEncoder<u128> = ColumnEncoder::new(ColumnSpec::fixed(false, 16), o),
+        server_port: ColumnEncoder<u32> = ColumnEncoder::new(ColumnSpec::new(false, DICT), o),
+        transport: ColumnEncoder<&'static str> = ColumnEncoder::new(ColumnSpec::names(false), o),
+        xid: ColumnEncoder<u32> = ColumnEncoder::new(ColumnSpec::new(false, DELTA), o),
+        program: ColumnEncoder<u32> = ColumnEncoder::new(ColumnSpec::new(true, DICT), o),
+        version: ColumnEncoder<u32> = ColumnEncoder::new(ColumnSpec::new(true, DICT), o),
+        procedure: ColumnEncoder<u32> = ColumnEncoder::new(ColumnSpec::new(true, DICT), o),
+        program_name: ColumnEncoder<&'static str> = ColumnEncoder::new(ColumnSpec::names(true), o),
+        procedure_name: ColumnEncoder<&'static str> = ColumnEncoder::new(ColumnSpec::names(true), o),
+        auth_flavor: ColumnEncoder<u32> = ColumnEncoder::new(ColumnSpec::new(true, DICT), o),
+        uid: ColumnEncoder<u32> = ColumnEncoder::new(ColumnSpec::new(true, DICT), o),
+        gid: ColumnEncoder<u32> = ColumnEncoder::new(ColumnSpec::new(true, DICT), o),
+        reply_stat: ColumnEncoder<&'static str> = ColumnEncoder::new(ColumnSpec::names(true), o),
+        accept_stat: ColumnEncoder<u32> = ColumnEncoder::new(ColumnSpec::new(true, DICT), o),
+        status: ColumnEncoder<u32> = ColumnEncoder::new(ColumnSpec::new(true, DICT), o),
+        call_bytes: ColumnEncoder<u32> = ColumnEncoder::new(ColumnSpec::new(false, DICT), o),
+        reply_bytes: ColumnEncoder<u32> = ColumnEncoder::new(ColumnSpec::new(false, DICT), o),
+        retransmits: ColumnEncoder<u32> = ColumnEncoder::new(ColumnSpec::new(false, DICT), o),
+        gap: ColumnEncoder<bool> = ColumnEncoder::new(ColumnSpec::new(false, Mode::Plain), o),
+        ops: ColumnEncoder<u32> = ColumnEncoder::new(ColumnSpec::new(false, DICT), o),
     }
+}
 
+crate::column_set! {
+    /// The nfs table's encoders.
+    struct NfsColumns for NFS_COLUMNS, |o| {
+        rpc_id: ColumnEncoder<u64> = ColumnEncoder::new(ColumnSpec::new(false, DELTA), o),
+        ts: ColumnEncoder<u64> = ColumnEncoder::new(ColumnSpec::signed(false, DELTA), o),
+        program: ColumnEncoder<u32> = ColumnEncoder::new(ColumnSpec::new(false, DICT), o),
+        version: ColumnEncoder<u32> = ColumnEncoder::new(ColumnSpec::new(false, DICT), o),
+        op_index: ColumnEncoder<u32> = ColumnEncoder::new(ColumnSpec::new(false, DICT), o),
+        op: ColumnEncoder<u32> = ColumnEncoder::new(ColumnSpec::new(false, DICT), o),
+        op_name: ColumnEncoder<&'static str> = ColumnEncoder::new(ColumnSpec::names(false), o),
+        status: ColumnEncoder<u32> = ColumnEncoder::new(ColumnSpec::new(true, DICT), o),
+        fh: ColumnEncoder<u64> = ColumnEncoder::new(hashes(), o),
+        name: TextEncoder = TextEncoder::new(),
+        name2: TextEncoder = TextEncoder::new(),
+        offset: ColumnEncoder<u64> = ColumnEncoder::new(ColumnSpec::new(true, DICT), o),
+        count: ColumnEncoder<u32> = ColumnEncoder::new(ColumnSpec::new(true, DICT), o),
+        stable: ColumnEncoder<u32> = ColumnEncoder::new(ColumnSpec::new(true, DICT), o),
+        res_count: ColumnEncoder<u32> = ColumnEncoder::new(ColumnSpec::new(true, DICT), o),
+        eof: ColumnEncoder<bool> = ColumnEncoder::new(ColumnSpec::new(true, Mode::Plain), o),
+        res_fh: ColumnEncoder<u64> = ColumnEncoder::new(hashes(), o),
+        ftype: ColumnEncoder<u32> = ColumnEncoder::new(ColumnSpec::new(true, DICT), o),
+        size: ColumnEncoder<u64> = ColumnEncoder::new(ColumnSpec::new(true, DICT), o),
+        mode: ColumnEncoder<u32> = ColumnEncoder::new(ColumnSpec::new(true, DICT), o),
+        uid: ColumnEncoder<u32> = ColumnEncoder::new(ColumnSpec::new(true, DICT), o),
+        gid: ColumnEncoder<u32> = ColumnEncoder::new(ColumnSpec::new(true, DICT), o),
+        mtime: ColumnEncoder<u64> = ColumnEncoder::new(ColumnSpec::signed(true, DICT), o),
+    }
+}
+
+/// Hashed file handles: repeated, but random where they are not, so a
+/// dictionary that overflows goes PLAIN rather than delta.
+const fn hashes() -> ColumnSpec {
+    ColumnSpec {
+        fallback: Mode::Plain,
+        ..ColumnSpec::new(true, DICT)
+    }
+}
+
+#[inline(always)]
+fn put<K: Value>(e: &mut ColumnEncoder<K>, v: Option<K>) {
+    match v {
+        Some(v) => e.push(v),
+        None => e.push_null(),
+    }
+}
+
+impl RpcColumns {
     fn push(&mut self, id: u64, t: &Transaction) {
         let ts = t.call_ts.or(t.reply_ts).unwrap_or(0);
-        self.id.append_value(id);
-        self.ts.append_value(ts);
-        self.call_ts.append_option(t.call_ts);
-        self.last_call_ts.append_option(t.last_call_ts);
-        self.reply_ts.append_option(t.reply_ts);
-        self.latency.append_option(match (t.call_ts, t.reply_ts) {
-            (Some(c), Some(r)) => Some(r - c),
-            _ => None,
-        });
-        append_addr(&mut self.client, &t.client);
-        self.client_port.append_value(t.client_port);
-        append_addr(&mut self.server, &t.server);
-        self.server_port.append_value(t.server_port);
-        self.transport.append_value(if t.proto == rpc::track::UDP {
+        let c = t.call.as_ref();
+        self.id.push(id);
+        self.ts.push(ts as u64);
+        put(&mut self.call_ts, t.call_ts.map(|v| v as u64));
+        put(&mut self.last_call_ts, t.last_call_ts.map(|v| v as u64));
+        put(&mut self.reply_ts, t.reply_ts.map(|v| v as u64));
+        put(
+            &mut self.latency_ns,
+            match (t.call_ts, t.reply_ts) {
+                (Some(c), Some(r)) => Some((r - c) as u64),
+                _ => None,
+            },
+        );
+        self.client.push(u128::from_be_bytes(t.client));
+        self.client_port.push(t.client_port as u32);
+        self.server.push(u128::from_be_bytes(t.server));
+        self.server_port.push(t.server_port as u32);
+        self.transport.push(if t.proto == rpc::track::UDP {
             "udp"
         } else {
             "tcp"
         });
-        self.xid.append_value(t.xid);
-        let c = t.call.as_ref();
-        self.program.append_option(c.map(|c| c.program));
-        self.version.append_option(c.map(|c| c.version));
-        self.procedure.append_option(c.map(|c| c.procedure));
-        self.program_name
-            .append_option(c.and_then(|c| rpc::msg::program_name(c.program)));
-        self.procedure_name.append_option(
+        self.xid.push(t.xid);
+        put(&mut self.program, c.map(|c| c.program));
+        put(&mut self.version, c.map(|c| c.version));
+        put(&mut self.procedure, c.map(|c| c.procedure));
+        put(
+            &mut self.program_name,
+            c.and_then(|c| rpc::msg::program_name(c.program)),
+        );
+        put(
+            &mut self.procedure_name,
             c.and_then(|c| rpc::msg::procedure_name(c.program, c.version, c.procedure)),
         );
-        self.auth_flavor.append_option(c.map(|c| c.auth_flavor));
-        self.uid.append_option(c.and_then(|c| c.uid));
-        self.gid.append_option(c.and_then(|c| c.gid));
+        put(&mut self.auth_flavor, c.map(|c| c.auth_flavor));
+        put(&mut self.uid, c.and_then(|c| c.uid));
+        put(&mut self.gid, c.and_then(|c| c.gid));
         let (stat, accept) = match t.reply {
             Some(ReplyStatus::Accepted(a)) => (Some("accepted"), Some(a)),
             Some(ReplyStatus::Denied(r)) => (Some("denied"), Some(r)),
             None => (None, None),
         };
-        self.reply_stat.append_option(stat);
-        self.accept_stat.append_option(accept);
-        self.status.append_option(t.status);
-        self.call_bytes.append_value(t.call_bytes);
-        self.reply_bytes.append_value(t.reply_bytes);
-        self.retransmits.append_value(t.retransmits);
-        self.gap.append_value(t.gap);
-        self.ops
-            .append_value(t.ops().len().min(u16::MAX as usize) as u16);
-        self.rows += 1;
-    }
-
-    fn finish(&mut self) -> Result<RecordBatch, arrow_schema::ArrowError> {
-        self.rows = 0;
-        let cols: Vec<ArrayRef> = vec![
-            Arc::new(self.id.finish()),
-            Arc::new(self.ts.finish()),
-            Arc::new(self.call_ts.finish()),
-            Arc::new(self.last_call_ts.finish()),
-            Arc::new(self.reply_ts.finish()),
-            Arc::new(self.latency.finish()),
-            Arc::new(self.client.finish()),
-            Arc::new(self.client_port.finish()),
-            Arc::new(self.server.finish()),
-            Arc::new(self.server_port.finish()),
-            Arc::new(self.transport.finish()),
-            Arc::new(self.xid.finish()),
-            Arc::new(self.program.finish()),
-            Arc::new(self.version.finish()),
-            Arc::new(self.procedure.finish()),
-            Arc::new(self.program_name.finish()),
-            Arc::new(self.procedure_name.finish()),
-            Arc::new(self.auth_flavor.finish()),
-            Arc::new(self.uid.finish()),
-            Arc::new(self.gid.finish()),
-            Arc::new(self.reply_stat.finish()),
-            Arc::new(self.accept_stat.finish()),
-            Arc::new(self.status.finish()),
-            Arc::new(self.call_bytes.finish()),
-            Arc::new(self.reply_bytes.finish()),
-            Arc::new(self.retransmits.finish()),
-            Arc::new(self.gap.finish()),
-            Arc::new(self.ops.finish()),
-        ];
-        RecordBatch::try_new(rpc_schema(), cols)
+        put(&mut self.reply_stat, stat);
+        put(&mut self.accept_stat, accept);
+        put(&mut self.status, t.status);
+        self.call_bytes.push(t.call_bytes);
+        self.reply_bytes.push(t.reply_bytes);
+        self.retransmits.push(t.retransmits);
+        self.gap.push(t.gap);
+        self.ops.push(t.ops().len().min(u16::MAX as usize) as u32);
     }
 }
 
-struct NfsBuilders {
-    rpc_id: UInt64Builder,
-    ts: TimestampNanosecondBuilder,
-    program: UInt32Builder,
-    version: UInt32Builder,
-    op_index: UInt16Builder,
-    op: UInt32Builder,
-    op_name: StringDictionaryBuilder<Int16Type>,
-    status: UInt32Builder,
-    fh: UInt64Builder,
-    name: StringBuilder,
-    name2: StringBuilder,
-    offset: UInt64Builder,
-    count: UInt32Builder,
-    stable: UInt8Builder,
-    res_count: UInt32Builder,
-    eof: BooleanBuilder,
-    res_fh: UInt64Builder,
-    ftype: UInt8Builder,
-    size: UInt64Builder,
-    mode: UInt32Builder,
-    uid: UInt32Builder,
-    gid: UInt32Builder,
-    mtime: TimestampNanosecondBuilder,
-    rows: usize,
-}
-
-impl NfsBuilders {
-    fn new() -> Self {
-        NfsBuilders {
-            rpc_id: UInt64Builder::new(),
-            ts: ts_builder(),
-            program: UInt32Builder::new(),
-            version: UInt32Builder::new(),
-            op_index: UInt16Builder::new(),
-            op: UInt32Builder::new(),
-            op_name: StringDictionaryBuilder::new(),
-            status: UInt32Builder::new(),
-            fh: UInt64Builder::new(),
-            name: StringBuilder::new(),
-            name2: StringBuilder::new(),
-            offset: UInt64Builder::new(),
-            count: UInt32Builder::new(),
-            stable: UInt8Builder::new(),
-            res_count: UInt32Builder::new(),
-            eof: BooleanBuilder::new(),
-            res_fh: UInt64Builder::new(),
-            ftype: UInt8Builder::new(),
-            size: UInt64Builder::new(),
-            mode: UInt32Builder::new(),
-            uid: UInt32Builder::new(),
-            gid: UInt32Builder::new(),
-            mtime: ts_builder(),
-            rows: 0,
-        }
-    }
-
-    fn push(&mut self, id: u64, t: &Transaction) {
-        let Some(c) = t.call.as_ref() else { return };
+impl NfsColumns {
+    /// The call's operations; returns how many rows that made.
+    fn push(&mut self, id: u64, t: &Transaction) -> usize {
+        let Some(c) = t.call.as_ref() else { return 0 };
         let ts = t.call_ts.or(t.reply_ts).unwrap_or(0);
         for op in t.ops() {
-            self.rpc_id.append_value(id);
-            self.ts.append_value(ts);
-            self.program.append_value(c.program);
-            self.version.append_value(c.version);
-            self.op_index.append_value(op.index);
-            self.op.append_value(op.op);
-            self.op_name.append_value(op.name_of(c.program, c.version));
-            self.status.append_option(op.status);
-            self.fh.append_option(op.fh);
-            self.name.append_option(op.name.as_deref());
-            self.name2.append_option(op.name2.as_deref());
-            self.offset.append_option(op.offset);
-            self.count.append_option(op.count);
-            self.stable
-                .append_option(op.stable.map(|s| s.min(255) as u8));
-            self.res_count.append_option(op.res_count);
-            self.eof.append_option(op.eof);
-            self.res_fh.append_option(op.res_fh);
+            self.rpc_id.push(id);
+            self.ts.push(ts as u64);
+            self.program.push(c.program);
+            self.version.push(c.version);
+            self.op_index.push(op.index as u32);
+            self.op.push(op.op);
+            self.op_name.push(op.name_of(c.program, c.version));
+            put(&mut self.status, op.status);
+            put(&mut self.fh, op.fh);
+            self.name.push(op.name.as_deref());
+            self.name2.push(op.name2.as_deref());
+            put(&mut self.offset, op.offset);
+            put(&mut self.count, op.count);
+            put(&mut self.stable, op.stable.map(|s| s.min(255)));
+            put(&mut self.res_count, op.res_count);
+            put(&mut self.eof, op.eof);
+            put(&mut self.res_fh, op.res_fh);
             let a = op.attr.unwrap_or_default();
-            self.ftype.append_option(a.ftype.map(|t| t.min(255) as u8));
-            self.size.append_option(a.size);
-            self.mode.append_option(a.mode);
-            self.uid.append_option(a.uid);
-            self.gid.append_option(a.gid);
-            self.mtime.append_option(a.mtime_ns);
-            self.rows += 1;
+            put(&mut self.ftype, a.ftype.map(|t| t.min(255)));
+            put(&mut self.size, a.size);
+            put(&mut self.mode, a.mode);
+            put(&mut self.uid, a.uid);
+            put(&mut self.gid, a.gid);
+            put(&mut self.mtime, a.mtime_ns.map(|v| v as u64));
+        }
+        t.ops().len()
+    }
+}
+
+/// One table's rotated files `DIR/PREFIX-NNNNN.parquet`, fed row by row
+/// through its encoders (`C`).
+struct TableOut<C> {
+    dir: PathBuf,
+    table: &'static str,
+    prefix: String,
+    schema: SchemaRef,
+    opts: EncodeOptions,
+    rotate_rows: u64,
+    cols: C,
+    file: Option<EncodedFile>,
+    /// Rows in the open file, and in its open row group and page.
+    in_file: u64,
+    in_group: u64,
+    in_page: usize,
+    seq: u32,
+    files: Vec<String>,
+}
+
+/// What [`TableOut`] needs of a column set.
+trait Columns {
+    fn end_page(
+        &mut self,
+        zstd: &mut zstd::bulk::Compressor<'static>,
+    ) -> parquet::errors::Result<()>;
+    fn finish(
+        &mut self,
+        zstd: &mut zstd::bulk::Compressor<'static>,
+    ) -> parquet::errors::Result<Vec<EncodedChunk>>;
+}
+
+impl Columns for RpcColumns {
+    fn end_page(&mut self, z: &mut zstd::bulk::Compressor<'static>) -> parquet::errors::Result<()> {
+        RpcColumns::end_page(self, z)
+    }
+    fn finish(
+        &mut self,
+        z: &mut zstd::bulk::Compressor<'static>,
+    ) -> parquet::errors::Result<Vec<EncodedChunk>> {
+        RpcColumns::finish(self, z)
+    }
+}
+
+impl Columns for NfsColumns {
+    fn end_page(&mut self, z: &mut zstd::bulk::Compressor<'static>) -> parquet::errors::Result<()> {
+        NfsColumns::end_page(self, z)
+    }
+    fn finish(
+        &mut self,
+        z: &mut zstd::bulk::Compressor<'static>,
+    ) -> parquet::errors::Result<Vec<EncodedChunk>> {
+        NfsColumns::finish(self, z)
+    }
+}
+
+impl<C: Columns> TableOut<C> {
+    fn new(
+        root: &Path,
+        table: &'static str,
+        prefix: String,
+        schema: SchemaRef,
+        cols: C,
+        rotate_rows: u64,
+    ) -> Self {
+        TableOut {
+            dir: root.join(table),
+            table,
+            prefix,
+            schema,
+            opts: EncodeOptions {
+                page_rows: 64 * 1024,
+                ..EncodeOptions::default()
+            },
+            rotate_rows: rotate_rows.max(1),
+            cols,
+            file: None,
+            in_file: 0,
+            in_group: 0,
+            in_page: 0,
+            seq: 0,
+            files: Vec::new(),
         }
     }
 
-    fn finish(&mut self) -> Result<RecordBatch, arrow_schema::ArrowError> {
-        self.rows = 0;
-        let cols: Vec<ArrayRef> = vec![
-            Arc::new(self.rpc_id.finish()),
-            Arc::new(self.ts.finish()),
-            Arc::new(self.program.finish()),
-            Arc::new(self.version.finish()),
-            Arc::new(self.op_index.finish()),
-            Arc::new(self.op.finish()),
-            Arc::new(self.op_name.finish()),
-            Arc::new(self.status.finish()),
-            Arc::new(self.fh.finish()),
-            Arc::new(self.name.finish()),
-            Arc::new(self.name2.finish()),
-            Arc::new(self.offset.finish()),
-            Arc::new(self.count.finish()),
-            Arc::new(self.stable.finish()),
-            Arc::new(self.res_count.finish()),
-            Arc::new(self.eof.finish()),
-            Arc::new(self.res_fh.finish()),
-            Arc::new(self.ftype.finish()),
-            Arc::new(self.size.finish()),
-            Arc::new(self.mode.finish()),
-            Arc::new(self.uid.finish()),
-            Arc::new(self.gid.finish()),
-            Arc::new(self.mtime.finish()),
-        ];
-        RecordBatch::try_new(nfs_schema(), cols)
+    /// The file rows go to now (opened on the first row).
+    fn open(&mut self) -> Result<(), StoreError> {
+        if self.file.is_none() {
+            let path = self
+                .dir
+                .join(format!("{}-{:05}.parquet", self.prefix, self.seq));
+            let props = WriterProperties::builder()
+                .set_key_value_metadata(Some(table_metadata(self.table, RPC_SCHEMA_VERSION)));
+            self.file = Some(EncodedFile::create(
+                &path,
+                &self.schema,
+                props,
+                self.opts.zstd_level,
+            )?);
+        }
+        Ok(())
+    }
+
+    /// `n` rows were pushed into the columns: end pages, row groups and
+    /// files where they are due.
+    fn rows_added(&mut self, n: usize) -> Result<(), StoreError> {
+        if n == 0 {
+            return Ok(());
+        }
+        self.in_page += n;
+        self.in_group += n as u64;
+        self.in_file += n as u64;
+        if self.in_file >= self.rotate_rows {
+            return self.close_file();
+        }
+        if self.in_group >= ROW_GROUP_ROWS {
+            return self.end_row_group();
+        }
+        if self.in_page >= self.opts.page_rows {
+            self.in_page = 0;
+            if let Some(f) = self.file.as_mut() {
+                let r = self.cols.end_page(f.zstd());
+                r.map_err(|e| StoreError::parquet(f.part_path(), e))?;
+            }
+        }
+        Ok(())
+    }
+
+    fn end_row_group(&mut self) -> Result<(), StoreError> {
+        if self.in_group == 0 {
+            return Ok(());
+        }
+        let Some(f) = self.file.as_mut() else {
+            return Ok(());
+        };
+        let chunks = self
+            .cols
+            .finish(f.zstd())
+            .map_err(|e| StoreError::parquet(f.part_path(), e))?;
+        f.write_row_group(self.in_group as usize, chunks)?;
+        self.in_group = 0;
+        self.in_page = 0;
+        Ok(())
+    }
+
+    fn close_file(&mut self) -> Result<(), StoreError> {
+        self.end_row_group()?;
+        if let Some(f) = self.file.take() {
+            f.finish()?;
+            self.files.push(format!(
+                "{}/{}-{:05}.parquet",
+                self.table, self.prefix, self.seq
+            ));
+            self.seq += 1;
+        }
+        self.in_file = 0;
+        Ok(())
     }
 }
 
@@ -557,47 +610,36 @@ impl NfsBuilders {
 /// `rpc/rpc-SSSS-NNNNN.parquet` and `nfs/nfs-SSSS-NNNNN.parquet` for
 /// writer number SSSS. Ids are the writer number in the top 16 bits and a
 /// count below, so that several writers (capture workers, sources of a
-/// conversion) never share one.
+/// conversion) never share one. Rows go straight into weir's own column
+/// encoders (as packet records do): through Arrow builders and arrow-rs's
+/// writer they cost about 1.4 µs per call on the NFSv3 trace.
 pub struct RpcWriter {
-    root: PathBuf,
-    rpc: RpcBuilders,
-    nfs: NfsBuilders,
-    rpc_files: TableFiles,
-    nfs_files: TableFiles,
+    rpc: TableOut<RpcColumns>,
+    nfs: TableOut<NfsColumns>,
     writer: u16,
     next: u64,
 }
 
 impl RpcWriter {
     /// Writes into the dataset at `root` (its rpc/ and nfs/ directories
-    /// must exist).
+    /// must exist), starting a new file of a table every `rotate_rows`.
     pub fn new(root: &Path, writer: u16, rotate_rows: u64) -> Self {
-        // Arrow dictionaries already; Parquet keeps them as such.
-        let dict = [
-            "transport",
-            "program_name",
-            "procedure_name",
-            "reply_stat",
-            "op_name",
-        ];
+        let opts = EncodeOptions::default();
         RpcWriter {
-            root: root.to_path_buf(),
-            rpc: RpcBuilders::new(),
-            nfs: NfsBuilders::new(),
-            rpc_files: TableFiles::new(
-                &root.join(RPC_DIR),
+            rpc: TableOut::new(
+                root,
                 RPC_DIR,
                 format!("rpc-{writer:04}"),
                 rpc_schema(),
-                writer_properties("rpc", RPC_SCHEMA_VERSION, Dictionaries::Only(&dict)),
+                RpcColumns::new(&opts),
                 rotate_rows,
             ),
-            nfs_files: TableFiles::new(
-                &root.join(NFS_DIR),
+            nfs: TableOut::new(
+                root,
                 NFS_DIR,
                 format!("nfs-{writer:04}"),
                 nfs_schema(),
-                writer_properties("nfs", RPC_SCHEMA_VERSION, Dictionaries::Only(&dict)),
+                NfsColumns::new(&opts),
                 rotate_rows,
             ),
             writer,
@@ -608,10 +650,13 @@ impl RpcWriter {
     pub fn push(&mut self, t: &Transaction) -> Result<(), StoreError> {
         let id = (self.writer as u64) << 48 | self.next;
         self.next += 1;
-        self.rpc.push(id, t);
-        self.nfs.push(id, t);
-        if self.rpc.rows >= BATCH_ROWS || self.nfs.rows >= BATCH_ROWS {
-            self.write_batches()?;
+        self.rpc.open()?;
+        self.rpc.cols.push(id, t);
+        self.rpc.rows_added(1)?;
+        if t.call.is_some() && !t.ops().is_empty() {
+            self.nfs.open()?;
+            let n = self.nfs.cols.push(id, t);
+            self.nfs.rows_added(n)?;
         }
         Ok(())
     }
@@ -621,26 +666,11 @@ impl RpcWriter {
         self.next
     }
 
-    fn write_batches(&mut self) -> Result<(), StoreError> {
-        let invalid = |e: arrow_schema::ArrowError| StoreError::Invalid {
-            path: self.root.clone(),
-            message: format!("building an rpc batch: {e}"),
-        };
-        if self.rpc.rows > 0 {
-            let b = self.rpc.finish().map_err(invalid)?;
-            self.rpc_files.write(&b)?;
-        }
-        if self.nfs.rows > 0 {
-            let b = self.nfs.finish().map_err(invalid)?;
-            self.nfs_files.write(&b)?;
-        }
-        Ok(())
-    }
-
     /// Closes the files; returns the dataset-relative names written (rpc
     /// files, nfs files).
     pub fn finish(mut self) -> Result<(Vec<String>, Vec<String>), StoreError> {
-        self.write_batches()?;
-        Ok((self.rpc_files.finish()?, self.nfs_files.finish()?))
+        self.rpc.close_file()?;
+        self.nfs.close_file()?;
+        Ok((self.rpc.files, self.nfs.files))
     }
 }

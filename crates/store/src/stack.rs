@@ -20,7 +20,7 @@ use arrow_schema::{DataType, Field, Schema, SchemaRef};
 
 use crate::error::StoreError;
 use crate::schema::{addr, text, ts_type, u8t, u16t, u32t, u64t};
-use crate::table::{Dictionaries, TableFiles, writer_properties};
+use crate::table::{TableFiles, writer_properties};
 
 /// Where the table lives in a dataset.
 pub const STACK_DIR: &str = "stack";
@@ -447,11 +447,7 @@ impl StackWriter {
                 STACK_DIR,
                 "stack".into(),
                 stack_schema(),
-                writer_properties(
-                    "stack",
-                    STACK_SCHEMA_VERSION,
-                    Dictionaries::AllBut(&climbing),
-                ),
+                writer_properties("stack", STACK_SCHEMA_VERSION, &climbing),
                 rotate_rows,
             ),
             rows: 0,

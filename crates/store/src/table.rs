@@ -15,50 +15,38 @@ use parquet::file::properties::WriterProperties;
 use crate::error::StoreError;
 use crate::files::create_file;
 
-/// Which columns get a Parquet dictionary.
-pub enum Dictionaries<'a> {
-    /// All but these (values that rise with every row: the writer would
-    /// hash each into a dictionary it then abandons).
-    AllBut(&'a [&'a str]),
-    /// Only these (the rest is left to zstd: hashing every value into a
-    /// dictionary costs more than it saves on small tables).
-    Only(&'a [&'a str]),
-}
-
 /// Writer properties of a table: zstd, large row groups, the table's name
-/// and schema version in the key-value metadata, dictionaries as given.
+/// and schema version in the key-value metadata, a dictionary for every
+/// column but `no_dictionary` (values that rise with every row: the writer
+/// would hash each into a dictionary it then abandons).
 pub fn writer_properties(
     table: &str,
     schema_version: u32,
-    dictionaries: Dictionaries,
+    no_dictionary: &[&str],
 ) -> WriterProperties {
     use parquet::schema::types::ColumnPath;
     let mut b = WriterProperties::builder();
-    match dictionaries {
-        Dictionaries::AllBut(cols) => {
-            for c in cols {
-                b = b.set_column_dictionary_enabled(ColumnPath::from(*c), false);
-            }
-        }
-        Dictionaries::Only(cols) => {
-            b = b.set_dictionary_enabled(false);
-            for c in cols {
-                b = b.set_column_dictionary_enabled(ColumnPath::from(*c), true);
-            }
-        }
+    for c in no_dictionary {
+        b = b.set_column_dictionary_enabled(ColumnPath::from(*c), false);
     }
     b.set_compression(Compression::ZSTD(ZstdLevel::default()))
         .set_max_row_group_row_count(Some(1 << 20))
         .set_created_by(format!("weir version {}", env!("CARGO_PKG_VERSION")))
-        .set_key_value_metadata(Some(vec![
-            KeyValue::new("weir.version".into(), env!("CARGO_PKG_VERSION").to_string()),
-            KeyValue::new("weir.table".into(), table.to_string()),
-            KeyValue::new(
-                format!("weir.{table}_schema_version"),
-                schema_version.to_string(),
-            ),
-        ]))
+        .set_key_value_metadata(Some(table_metadata(table, schema_version)))
         .build()
+}
+
+/// The key-value metadata of a weir table's files: weir's version, the
+/// table's name and the version of its columns.
+pub fn table_metadata(table: &str, schema_version: u32) -> Vec<KeyValue> {
+    vec![
+        KeyValue::new("weir.version".into(), env!("CARGO_PKG_VERSION").to_string()),
+        KeyValue::new("weir.table".into(), table.to_string()),
+        KeyValue::new(
+            format!("weir.{table}_schema_version"),
+            schema_version.to_string(),
+        ),
+    ]
 }
 
 /// Files `DIR/PREFIX-NNNNN.parquet` of one table, a new one every

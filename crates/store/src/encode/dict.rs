@@ -21,7 +21,18 @@ impl DictKey for u32 {
     }
 }
 
-impl DictKey for u8 {
+impl DictKey for &'static str {
+    #[inline]
+    fn hash(self) -> u64 {
+        self.bytes()
+            .fold(self.len() as u64, |h, b| {
+                (h.rotate_left(5) ^ b as u64).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95)
+            })
+            .hash()
+    }
+}
+
+impl DictKey for bool {
     #[inline]
     fn hash(self) -> u64 {
         self as u64

@@ -15,6 +15,7 @@
 pub mod bits;
 pub mod delta;
 pub mod dict;
+pub mod file;
 
 use bytes::Bytes;
 use parquet::basic::Encoding;
@@ -30,6 +31,8 @@ use dict::{Dict, DictKey};
 
 /// A value type of a column: how it is written plainly and ordered.
 pub trait Value: DictKey + Ord + Default + std::fmt::Debug {
+    /// A BOOLEAN column: PLAIN values are bits, not bytes.
+    const BOOLEAN: bool = false;
     /// Appends the PLAIN encoding (`width` is the FIXED_LEN_BYTE_ARRAY
     /// length, ignored for integers).
     fn put_plain(self, width: usize, out: &mut Vec<u8>) {
@@ -45,6 +48,34 @@ pub trait Value: DictKey + Ord + Default + std::fmt::Debug {
     fn less(self, other: Self, signed: bool) -> bool {
         let _ = signed;
         self < other
+    }
+    /// A column chunk's statistics from its least and greatest value.
+    fn statistics(min: Option<Self>, max: Option<Self>, nulls: u64, width: usize) -> Statistics {
+        let nulls = Some(nulls);
+        match (std::mem::size_of::<Self>(), width) {
+            (_, w) if w > 0 => {
+                let bytes = |v: Self| {
+                    let mut b = Vec::with_capacity(w);
+                    v.put_plain(w, &mut b);
+                    FixedLenByteArray::from(b)
+                };
+                Statistics::fixed_len_byte_array(min.map(bytes), max.map(bytes), None, nulls, false)
+            }
+            (4, _) => Statistics::int32(
+                min.map(|v| v.as_u64() as u32 as i32),
+                max.map(|v| v.as_u64() as u32 as i32),
+                None,
+                nulls,
+                false,
+            ),
+            _ => Statistics::int64(
+                min.map(|v| v.as_u64() as i64),
+                max.map(|v| v.as_u64() as i64),
+                None,
+                nulls,
+                false,
+            ),
+        }
     }
 }
 
@@ -100,15 +131,45 @@ impl Value for u128 {
     }
 }
 
-/// Codes of a small table of names (stored as strings).
-impl Value for u8 {
+/// Names from a fixed table (BYTE_ARRAY): a dictionary of the strings
+/// themselves, so names that several codes share are one entry (Arrow
+/// C++ misreads a dictionary that holds a value twice).
+impl Value for &'static str {
+    fn put_plain(self, _: usize, out: &mut Vec<u8>) {
+        out.extend_from_slice(&(self.len() as u32).to_le_bytes());
+        out.extend_from_slice(self.as_bytes());
+    }
+    /// Only the first 16 bytes (for bloom filters, which string columns do
+    /// not have).
     fn plain_bytes(self, _: usize) -> ([u8; 16], usize) {
         let mut b = [0u8; 16];
-        b[0] = self;
+        let n = self.len().min(16);
+        b[..n].copy_from_slice(&self.as_bytes()[..n]);
+        (b, n)
+    }
+    fn as_u64(self) -> u64 {
+        0
+    }
+    fn statistics(min: Option<Self>, max: Option<Self>, nulls: u64, _: usize) -> Statistics {
+        let text = |s: &str| ByteArray::from(s);
+        Statistics::byte_array(min.map(text), max.map(text), None, Some(nulls), false)
+    }
+}
+
+/// BOOLEAN columns (PLAIN only: one bit per value, packed at the page's
+/// end).
+impl Value for bool {
+    const BOOLEAN: bool = true;
+    fn plain_bytes(self, _: usize) -> ([u8; 16], usize) {
+        let mut b = [0u8; 16];
+        b[0] = self as u8;
         (b, 1)
     }
     fn as_u64(self) -> u64 {
         self as u64
+    }
+    fn statistics(min: Option<Self>, max: Option<Self>, nulls: u64, _: usize) -> Statistics {
+        Statistics::boolean(min, max, None, Some(nulls), false)
     }
 }
 
@@ -137,8 +198,89 @@ pub struct ColumnSpec {
     pub signed: bool,
     /// Build a bloom filter of the values.
     pub bloom: bool,
-    /// For code columns: the string each code is stored as.
-    pub names: Option<fn(u8) -> &'static str>,
+}
+
+impl ColumnSpec {
+    /// An integer column; a dictionary column falls back to delta.
+    pub const fn new(nullable: bool, mode: Mode) -> ColumnSpec {
+        ColumnSpec {
+            nullable,
+            mode,
+            fallback: Mode::Delta,
+            width: 0,
+            signed: false,
+            bloom: false,
+        }
+    }
+
+    /// Signed integers (times, differences): statistics order them so.
+    pub const fn signed(nullable: bool, mode: Mode) -> ColumnSpec {
+        ColumnSpec {
+            signed: true,
+            ..ColumnSpec::new(nullable, mode)
+        }
+    }
+
+    /// A FIXED_LEN_BYTE_ARRAY of `width` bytes: a dictionary falling back
+    /// to PLAIN.
+    pub const fn fixed(nullable: bool, width: usize) -> ColumnSpec {
+        ColumnSpec {
+            width,
+            fallback: Mode::Plain,
+            ..ColumnSpec::new(nullable, Mode::Dictionary)
+        }
+    }
+
+    /// Names from a fixed table: a dictionary (PLAIN should it ever
+    /// overflow).
+    pub const fn names(nullable: bool) -> ColumnSpec {
+        ColumnSpec {
+            fallback: Mode::Plain,
+            ..ColumnSpec::new(nullable, Mode::Dictionary)
+        }
+    }
+}
+
+/// Declares a table's encoders, one field per column in file order (the
+/// order of `$columns`, checked in debug builds), with the calls that end
+/// a page and a row group of all of them. `$opts` names the
+/// [`EncodeOptions`] the constructors see.
+#[macro_export]
+#[doc(hidden)]
+macro_rules! column_set {
+    ($(#[$m:meta])* struct $name:ident for $columns:expr, |$opts:ident| {
+        $( $field:ident : $ty:ty = $new:expr ),* $(,)?
+    }) => {
+        $(#[$m])*
+        struct $name {
+            $( $field: $ty, )*
+        }
+
+        impl $name {
+            fn new($opts: &$crate::encode::EncodeOptions) -> Self {
+                debug_assert_eq!(
+                    [$( stringify!($field) ),*].as_slice(),
+                    $columns.iter().map(|c| c.name).collect::<Vec<_>>().as_slice()
+                );
+                $name { $( $field: $new, )* }
+            }
+
+            fn end_page(
+                &mut self,
+                zstd: &mut zstd::bulk::Compressor<'static>,
+            ) -> parquet::errors::Result<()> {
+                $( self.$field.end_page(zstd)?; )*
+                Ok(())
+            }
+
+            fn finish(
+                &mut self,
+                zstd: &mut zstd::bulk::Compressor<'static>,
+            ) -> parquet::errors::Result<Vec<$crate::encode::EncodedChunk>> {
+                Ok(vec![ $( self.$field.finish(zstd)?, )* ])
+            }
+        }
+    };
 }
 
 /// Knobs of the encoders.
@@ -428,6 +570,17 @@ impl<K: Value> ColumnEncoder<K> {
                 self.delta.finish(&mut raw);
                 Encoding::DELTA_BINARY_PACKED
             }
+            Mode::Plain if K::BOOLEAN => {
+                // One byte per value so far: pack them, first value in the
+                // lowest bit.
+                raw.extend(self.plain.chunks(8).map(|byte| {
+                    byte.iter()
+                        .enumerate()
+                        .fold(0u8, |acc, (i, &b)| acc | (b & 1) << i)
+                }));
+                self.plain.clear();
+                Encoding::PLAIN
+            }
             Mode::Plain => {
                 raw.extend_from_slice(&self.plain);
                 self.plain.clear();
@@ -462,19 +615,8 @@ impl<K: Value> ColumnEncoder<K> {
         self.end_page(zstd)?;
         let dict_page = if self.used_dict {
             let mut plain = Vec::with_capacity(self.dict.len() * 8);
-            match self.spec.names {
-                Some(name) => {
-                    for v in &self.dict.values {
-                        let n = name(v.as_u64() as u8);
-                        plain.extend_from_slice(&(n.len() as u32).to_le_bytes());
-                        plain.extend_from_slice(n.as_bytes());
-                    }
-                }
-                None => {
-                    for v in &self.dict.values {
-                        v.put_plain(self.spec.width, &mut plain);
-                    }
-                }
+            for v in &self.dict.values {
+                v.put_plain(self.spec.width, &mut plain);
             }
             if self.spec.bloom {
                 let ndv = self.dict.len();
@@ -513,48 +655,7 @@ impl<K: Value> ColumnEncoder<K> {
     }
 
     fn statistics(&self) -> Statistics {
-        let nulls = Some(self.nulls);
-        if let Some(name) = self.spec.names {
-            let mut names: Vec<&str> = self
-                .dict
-                .values
-                .iter()
-                .map(|v| name(v.as_u64() as u8))
-                .collect();
-            names.sort_unstable();
-            return Statistics::byte_array(
-                names.first().map(|s| ByteArray::from(*s)),
-                names.last().map(|s| ByteArray::from(*s)),
-                None,
-                nulls,
-                false,
-            );
-        }
-        let (min, max) = (self.min, self.max);
-        match (std::mem::size_of::<K>(), self.spec.width) {
-            (_, w) if w > 0 => {
-                let bytes = |v: K| {
-                    let mut b = Vec::with_capacity(w);
-                    v.put_plain(w, &mut b);
-                    FixedLenByteArray::from(b)
-                };
-                Statistics::fixed_len_byte_array(min.map(bytes), max.map(bytes), None, nulls, false)
-            }
-            (4, _) => Statistics::int32(
-                min.map(|v| v.as_u64() as u32 as i32),
-                max.map(|v| v.as_u64() as u32 as i32),
-                None,
-                nulls,
-                false,
-            ),
-            _ => Statistics::int64(
-                min.map(|v| v.as_u64() as i64),
-                max.map(|v| v.as_u64() as i64),
-                None,
-                nulls,
-                false,
-            ),
-        }
+        K::statistics(self.min, self.max, self.nulls, self.spec.width)
     }
 
     fn reset(&mut self) {
@@ -575,4 +676,91 @@ fn compress(zstd: &mut zstd::bulk::Compressor<'static>, raw: &[u8]) -> Result<By
     zstd.compress(raw)
         .map(Bytes::from)
         .map_err(|e| ParquetError::General(format!("zstd: {e}")))
+}
+
+/// A nullable UTF-8 column written PLAIN: file names, mostly null and
+/// unlike one another, where a dictionary would not pay.
+#[derive(Default)]
+pub struct TextEncoder {
+    levels: LevelRuns,
+    plain: Vec<u8>,
+    rows_in_page: u32,
+    min: Option<Vec<u8>>,
+    max: Option<Vec<u8>>,
+    nulls: u64,
+    pages: Vec<CompressedPage>,
+    raw: Vec<u8>,
+}
+
+impl TextEncoder {
+    pub fn new() -> Self {
+        TextEncoder::default()
+    }
+
+    #[inline]
+    pub fn push(&mut self, v: Option<&str>) {
+        self.rows_in_page += 1;
+        let Some(v) = v else {
+            self.levels.push(false);
+            self.nulls += 1;
+            return;
+        };
+        self.levels.push(true);
+        let b = v.as_bytes();
+        self.plain
+            .extend_from_slice(&(b.len() as u32).to_le_bytes());
+        self.plain.extend_from_slice(b);
+        if self.min.as_deref().is_none_or(|m| b < m) {
+            self.min = Some(b.to_vec());
+        }
+        if self.max.as_deref().is_none_or(|m| b > m) {
+            self.max = Some(b.to_vec());
+        }
+    }
+
+    /// Ends the current data page and compresses it.
+    pub fn end_page(&mut self, zstd: &mut zstd::bulk::Compressor<'static>) -> Result<()> {
+        if self.rows_in_page == 0 {
+            return Ok(());
+        }
+        let mut raw = std::mem::take(&mut self.raw);
+        raw.clear();
+        self.levels.finish(&mut raw);
+        raw.extend_from_slice(&self.plain);
+        self.plain.clear();
+        let buf = compress(zstd, &raw)?;
+        self.pages.push(CompressedPage::new(
+            Page::DataPage {
+                buf,
+                num_values: self.rows_in_page,
+                encoding: Encoding::PLAIN,
+                def_level_encoding: Encoding::RLE,
+                rep_level_encoding: Encoding::RLE,
+                statistics: None,
+            },
+            raw.len(),
+        ));
+        self.raw = raw;
+        self.rows_in_page = 0;
+        Ok(())
+    }
+
+    /// Ends the column chunk; ready for the next row group afterwards.
+    pub fn finish(&mut self, zstd: &mut zstd::bulk::Compressor<'static>) -> Result<EncodedChunk> {
+        self.end_page(zstd)?;
+        let statistics = Statistics::byte_array(
+            self.min.take().map(ByteArray::from),
+            self.max.take().map(ByteArray::from),
+            None,
+            Some(std::mem::take(&mut self.nulls)),
+            false,
+        );
+        Ok(EncodedChunk {
+            dict_page: None,
+            data_pages: std::mem::take(&mut self.pages),
+            encodings: vec![Encoding::RLE, Encoding::PLAIN],
+            statistics,
+            bloom: None,
+        })
+    }
 }

@@ -1,0 +1,173 @@
+//! A Parquet file written from [`EncodedChunk`]s: the container around the
+//! hand-written column encoders (page headers, column metadata, footer,
+//! bloom filters), shared by every table written that way. The file is a
+//! hidden `.NAME.part` until [`EncodedFile::finish`] renames it.
+
+use std::fs::File;
+use std::io::BufWriter;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use bytes::Bytes;
+use parquet::arrow::{ArrowSchemaConverter, add_encoded_arrow_schema_to_metadata};
+use parquet::basic::{Compression, ZstdLevel};
+use parquet::column::page::PageWriter;
+use parquet::column::writer::ColumnCloseResult;
+use parquet::errors::Result as PqResult;
+use parquet::file::metadata::ColumnChunkMetaData;
+use parquet::file::properties::{EnabledStatistics, WriterPropertiesBuilder};
+use parquet::file::writer::{SerializedFileWriter, SerializedPageWriter, TrackedWrite};
+use parquet::schema::types::SchemaDescriptor;
+
+use super::EncodedChunk;
+use crate::error::StoreError;
+
+pub struct EncodedFile {
+    final_path: PathBuf,
+    part_path: PathBuf,
+    writer: SerializedFileWriter<BufWriter<File>>,
+    schema: Arc<SchemaDescriptor>,
+    zstd: zstd::bulk::Compressor<'static>,
+    zstd_level: i32,
+}
+
+impl EncodedFile {
+    /// Starts `path` for rows of `arrow` (its schema is kept in the footer,
+    /// so readers get the Arrow types back). `props` carries the table's
+    /// own metadata; pages are compressed with zstd at `zstd_level`.
+    pub fn create(
+        path: &Path,
+        arrow: &arrow_schema::Schema,
+        props: WriterPropertiesBuilder,
+        zstd_level: i32,
+    ) -> Result<Self, StoreError> {
+        let name = path
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let part_path = path.with_file_name(format!(".{name}.part"));
+        let schema = Arc::new(
+            ArrowSchemaConverter::new()
+                .convert(arrow)
+                .map_err(|e| StoreError::parquet(path, e))?,
+        );
+        let mut props = props
+            .set_created_by(format!("weir version {}", env!("CARGO_PKG_VERSION")))
+            .set_statistics_enabled(EnabledStatistics::Chunk)
+            .set_offset_index_disabled(true)
+            .build();
+        add_encoded_arrow_schema_to_metadata(arrow, &mut props);
+        let file = crate::files::create_file(&part_path)?;
+        let writer = SerializedFileWriter::new(
+            BufWriter::with_capacity(1 << 20, file),
+            schema.root_schema_ptr(),
+            Arc::new(props),
+        )
+        .map_err(|e| StoreError::parquet(&part_path, e))?;
+        let zstd =
+            zstd::bulk::Compressor::new(zstd_level).map_err(|e| StoreError::io(&part_path, e))?;
+        Ok(EncodedFile {
+            final_path: path.to_path_buf(),
+            part_path,
+            writer,
+            schema,
+            zstd,
+            zstd_level,
+        })
+    }
+
+    /// The compressor the encoders end their pages with.
+    pub fn zstd(&mut self) -> &mut zstd::bulk::Compressor<'static> {
+        &mut self.zstd
+    }
+
+    /// The file being written (its hidden name), for errors.
+    pub fn part_path(&self) -> &Path {
+        &self.part_path
+    }
+
+    /// Writes one row group of `rows` rows: one chunk per column, in
+    /// schema order.
+    pub fn write_row_group(
+        &mut self,
+        rows: usize,
+        chunks: Vec<EncodedChunk>,
+    ) -> Result<(), StoreError> {
+        self.write_chunks(rows, chunks)
+            .map_err(|e| StoreError::parquet(&self.part_path, e))
+    }
+
+    fn write_chunks(&mut self, n: usize, chunks: Vec<EncodedChunk>) -> PqResult<()> {
+        let mut rg = self.writer.next_row_group()?;
+        let level = ZstdLevel::try_new(self.zstd_level).unwrap_or_default();
+        for (i, chunk) in chunks.into_iter().enumerate() {
+            let descr = self.schema.column(i);
+            let mut sink = TrackedWrite::new(Vec::new());
+            let mut dict_offset = None;
+            let mut data_offset = None;
+            let mut uncompressed = 0u64;
+            {
+                let mut pw = SerializedPageWriter::new(&mut sink);
+                if let Some(p) = chunk.dict_page {
+                    let spec = pw.write_page(p)?;
+                    dict_offset = Some(spec.offset as i64);
+                    uncompressed += spec.uncompressed_size as u64;
+                }
+                for p in chunk.data_pages {
+                    let spec = pw.write_page(p)?;
+                    data_offset.get_or_insert(spec.offset as i64);
+                    uncompressed += spec.uncompressed_size as u64;
+                }
+            }
+            let bytes_written = sink.bytes_written() as u64;
+            let buf = Bytes::from(sink.into_inner()?);
+            let metadata = ColumnChunkMetaData::builder(descr)
+                .set_compression(Compression::ZSTD(level))
+                .set_encodings(chunk.encodings)
+                .set_num_values(n as i64)
+                .set_total_compressed_size(bytes_written as i64)
+                .set_total_uncompressed_size(uncompressed as i64)
+                .set_data_page_offset(data_offset.unwrap_or(0))
+                .set_dictionary_page_offset(dict_offset)
+                .set_statistics(chunk.statistics)
+                .build()?;
+            rg.append_column(
+                &buf,
+                ColumnCloseResult {
+                    bytes_written,
+                    rows_written: n as u64,
+                    metadata,
+                    bloom_filter: chunk.bloom,
+                    column_index: None,
+                    offset_index: None,
+                },
+            )?;
+        }
+        rg.close()?;
+        Ok(())
+    }
+
+    /// Writes the footer, syncs, and renames the file into place; returns
+    /// its size in bytes.
+    pub fn finish(self) -> Result<u64, StoreError> {
+        let part = self.part_path;
+        let buffered = self
+            .writer
+            .into_inner()
+            .map_err(|e| StoreError::parquet(&part, e))?;
+        let file = buffered
+            .into_inner()
+            .map_err(|e| StoreError::io(&part, e.into_error()))?;
+        file.sync_data().map_err(|e| StoreError::io(&part, e))?;
+        let bytes = file.metadata().map_err(|e| StoreError::io(&part, e))?.len();
+        drop(file);
+        std::fs::rename(&part, &self.final_path)
+            .map_err(|e| StoreError::io(&self.final_path, e))?;
+        Ok(bytes)
+    }
+
+    /// Abandons the file: removes it.
+    pub fn discard(self) {
+        let _ = std::fs::remove_file(&self.part_path);
+    }
+}
