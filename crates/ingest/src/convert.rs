@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, Sender, bounded, unbounded};
 use pcapio::{Chunk, ReaderOptions, TraceReader};
-use store::manifest::{Files, InterfaceEntry, Manifest, RunInfo, SourceInfo, TimeSpan};
+use store::manifest::{Files, InterfaceEntry, Manifest, RpcInfo, RunInfo, SourceInfo, TimeSpan};
 use store::{Dataset, StoreError};
 
 use crate::rpc::{RpcMode, RpcOptions, RpcStage, SegmentAt};
@@ -189,7 +189,7 @@ pub fn convert(
                                     i.min(u16::MAX as usize) as u16,
                                     rpc_opts,
                                 );
-                                read_through_rpc(i, rpc, read, registry);
+                                read(start_rpc_stage(s, i, rpc, registry));
                             }
                             progress.files_done.fetch_add(1, Ordering::Relaxed);
                         }
@@ -337,66 +337,77 @@ fn recycle(chunk: Chunk, back: &Sender<Vec<u8>>) {
     }
 }
 
-/// Runs `read` with an RPC stage for its source on a thread of its own.
-/// The workers decode each chunk and hand it on with its segments; the
-/// stage puts the chunks back in order (it needs each flow's frames in
-/// order, and the workers finish chunks in any order), tracks them, and
-/// gives each chunk's buffer back to the reader.
-fn read_through_rpc(
+/// Starts the RPC stage of source `index` on a thread of its own and
+/// returns where its chunks go. The workers decode each chunk and hand it
+/// on with its segments; the stage puts the chunks back in order (it needs
+/// each flow's frames in order, and the workers finish chunks in any
+/// order), tracks them, and gives each chunk's buffer back to the reader.
+/// Once the workers have handed on the source's last chunk it finishes and
+/// records what it did in the registry (nobody waits for it but the end
+/// of the conversion's scope: the reader goes on to the next source and
+/// the workers to their last row groups meanwhile).
+fn start_rpc_stage<'scope>(
+    s: &'scope std::thread::Scope<'scope, '_>,
     index: usize,
     mut rpc: RpcStage,
-    read: impl FnOnce(Option<Sender<RpcJob>>),
-    registry: &Mutex<Registry>,
-) {
+    registry: &'scope Mutex<Registry>,
+) -> Option<Sender<RpcJob>> {
     let (tx, rx) = bounded::<RpcJob>(4);
-    let result = std::thread::scope(|s| {
-        let stage = std::thread::Builder::new()
-            .name("weir-rpc".into())
-            .spawn_scoped(s, move || {
-                let mut error = None;
-                let mut next = 0u64;
-                let mut early = BTreeMap::new();
-                for job in rx.iter() {
-                    early.insert(job.chunk.seq, job);
-                    while let Some(job) = early.remove(&next) {
-                        next += 1;
-                        if error.is_none() {
-                            for s in &job.segments {
-                                let f = &job.chunk.frames[s.frame as usize];
-                                let seg = s.segment(job.chunk.frame_bytes(f));
-                                if let Err(e) = rpc.segment(&seg) {
-                                    error = Some(e);
-                                    break;
-                                }
-                            }
+    let record = move |result: Result<Option<RpcInfo>, String>| {
+        let mut reg = registry.lock().unwrap_or_else(|p| p.into_inner());
+        match result {
+            Ok(Some(info)) => reg.rpc.get_or_insert_with(Default::default).merge(info),
+            Ok(None) => {}
+            Err(e) => {
+                let path = reg.sources[index].path.clone();
+                reg.errors.push(format!("{path}: RPC stage: {e}"));
+            }
+        }
+    };
+    let stage = move || {
+        let mut error = None;
+        let mut next = 0u64;
+        let mut early = BTreeMap::new();
+        for job in rx.iter() {
+            early.insert(job.chunk.seq, job);
+            while let Some(job) = early.remove(&next) {
+                next += 1;
+                if error.is_none() {
+                    for s in &job.segments {
+                        let f = &job.chunk.frames[s.frame as usize];
+                        let seg = s.segment(job.chunk.frame_bytes(f));
+                        if let Err(e) = rpc.segment(&seg) {
+                            error = Some(e);
+                            break;
                         }
-                        recycle(job.chunk, &job.back);
                     }
                 }
-                // Chunks after one that never came (the conversion was
-                // stopped) are left unread.
-                match error {
-                    Some(e) => Err(e),
-                    None => rpc.finish(),
+                recycle(job.chunk, &job.back);
+            }
+        }
+        // Chunks after one that never came (the conversion was stopped)
+        // are left unread.
+        match error {
+            Some(e) => Err(e),
+            None => rpc.finish(),
+        }
+    };
+    let started = std::thread::Builder::new()
+        .name("weir-rpc".into())
+        .spawn_scoped(s, move || {
+            let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(stage));
+            record(match result {
+                Ok(r) => r.map_err(|e| e.to_string()),
+                Err(_) => {
+                    Err("the RPC stage panicked; this is a bug in weir, please report it".into())
                 }
             });
-        let stage = match stage {
-            Ok(h) => h,
-            Err(e) => return Err(format!("starting the RPC thread: {e}")),
-        };
-        read(Some(tx));
-        match stage.join() {
-            Ok(r) => r.map_err(|e| e.to_string()),
-            Err(_) => Err("the RPC stage panicked; this is a bug in weir, please report it".into()),
-        }
-    });
-    let mut reg = registry.lock().unwrap_or_else(|p| p.into_inner());
-    match result {
-        Ok(Some(info)) => reg.rpc.get_or_insert_with(Default::default).merge(info),
-        Ok(None) => {}
+        });
+    match started {
+        Ok(_) => Some(tx),
         Err(e) => {
-            let path = reg.sources[index].path.clone();
-            reg.errors.push(format!("{path}: RPC stage: {e}"));
+            record(Err(format!("starting the RPC thread: {e}")));
+            None
         }
     }
 }

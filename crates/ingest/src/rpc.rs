@@ -125,7 +125,7 @@ pub struct RpcStage {
     /// Running (Auto turns it on at the first NFS or portmapper frame).
     active: bool,
     tracker: Tracker,
-    writer: Option<RpcWriter>,
+    writer: Option<WriterThread>,
     dataset: Dataset,
     writer_id: u16,
     done: Vec<Transaction>,
@@ -170,24 +170,36 @@ impl RpcStage {
             self.active = true;
         }
         self.tracker.segment(seg, &mut self.done);
-        self.flush()
+        self.flush(false)
     }
 
-    fn flush(&mut self) -> Result<(), StoreError> {
-        if self.done.is_empty() {
+    /// Hands the completed transactions to the writer once there are
+    /// enough of them (`all`: whatever there is).
+    #[inline]
+    fn flush(&mut self, all: bool) -> Result<(), StoreError> {
+        let due = self.done.len() >= WRITE_BATCH || (all && !self.done.is_empty());
+        if !due {
             return Ok(());
         }
+        self.hand_over()
+    }
+
+    /// Out of line: starting the writer puts its encoders (a few hundred
+    /// KiB) on the stack, and a function with such a frame probes every
+    /// page of it on each call.
+    #[inline(never)]
+    fn hand_over(&mut self) -> Result<(), StoreError> {
         if self.writer.is_none() {
             self.dataset.subdir(RPC_DIR)?;
             self.dataset.subdir(NFS_DIR)?;
-            self.writer = Some(RpcWriter::new(self.dataset.root(), self.writer_id, 1 << 22));
+            let w = RpcWriter::new(self.dataset.root(), self.writer_id, 1 << 22);
+            self.writer = Some(WriterThread::start(w)?);
         }
-        if let Some(w) = self.writer.as_mut() {
-            for t in self.done.drain(..) {
-                w.push(&t)?;
-            }
+        let batch = std::mem::replace(&mut self.done, Vec::with_capacity(WRITE_BATCH));
+        match self.writer.as_mut() {
+            Some(w) => w.send(batch),
+            None => Ok(()),
         }
-        Ok(())
     }
 
     /// Ends the stage: open calls are written as unanswered. `None` if
@@ -197,7 +209,7 @@ impl RpcStage {
             return Ok(None);
         }
         self.tracker.finish(&mut self.done);
-        self.flush()?;
+        self.flush(true)?;
         let (rpc_files, nfs_files) = match self.writer.take() {
             Some(w) => w.finish()?,
             None => (Vec::new(), Vec::new()),
@@ -232,5 +244,74 @@ impl RpcStage {
             rpc_files,
             nfs_files,
         }))
+    }
+}
+
+/// Transactions handed to the writer at a time.
+const WRITE_BATCH: usize = 1024;
+
+/// An [`RpcWriter`] on a thread of its own: encoding the tables costs about
+/// as much as tracking does, and only the tracker must see every segment
+/// in order, so the two run side by side.
+struct WriterThread {
+    tx: Option<crossbeam_channel::Sender<Vec<Transaction>>>,
+    handle: Option<std::thread::JoinHandle<WriterResult>>,
+}
+
+type WriterResult = Result<(Vec<String>, Vec<String>), StoreError>;
+
+impl WriterThread {
+    fn start(mut w: RpcWriter) -> Result<WriterThread, StoreError> {
+        let (tx, rx) = crossbeam_channel::bounded::<Vec<Transaction>>(8);
+        let handle = std::thread::Builder::new()
+            .name("weir-rpcw".into())
+            .spawn(move || {
+                for batch in rx {
+                    for t in &batch {
+                        w.push(t)?;
+                    }
+                }
+                w.finish()
+            })
+            .map_err(|e| StoreError::Invalid {
+                path: "<rpc writer thread>".into(),
+                message: format!("starting the rpc table writer: {e}"),
+            })?;
+        Ok(WriterThread {
+            tx: Some(tx),
+            handle: Some(handle),
+        })
+    }
+
+    fn send(&mut self, batch: Vec<Transaction>) -> Result<(), StoreError> {
+        let sent = self.tx.as_ref().is_some_and(|tx| tx.send(batch).is_ok());
+        if sent {
+            return Ok(());
+        }
+        // The writer stopped: its error says why.
+        self.tx = None;
+        match self.join() {
+            Err(e) => Err(e),
+            Ok(_) => Err(writer_gone()),
+        }
+    }
+
+    fn join(&mut self) -> WriterResult {
+        match self.handle.take().map(|h| h.join()) {
+            Some(Ok(r)) => r,
+            _ => Err(writer_gone()),
+        }
+    }
+
+    fn finish(mut self) -> WriterResult {
+        self.tx = None;
+        self.join()
+    }
+}
+
+fn writer_gone() -> StoreError {
+    StoreError::Invalid {
+        path: "<rpc writer thread>".into(),
+        message: "the rpc table writer stopped; this is a bug in weir, please report it".into(),
     }
 }
