@@ -71,6 +71,8 @@ enum Mode {
     Plain,
     /// weir stack, every event type (application, TCP, devices).
     Stack,
+    /// weir stack --no-device-acks: pure ACKs left out at the device.
+    StackNoAcks,
     /// weir stack without device events.
     StackNoDev,
 }
@@ -80,6 +82,7 @@ impl Mode {
         match self {
             Mode::Plain => "no recording",
             Mode::Stack => "weir stack (all events)",
+            Mode::StackNoAcks => "weir stack --no-device-acks",
             Mode::StackNoDev => "weir stack --no-devices",
         }
     }
@@ -130,8 +133,14 @@ fn start_recorder(weir: &Path, ds: &Path, mode: Mode, ring: &str) -> Result<Chil
         .arg("-o")
         .arg(ds)
         .args(["--port", PORT, "--force", "--ring-size", ring]);
-    if mode == Mode::StackNoDev {
-        cmd.arg("--no-devices");
+    match mode {
+        Mode::StackNoDev => {
+            cmd.arg("--no-devices");
+        }
+        Mode::StackNoAcks => {
+            cmd.arg("--no-device-acks");
+        }
+        Mode::Plain | Mode::Stack => {}
     }
     let mut child = cmd
         .stdin(Stdio::null())
@@ -250,7 +259,12 @@ fn real_main() -> Result<(), String> {
     );
     println!();
 
-    let modes = [Mode::Plain, Mode::Stack, Mode::StackNoDev];
+    let modes = [
+        Mode::Plain,
+        Mode::Stack,
+        Mode::StackNoAcks,
+        Mode::StackNoDev,
+    ];
     let mut runs: Vec<Vec<Run>> = vec![Vec::new(); modes.len()];
     for rep in 0..args.reps {
         // Rotate the order so that no mode always runs first.

@@ -49,6 +49,10 @@ pub struct StackArgs {
     /// Leave out device transmit/receive (fewer events on a busy host).
     #[arg(long)]
     no_devices: bool,
+    /// Leave out pure TCP ACKs (no payload, no SYN/FIN/RST) at the
+    /// device: about a quarter of a bulk transfer's events.
+    #[arg(long)]
+    no_device_acks: bool,
     /// Events per stack file.
     #[arg(long, default_value_t = 4 << 20, value_name = "ROWS")]
     rotate_rows: u64,
@@ -75,6 +79,7 @@ pub fn run(a: StackArgs) -> Result<ExitCode, String> {
         ring_bytes,
         buffer_bytes: a.buffer,
         devices: !a.no_devices,
+        device_acks: !a.no_device_acks,
         snapshot_every: a.snapshot_every,
         duration: a.duration,
         rotate_rows: a.rotate_rows,

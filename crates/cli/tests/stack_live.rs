@@ -246,6 +246,9 @@ fn a_tcp_transfer_is_seen_from_the_application_to_the_device() {
         assert!(num(&dev["tx"]) as u64 >= N, "{dev}");
     }
     assert_eq!(dev["dev"].as_str(), Some(IFACE));
+    // Pure ACKs are recorded at the device by default (the lossy test
+    // leaves them out).
+    assert!(one(&ds, PURE_ACKS) >= 1.0, "no pure ACK at the device");
 
     // Snapshots of the sockets in the test's namespaces.
     assert!(
@@ -374,7 +377,7 @@ fn a_lossy_link_shows_retransmissions() {
     // dropped.
     make_lossy(&net.b, &s.0, 20);
     let ds = s.join("ds");
-    let rec = start_stack(&ds, &["--port", "5602"]);
+    let rec = start_stack(&ds, &["--port", "5602", "--no-device-acks"]);
     let server = Server::start(&net.b, PORT);
     let client_port = send(VethPair::exec(&net.a, "python3"), "10.99.0.2", PORT, N);
     assert_eq!(
@@ -407,7 +410,14 @@ fn a_lossy_link_shows_retransmissions() {
         &format!("SELECT sum(payload) FROM stack WHERE event = 'dev_xmit' AND cookie = {client}"),
     );
     assert!(tx as u64 > N, "device payload {tx} vs {N} written");
+    // --no-device-acks: no pure ACK at the device, the data frames all there.
+    assert_eq!(one(&ds, PURE_ACKS), 0.0);
+    assert_eq!(manifest(&ds)["stack"]["device_acks"], false);
 }
+
+/// Device events of TCP frames with no payload and no SYN, FIN or RST.
+const PURE_ACKS: &str = "SELECT count(*) FROM stack WHERE event IN ('dev_xmit', 'dev_recv') \
+     AND proto = 6 AND payload = 0 AND tcp_flags & 7 = 0";
 
 #[test]
 fn a_tiny_ring_buffer_loses_events_and_counts_every_one() {

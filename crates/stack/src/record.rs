@@ -51,6 +51,8 @@ pub struct StackOptions {
     pub buffer_bytes: u64,
     /// Record device transmit/receive.
     pub devices: bool,
+    /// ... of pure TCP ACKs too (no payload, no SYN/FIN/RST).
+    pub device_acks: bool,
     /// Snapshot every TCP socket this often (iter/tcp).
     pub snapshot_every: Option<Duration>,
     /// Stop after this long.
@@ -73,6 +75,7 @@ impl Default for StackOptions {
             ring_bytes: 16 << 20,
             buffer_bytes: 256 << 20,
             devices: true,
+            device_acks: true,
             snapshot_every: None,
             duration: None,
             rotate_rows: 4 << 20,
@@ -373,6 +376,7 @@ pub fn record(
         cgroup: opts.cgroup.as_ref().map(|p| p.display().to_string()),
         ring_bytes: opts.ring_bytes as u64,
         devices: opts.devices,
+        device_acks: opts.devices && opts.device_acks,
         snapshot_every_s: opts.snapshot_every.map(|d| d.as_secs_f64()),
         ..Default::default()
     };
@@ -407,6 +411,7 @@ pub fn record(
         }
         ro.wakeup_bytes = (opts.ring_bytes / 4) as u64;
         ro.want_dev = opts.devices as u8;
+        ro.want_dev_acks = opts.device_acks as u8;
     }
     open.progs.on_sockops.set_autoload(cgroup.is_some());
     open.progs
@@ -642,7 +647,11 @@ fn snapshot(link: &Link, collector: &RefCell<Collector>) -> Result<(), StackErro
                 .map_err(|e| StackError::io(ns, e))?;
             Ok(buf)
         })
-        .map_err(|e| StackError::io(ns, e))??;
+        .map_err(|e| StackError::io(ns, e))?;
+        // A namespace that went away since it was listed has no sockets.
+        let Some(bytes) = bytes.transpose()? else {
+            continue;
+        };
         let mut c = collector.borrow_mut();
         for rec in bytes.chunks_exact(EVENT_SIZE) {
             c.take(rec);

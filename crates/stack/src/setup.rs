@@ -228,21 +228,25 @@ pub fn network_namespaces() -> Vec<PathBuf> {
 }
 
 /// Runs `f` with this thread in the network namespace at `ns`, then moves
-/// the thread back.
-pub fn in_namespace<T>(ns: &Path, f: impl FnOnce() -> T) -> std::io::Result<T> {
+/// the thread back. `None` when the namespace cannot be entered: it went
+/// away after it was listed (`ip netns del` leaves the name behind for a
+/// moment, and entering it then fails with EINVAL).
+pub fn in_namespace<T>(ns: &Path, f: impl FnOnce() -> T) -> std::io::Result<Option<T>> {
     use std::os::fd::AsRawFd;
     let home = std::fs::File::open("/proc/thread-self/ns/net")?;
-    let target = std::fs::File::open(ns)?;
+    let Ok(target) = std::fs::File::open(ns) else {
+        return Ok(None);
+    };
     // SAFETY: setns on descriptors we hold open; affects this thread only.
     if unsafe { libc::setns(target.as_raw_fd(), libc::CLONE_NEWNET) } != 0 {
-        return Err(std::io::Error::last_os_error());
+        return Ok(None);
     }
     let out = f();
     // SAFETY: as above.
     if unsafe { libc::setns(home.as_raw_fd(), libc::CLONE_NEWNET) } != 0 {
         return Err(std::io::Error::last_os_error());
     }
-    Ok(out)
+    Ok(Some(out))
 }
 
 /// CLOCK_REALTIME minus CLOCK_MONOTONIC (what bpf_ktime_get_ns reads), in

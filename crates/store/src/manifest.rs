@@ -187,6 +187,10 @@ impl RpcInfo {
     }
 }
 
+fn recorded_before_the_choice() -> bool {
+    true
+}
+
 /// A `weir stack` recording: its settings, and its events and losses by
 /// event type.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -209,6 +213,10 @@ pub struct StackInfo {
     pub ring_bytes: u64,
     /// Whether device transmit/receive events were recorded.
     pub devices: bool,
+    /// Whether they include pure TCP ACKs (no payload, no SYN/FIN/RST);
+    /// recordings from before the choice existed did.
+    #[serde(default = "recorded_before_the_choice")]
+    pub device_acks: bool,
     pub snapshot_every_s: Option<f64>,
     /// Events written, by event type.
     pub events: BTreeMap<String, u64>,
