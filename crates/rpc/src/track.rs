@@ -171,15 +171,20 @@ fn addr_words(a: &[u8; 16]) -> (u64, u64) {
     )
 }
 
+#[inline]
+fn hash_addrs<H: Hasher>(h: &mut H, x: &[u8; 16], y: &[u8; 16]) {
+    let (a, b) = addr_words(x);
+    let (c, d) = addr_words(y);
+    h.write_u64(a);
+    h.write_u64(b);
+    h.write_u64(c);
+    h.write_u64(d);
+}
+
 impl Hash for Dir {
     #[inline]
     fn hash<H: Hasher>(&self, h: &mut H) {
-        let (a, b) = addr_words(&self.src);
-        let (c, d) = addr_words(&self.dst);
-        h.write_u64(a);
-        h.write_u64(b);
-        h.write_u64(c);
-        h.write_u64(d);
+        hash_addrs(h, &self.src, &self.dst);
         h.write_u32((self.src_port as u32) << 16 | self.dst_port as u32);
     }
 }
@@ -187,12 +192,7 @@ impl Hash for Dir {
 impl Hash for CallKey {
     #[inline]
     fn hash<H: Hasher>(&self, h: &mut H) {
-        let (a, b) = addr_words(&self.client);
-        let (c, d) = addr_words(&self.server);
-        h.write_u64(a);
-        h.write_u64(b);
-        h.write_u64(c);
-        h.write_u64(d);
+        hash_addrs(h, &self.client, &self.server);
         h.write_u64(
             (self.xid as u64) << 32 | (self.client_port as u64) << 16 | self.server_port as u64,
         );

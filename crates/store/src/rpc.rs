@@ -14,7 +14,7 @@ use rpc::{ReplyStatus, Transaction};
 
 use crate::encode::file::EncodedFile;
 use crate::encode::{
-    ColumnEncoder, ColumnSpec, EncodeOptions, EncodedChunk, Mode, TextEncoder, Value,
+    ColumnEncoder, ColumnSet, ColumnSpec, EncodeOptions, Mode, TextEncoder, Value,
 };
 use crate::error::StoreError;
 use crate::schema::{addr, text, ts_type, u8t, u16t, u32t, u64t};
@@ -466,43 +466,7 @@ struct TableOut<C> {
     files: Vec<String>,
 }
 
-/// What [`TableOut`] needs of a column set.
-trait Columns {
-    fn end_page(
-        &mut self,
-        zstd: &mut zstd::bulk::Compressor<'static>,
-    ) -> parquet::errors::Result<()>;
-    fn finish(
-        &mut self,
-        zstd: &mut zstd::bulk::Compressor<'static>,
-    ) -> parquet::errors::Result<Vec<EncodedChunk>>;
-}
-
-impl Columns for RpcColumns {
-    fn end_page(&mut self, z: &mut zstd::bulk::Compressor<'static>) -> parquet::errors::Result<()> {
-        RpcColumns::end_page(self, z)
-    }
-    fn finish(
-        &mut self,
-        z: &mut zstd::bulk::Compressor<'static>,
-    ) -> parquet::errors::Result<Vec<EncodedChunk>> {
-        RpcColumns::finish(self, z)
-    }
-}
-
-impl Columns for NfsColumns {
-    fn end_page(&mut self, z: &mut zstd::bulk::Compressor<'static>) -> parquet::errors::Result<()> {
-        NfsColumns::end_page(self, z)
-    }
-    fn finish(
-        &mut self,
-        z: &mut zstd::bulk::Compressor<'static>,
-    ) -> parquet::errors::Result<Vec<EncodedChunk>> {
-        NfsColumns::finish(self, z)
-    }
-}
-
-impl<C: Columns> TableOut<C> {
+impl<C: ColumnSet> TableOut<C> {
     fn new(
         root: &Path,
         table: &'static str,

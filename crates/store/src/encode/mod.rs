@@ -241,10 +241,17 @@ impl ColumnSpec {
     }
 }
 
+/// A table's encoders together: what ends a page, and a row group, of all
+/// of them.
+pub trait ColumnSet {
+    fn end_page(&mut self, zstd: &mut zstd::bulk::Compressor<'static>) -> Result<()>;
+    /// The row group's chunks, one per column in file order.
+    fn finish(&mut self, zstd: &mut zstd::bulk::Compressor<'static>) -> Result<Vec<EncodedChunk>>;
+}
+
 /// Declares a table's encoders, one field per column in file order (the
-/// order of `$columns`, checked in debug builds), with the calls that end
-/// a page and a row group of all of them. `$opts` names the
-/// [`EncodeOptions`] the constructors see.
+/// order of `$columns`, checked in debug builds), as a [`ColumnSet`].
+/// `$opts` names the [`EncodeOptions`] the constructors see.
 #[macro_export]
 #[doc(hidden)]
 macro_rules! column_set {
@@ -264,7 +271,9 @@ macro_rules! column_set {
                 );
                 $name { $( $field: $new, )* }
             }
+        }
 
+        impl $crate::encode::ColumnSet for $name {
             fn end_page(
                 &mut self,
                 zstd: &mut zstd::bulk::Compressor<'static>,
