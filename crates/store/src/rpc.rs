@@ -473,6 +473,7 @@ impl<C: ColumnSet> TableOut<C> {
         prefix: String,
         schema: SchemaRef,
         cols: C,
+        opts: EncodeOptions,
         rotate_rows: u64,
     ) -> Self {
         TableOut {
@@ -480,10 +481,7 @@ impl<C: ColumnSet> TableOut<C> {
             table,
             prefix,
             schema,
-            opts: EncodeOptions {
-                page_rows: 64 * 1024,
-                ..EncodeOptions::default()
-            },
+            opts,
             rotate_rows: rotate_rows.max(1),
             cols,
             file: None,
@@ -588,7 +586,12 @@ impl RpcWriter {
     /// Writes into the dataset at `root` (its rpc/ and nfs/ directories
     /// must exist), starting a new file of a table every `rotate_rows`.
     pub fn new(root: &Path, writer: u16, rotate_rows: u64) -> Self {
-        let opts = EncodeOptions::default();
+        // One set of options for the encoders and the page size they are
+        // ended at (64 Ki rows: the tables are small next to the packets').
+        let opts = EncodeOptions {
+            page_rows: 64 * 1024,
+            ..EncodeOptions::default()
+        };
         RpcWriter {
             rpc: TableOut::new(
                 root,
@@ -596,6 +599,7 @@ impl RpcWriter {
                 format!("rpc-{writer:04}"),
                 rpc_schema(),
                 RpcColumns::new(&opts),
+                opts,
                 rotate_rows,
             ),
             nfs: TableOut::new(
@@ -604,6 +608,7 @@ impl RpcWriter {
                 format!("nfs-{writer:04}"),
                 nfs_schema(),
                 NfsColumns::new(&opts),
+                opts,
                 rotate_rows,
             ),
             writer,
