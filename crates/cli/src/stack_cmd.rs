@@ -38,9 +38,9 @@ pub struct StackArgs {
     /// namespace and every one under /run/netns.
     #[arg(long, value_parser = parse_duration, value_name = "D")]
     snapshot_every: Option<Duration>,
-    /// Ring buffer shared by all CPUs (a power of two); events that do not
-    /// fit are counted per type, never lost silently.
-    #[arg(long, value_parser = parse_size, default_value = "16Mi", value_name = "SIZE")]
+    /// Each CPU's ring buffer (a power of two); events that do not fit
+    /// are counted per type, never lost silently.
+    #[arg(long, value_parser = parse_size, default_value = "8Mi", value_name = "SIZE")]
     ring_size: u64,
     /// Memory for events read but not yet written: the writer encodes
     /// Parquet on idle CPU time only, and catches up after a burst.
@@ -53,6 +53,11 @@ pub struct StackArgs {
     /// device: about a quarter of a bulk transfer's events.
     #[arg(long)]
     no_device_acks: bool,
+    /// Measure what the programs cost: switch the kernel's BPF statistics
+    /// on while recording and report each program's runs and CPU time
+    /// (adds two clock reads to every run).
+    #[arg(long)]
+    program_stats: bool,
     /// Events per stack file.
     #[arg(long, default_value_t = 4 << 20, value_name = "ROWS")]
     rotate_rows: u64,
@@ -81,6 +86,7 @@ pub fn run(a: StackArgs) -> Result<ExitCode, String> {
         devices: !a.no_devices,
         device_acks: !a.no_device_acks,
         snapshot_every: a.snapshot_every,
+        program_stats: a.program_stats,
         duration: a.duration,
         rotate_rows: a.rotate_rows,
         force: a.force,
@@ -152,6 +158,21 @@ pub fn run(a: StackArgs) -> Result<ExitCode, String> {
                 "weir stack: lost by type: {} (a larger --ring-size, --port or --no-devices \
                  keeps more)",
                 lost.join(", ")
+            );
+        }
+        if !report.program_cost.is_empty() {
+            let runs: u64 = report.program_cost.values().map(|c| c.runs).sum();
+            let ns: u64 = report.program_cost.values().map(|c| c.ns).sum();
+            let each: Vec<String> = report
+                .program_cost
+                .iter()
+                .map(|(k, c)| format!("{k} {:.0}", c.ns as f64 / c.runs.max(1) as f64))
+                .collect();
+            println!(
+                "weir stack: programs ran {} times, {:.1} ms of CPU in the kernel; ns per run: {}",
+                group_digits(runs),
+                ns as f64 / 1e6,
+                each.join(", ")
             );
         }
         if report.malformed > 0 {

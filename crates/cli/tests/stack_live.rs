@@ -159,7 +159,16 @@ fn a_tcp_transfer_is_seen_from_the_application_to_the_device() {
     let net = VethPair::new("stk");
     let s = Scratch::new("stack-transfer");
     let ds = s.join("ds");
-    let rec = start_stack(&ds, &["--port", "5601", "--snapshot-every", "200ms"]);
+    let rec = start_stack(
+        &ds,
+        &[
+            "--port",
+            "5601",
+            "--snapshot-every",
+            "200ms",
+            "--program-stats",
+        ],
+    );
     let server = Server::start(&net.b, PORT);
     // Long enough for a snapshot to see the listening socket: the transfer
     // itself may be over within one snapshot interval.
@@ -276,6 +285,27 @@ fn a_tcp_transfer_is_seen_from_the_application_to_the_device() {
         .sum();
     assert_eq!(lost, 0);
     assert_eq!(one(&ds, "SELECT count(*) FROM stack") as u64, events);
+    // --program-stats: every kept event came from a program run the kernel
+    // counted, and the runs took time.
+    let cost = st["program_cost"].as_object().expect("program_cost");
+    for (name, kept) in st["events"].as_object().unwrap() {
+        let kept = kept.as_u64().unwrap();
+        if kept == 0 || name == "snapshot" {
+            continue; // snapshots come from the iterator, not a traced event
+        }
+        let program = if name.starts_with("sockops") {
+            "sockops"
+        } else {
+            name
+        };
+        let c = &cost[program];
+        assert!(
+            c["runs"].as_u64().unwrap() >= kept,
+            "{name}: {c} for {kept} events"
+        );
+        assert!(c["ns"].as_u64().unwrap() > 0, "{name}: {c}");
+    }
+    assert!(r.stdout().contains("ns per run"), "{}", r.stdout());
     assert_eq!(
         one(
             &ds,

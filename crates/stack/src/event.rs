@@ -11,6 +11,11 @@ use wire::fasthash::FastMap;
 
 /// Bytes of one event record (`EVENT_SIZE` in event.h).
 pub const EVENT_SIZE: usize = 176;
+/// Bytes the programs write for a device event (`DEV_EVENT_SIZE`): the
+/// record's first part; the rest reads as zeros.
+pub const DEV_EVENT_SIZE: usize = 104;
+/// Where a record says its type.
+pub const TYPE_AT: usize = 20;
 
 /// Event types, as numbered by the eBPF programs (and [`store::stack::EVENT_NAMES`]).
 pub mod kind {
@@ -62,10 +67,26 @@ pub struct RawEvent {
     pub dev: [u8; 16],
 }
 
+/// Appends a record as the ring buffer delivered it to `out`, padded to
+/// `EVENT_SIZE` (device events come as their first `DEV_EVENT_SIZE`
+/// bytes). Returns its type, or `None` (nothing appended) when `b` is no
+/// record: a wrong length for its type, or an unknown type.
+pub fn append_record(out: &mut Vec<u8>, b: &[u8]) -> Option<u8> {
+    let t = *b.get(TYPE_AT)?;
+    let whole = b.len() == EVENT_SIZE && (t as usize) < kind::COUNT;
+    let device = b.len() == DEV_EVENT_SIZE && matches!(t, kind::DEV_XMIT | kind::DEV_RECV);
+    if !whole && !device {
+        return None;
+    }
+    out.extend_from_slice(b);
+    out.resize(out.len() + EVENT_SIZE - b.len(), 0);
+    Some(t)
+}
+
 impl RawEvent {
     /// Reads a record; `None` when `b` is not one (wrong length or type).
     pub fn parse(b: &[u8]) -> Option<RawEvent> {
-        if b.len() != EVENT_SIZE || b[28] as usize >= kind::COUNT {
+        if b.len() != EVENT_SIZE || b[TYPE_AT] as usize >= kind::COUNT {
             return None;
         }
         let u16_at = |o: usize| u16::from_ne_bytes([b[o], b[o + 1]]);
@@ -83,41 +104,41 @@ impl RawEvent {
         Some(RawEvent {
             ts_ns: u64_at(0),
             cookie: u64_at(8),
-            pid: u32_at(16),
-            tid: u32_at(20),
-            netns: u32_at(24),
-            kind: b[28],
-            family: b[29],
-            proto: b[30],
-            state: b[31],
-            comm: arr16(32),
-            laddr: arr16(48),
-            raddr: arr16(64),
-            lport: u16_at(80),
-            rport: u16_at(82),
-            bytes: u32_at(84),
-            payload: u32_at(88),
-            seq: u32_at(92),
-            ack: u32_at(96),
+            netns: u32_at(16),
+            kind: b[TYPE_AT],
+            family: b[21],
+            proto: b[22],
+            state: b[23],
+            laddr: arr16(24),
+            raddr: arr16(40),
+            lport: u16_at(56),
+            rport: u16_at(58),
+            bytes: u32_at(60),
+            payload: u32_at(64),
+            seq: u32_at(68),
+            ack: u32_at(72),
+            ifindex: u32_at(76),
+            dev: arr16(80),
+            tcp_flags: b[96],
+            old_state: b[97],
+            has_tcp: b[98] != 0,
+            ret: u32_at(100) as i32,
+            pid: u32_at(104),
+            tid: u32_at(108),
+            comm: arr16(112),
             tcp: TcpInfo {
-                snd_cwnd: u32_at(100),
-                ssthresh: u32_at(104),
-                srtt_us: u32_at(108),
-                rttvar_us: u32_at(112),
-                snd_wnd: u32_at(116),
-                rcv_wnd: u32_at(120),
-                snd_nxt: u32_at(124),
-                snd_una: u32_at(128),
-                packets_out: u32_at(132),
-                in_flight: u32_at(136),
-                total_retrans: u32_at(140),
+                snd_cwnd: u32_at(128),
+                ssthresh: u32_at(132),
+                srtt_us: u32_at(136),
+                rttvar_us: u32_at(140),
+                snd_wnd: u32_at(144),
+                rcv_wnd: u32_at(148),
+                snd_nxt: u32_at(152),
+                snd_una: u32_at(156),
+                packets_out: u32_at(160),
+                in_flight: u32_at(164),
+                total_retrans: u32_at(168),
             },
-            ifindex: u32_at(144),
-            ret: u32_at(148) as i32,
-            old_state: b[152],
-            tcp_flags: b[153],
-            has_tcp: b[154] != 0,
-            dev: arr16(160),
         })
     }
 }
@@ -321,7 +342,7 @@ mod tests {
 
     fn raw(kind: u8) -> Vec<u8> {
         let mut b = vec![0u8; EVENT_SIZE];
-        b[28] = kind;
+        b[TYPE_AT] = kind;
         b
     }
 
@@ -330,24 +351,55 @@ mod tests {
         let mut b = raw(kind::SEND);
         b[0..8].copy_from_slice(&7u64.to_ne_bytes());
         b[8..16].copy_from_slice(&99u64.to_ne_bytes());
-        b[16..20].copy_from_slice(&1234u32.to_ne_bytes());
-        b[29] = 2;
-        b[30] = 6;
-        b[32..36].copy_from_slice(b"curl");
-        b[80..82].copy_from_slice(&80u16.to_ne_bytes());
-        b[84..88].copy_from_slice(&1000u32.to_ne_bytes());
-        b[100..104].copy_from_slice(&10u32.to_ne_bytes());
-        b[140..144].copy_from_slice(&3u32.to_ne_bytes());
-        b[148..152].copy_from_slice(&(-11i32).to_ne_bytes());
-        b[154] = 1;
-        b[160..164].copy_from_slice(b"eth0");
+        b[16..20].copy_from_slice(&4026531840u32.to_ne_bytes());
+        b[21] = 2;
+        b[22] = 6;
+        b[56..58].copy_from_slice(&80u16.to_ne_bytes());
+        b[60..64].copy_from_slice(&1000u32.to_ne_bytes());
+        b[76..80].copy_from_slice(&3u32.to_ne_bytes());
+        b[80..84].copy_from_slice(b"eth0");
+        b[96] = 0x12;
+        b[98] = 1;
+        b[100..104].copy_from_slice(&(-11i32).to_ne_bytes());
+        b[104..108].copy_from_slice(&1234u32.to_ne_bytes());
+        b[112..116].copy_from_slice(b"curl");
+        b[128..132].copy_from_slice(&10u32.to_ne_bytes());
+        b[168..172].copy_from_slice(&3u32.to_ne_bytes());
         let e = RawEvent::parse(&b).unwrap();
-        assert_eq!((e.ts_ns, e.cookie, e.pid), (7, 99, 1234));
+        assert_eq!(
+            (e.ts_ns, e.cookie, e.netns, e.pid),
+            (7, 99, 4026531840, 1234)
+        );
         assert_eq!((e.family, e.proto, e.lport, e.bytes), (2, 6, 80, 1000));
+        assert_eq!((e.ifindex, e.tcp_flags), (3, 0x12));
         assert_eq!(&e.comm[..5], b"curl\0");
         assert_eq!((e.tcp.snd_cwnd, e.tcp.total_retrans, e.ret), (10, 3, -11));
         assert!(e.has_tcp);
         assert_eq!(&e.dev[..4], b"eth0");
+    }
+
+    #[test]
+    fn a_device_events_short_record_is_padded_whole() {
+        let mut b = raw(kind::DEV_XMIT);
+        b[60..64].copy_from_slice(&1514u32.to_ne_bytes());
+        b[80..84].copy_from_slice(b"veth");
+        b[100..104].copy_from_slice(&7i32.to_ne_bytes()); // last field of the short record
+        let mut out = vec![0xaa; 3];
+        assert_eq!(
+            append_record(&mut out, &b[..DEV_EVENT_SIZE]),
+            Some(kind::DEV_XMIT)
+        );
+        assert_eq!(out.len(), 3 + EVENT_SIZE);
+        let e = RawEvent::parse(&out[3..]).unwrap();
+        assert_eq!((e.bytes, e.ret, &e.dev[..4]), (1514, 7, &b"veth"[..]));
+        assert_eq!((e.pid, e.comm, e.tcp.snd_cwnd), (0, [0; 16], 0));
+        // Only device events may be short; nothing is appended otherwise.
+        let send = raw(kind::SEND);
+        assert_eq!(append_record(&mut out, &send[..DEV_EVENT_SIZE]), None);
+        assert_eq!(append_record(&mut out, &b[..DEV_EVENT_SIZE - 8]), None);
+        assert_eq!(append_record(&mut out, &[]), None);
+        assert_eq!(out.len(), 3 + EVENT_SIZE);
+        assert_eq!(append_record(&mut out, &send), Some(kind::SEND));
     }
 
     #[test]
@@ -434,7 +486,7 @@ mod tests {
             };
             let mut b: Vec<u8> = (0..len).map(|_| next() as u8).collect();
             if len == EVENT_SIZE {
-                b[28] %= kind::COUNT as u8 + 1;
+                b[TYPE_AT] %= kind::COUNT as u8 + 1;
                 if round % 3 == 0 {
                     b[8..16].copy_from_slice(&(next() % 4).to_ne_bytes());
                 }

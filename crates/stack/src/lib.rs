@@ -5,9 +5,10 @@
 //! The programs (src/bpf/stack.bpf.c) use BTF tracepoints for application
 //! send/receive, TCP state on every incoming segment, state changes,
 //! retransmissions and device transmit/receive; sock_ops on a cgroup; and
-//! the iter/tcp iterator for snapshots. Events reach user space through one
-//! BPF ring buffer; the kernel counts, per event type, every event the full
-//! buffer could not take, and those counts go to the stats table.
+//! the iter/tcp iterator for snapshots. Events reach user space through a
+//! BPF ring buffer per CPU, merged in time order; the kernel counts, per
+//! event type, every event a full ring could not take, and those counts go
+//! to the stats table.
 //!
 //! Linux only; needs BTF (/sys/kernel/btf/vmlinux), CAP_BPF and
 //! CAP_PERFMON.
@@ -15,6 +16,7 @@
 use std::path::PathBuf;
 
 pub mod event;
+pub mod order;
 mod record;
 mod setup;
 

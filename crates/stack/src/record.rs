@@ -17,14 +17,15 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use libbpf_rs::skel::{OpenSkel, SkelBuilder};
-use libbpf_rs::{Iter, Link, MapCore, MapFlags, RingBufferBuilder};
+use libbpf_rs::{Iter, Link, MapCore, MapFlags, MapHandle, MapType, RingBufferBuilder};
 use store::Dataset;
-use store::manifest::{Manifest, StackInfo, TimeSpan};
+use store::manifest::{Manifest, ProgramCost, StackInfo, TimeSpan};
 use store::stack::{EVENT_NAMES, STACK_DIR, StackWriter};
 use store::stats::{StackCounts, StatsRow, StatsWriter};
 
 use crate::StackError;
-use crate::event::{Decoder, EVENT_SIZE, RawEvent, kind};
+use crate::event::{Decoder, EVENT_SIZE, RawEvent, append_record, kind};
+use crate::order::Reorder;
 use crate::setup::{self, Prepared};
 use crate::skel::StackSkelBuilder;
 
@@ -43,7 +44,7 @@ pub struct StackOptions {
     /// A cgroup v2 directory: attach sock_ops there, and keep only the
     /// events of its processes.
     pub cgroup: Option<PathBuf>,
-    /// Ring buffer bytes (a power of two, at least a page).
+    /// Bytes of each CPU's ring buffer (a power of two, at least a page).
     pub ring_bytes: u32,
     /// Memory for records read but not yet written (the writer runs only
     /// on idle CPU time; when this is full, the ring buffer fills and the
@@ -55,6 +56,9 @@ pub struct StackOptions {
     pub device_acks: bool,
     /// Snapshot every TCP socket this often (iter/tcp).
     pub snapshot_every: Option<Duration>,
+    /// Switch the kernel's BPF run-time statistics on while recording and
+    /// report each program's CPU time (costs two clock reads per run).
+    pub program_stats: bool,
     /// Stop after this long.
     pub duration: Option<Duration>,
     /// Rows per stack file.
@@ -72,11 +76,12 @@ impl Default for StackOptions {
             comm: None,
             ports: Vec::new(),
             cgroup: None,
-            ring_bytes: 16 << 20,
+            ring_bytes: 8 << 20,
             buffer_bytes: 256 << 20,
             devices: true,
             device_acks: true,
             snapshot_every: None,
+            program_stats: false,
             duration: None,
             rotate_rows: 4 << 20,
             force: false,
@@ -104,6 +109,8 @@ pub struct StackReport {
     pub files: Vec<String>,
     pub stats_files: Vec<String>,
     pub snapshots: u64,
+    /// With `program_stats`: runs and ns per program.
+    pub program_cost: BTreeMap<String, ProgramCost>,
     pub elapsed: Duration,
     pub ended_by: String,
     pub prepared: Prepared,
@@ -120,9 +127,23 @@ impl StackReport {
 
 /// Bytes of raw records handed to the writer thread at a time.
 const CHUNK_BYTES: usize = (1 << 20) / EVENT_SIZE * EVENT_SIZE;
-/// How long a poll of the ring buffer waits for a wake-up; the programs
-/// wake the reader only when a quarter of the ring is queued.
+/// How long a poll of the ring buffers waits for a wake-up; the programs
+/// wake the reader only when a quarter of a ring is queued, and every ring
+/// is read after each poll.
 const POLL: Duration = Duration::from_millis(20);
+/// How far behind the newest complete read the writer holds records back
+/// to put the CPUs' rings in time order: a program stamps its record just
+/// after reserving it, so one still being filled during a read is at most
+/// this much older than the read.
+const REORDER_SLACK_NS: u64 = 2_000_000;
+
+/// Raw records for the writer, and how far they are complete: every
+/// record stamped before `complete_ns` (kernel monotonic clock) is in this
+/// chunk or an earlier one.
+struct Chunk {
+    records: Vec<u8>,
+    complete_ns: u64,
+}
 
 /// Everything the ring buffer callback touches. The reader only counts
 /// and copies records; decoding and encoding happen on the writer thread,
@@ -130,7 +151,9 @@ const POLL: Duration = Duration::from_millis(20);
 /// it can from the traffic being recorded.
 struct Collector {
     chunk: Vec<u8>,
-    to_writer: mpsc::SyncSender<Vec<u8>>,
+    /// See [`Chunk::complete_ns`]; set after each read of every ring.
+    complete_ns: u64,
+    to_writer: mpsc::SyncSender<Chunk>,
     /// Emptied chunks back from the writer, to be filled again (fresh
     /// pages cost more than the copy into them).
     free: mpsc::Receiver<Vec<u8>>,
@@ -141,12 +164,11 @@ struct Collector {
 
 impl Collector {
     fn take(&mut self, bytes: &[u8]) {
-        if bytes.len() != EVENT_SIZE || bytes[28] as usize >= kind::COUNT {
+        let Some(t) = append_record(&mut self.chunk, bytes) else {
             self.malformed += 1;
             return;
-        }
-        self.events[bytes[28] as usize] += 1;
-        self.chunk.extend_from_slice(bytes);
+        };
+        self.events[t as usize] += 1;
         if self.chunk.len() >= CHUNK_BYTES {
             self.flush();
         }
@@ -160,7 +182,10 @@ impl Collector {
             .free
             .try_recv()
             .unwrap_or_else(|_| Vec::with_capacity(CHUNK_BYTES));
-        let full = std::mem::replace(&mut self.chunk, next);
+        let full = Chunk {
+            records: std::mem::replace(&mut self.chunk, next),
+            complete_ns: self.complete_ns,
+        };
         if self.to_writer.send(full).is_err() {
             self.writer_gone = true; // its error is reported when it is joined
         }
@@ -185,12 +210,13 @@ fn idle_priority() {
     }
 }
 
-/// The writer thread: decodes records in order and writes the stack table.
+/// The writer thread: puts records in time order, decodes them and writes
+/// the stack table.
 fn write_records(
     dir: PathBuf,
     rotate_rows: u64,
     clock_offset_ns: i64,
-    chunks: mpsc::Receiver<Vec<u8>>,
+    chunks: mpsc::Receiver<Chunk>,
     free: mpsc::SyncSender<Vec<u8>>,
     sockets: Arc<AtomicUsize>,
 ) -> Result<Written, store::StoreError> {
@@ -198,21 +224,27 @@ fn write_records(
     let mut decoder = Decoder::new(clock_offset_ns);
     let mut w = StackWriter::new(&dir, rotate_rows);
     let mut span: Option<(i64, i64)> = None;
-    for mut chunk in chunks {
-        for rec in chunk.chunks_exact(EVENT_SIZE) {
+    let mut order = Reorder::default();
+    {
+        let mut write = |rec: &[u8]| -> Result<(), store::StoreError> {
             let Some(e) = RawEvent::parse(rec) else {
-                continue; // counted by the reader
+                return Ok(()); // counted by the reader
             };
             let row = decoder.row(&e);
             span = Some(match span {
                 None => (row.ts_ns, row.ts_ns),
                 Some((a, b)) => (a.min(row.ts_ns), b.max(row.ts_ns)),
             });
-            w.push(&row)?;
+            sockets.store(decoder.sockets(), Ordering::Relaxed);
+            w.push(&row)
+        };
+        for mut chunk in chunks {
+            let until = chunk.complete_ns.saturating_sub(REORDER_SLACK_NS);
+            order.push(&chunk.records, until, &mut write)?;
+            chunk.records.clear();
+            let _ = free.try_send(chunk.records);
         }
-        sockets.store(decoder.sockets(), Ordering::Relaxed);
-        chunk.clear();
-        let _ = free.try_send(chunk);
+        order.push(&[], u64::MAX, &mut write)?;
     }
     Ok(Written {
         files: w.finish()?,
@@ -325,6 +357,48 @@ fn sum_lost(skel_lost: &dyn MapCore) -> [u64; kind::COUNT] {
     out
 }
 
+/// Each program's runs and CPU time so far (the kernel counts them while
+/// its BPF statistics are on).
+fn program_cost(skel: &crate::skel::StackSkel) -> BTreeMap<String, ProgramCost> {
+    use std::os::fd::{AsFd, AsRawFd};
+    let p = &skel.progs;
+    let progs: [(&str, &libbpf_rs::Program); 8] = [
+        ("send", &p.on_send),
+        ("recv", &p.on_recv),
+        ("tcp_probe", &p.on_tcp_probe),
+        ("state", &p.on_state),
+        ("retransmit", &p.on_retransmit),
+        ("dev_xmit", &p.on_dev_xmit),
+        ("dev_recv", &p.on_dev_recv),
+        ("sockops", &p.on_sockops),
+    ];
+    let mut out = BTreeMap::new();
+    for (name, prog) in progs {
+        // SAFETY: bpf_prog_info is plain data; all zeros is a valid request.
+        let mut info: libbpf_rs::libbpf_sys::bpf_prog_info = unsafe { std::mem::zeroed() };
+        let mut len = std::mem::size_of_val(&info) as u32;
+        // SAFETY: a valid program descriptor and out-pointers to `info`
+        // and its length.
+        let r = unsafe {
+            libbpf_rs::libbpf_sys::bpf_prog_get_info_by_fd(
+                prog.as_fd().as_raw_fd(),
+                &mut info,
+                &mut len,
+            )
+        };
+        if r == 0 && info.run_cnt > 0 {
+            out.insert(
+                name.to_string(),
+                ProgramCost {
+                    runs: info.run_cnt,
+                    ns: info.run_time_ns,
+                },
+            );
+        }
+    }
+    out
+}
+
 fn by_name(counts: &[u64; kind::COUNT]) -> BTreeMap<String, u64> {
     EVENT_NAMES
         .iter()
@@ -388,10 +462,29 @@ pub fn record(
     let mut open = StackSkelBuilder::default()
         .open(&mut object)
         .map_err(|e| load_error("opening the eBPF object", e))?;
+    // One ring per possible CPU (the programs index by CPU number).
+    let cpus =
+        libbpf_rs::num_possible_cpus().map_err(|e| load_error("counting the possible CPUs", e))?;
+    let mut rings = Vec::with_capacity(cpus);
+    for cpu in 0..cpus {
+        let ring = MapHandle::create(
+            MapType::RingBuf,
+            Some(format!("weir_ring{cpu}")),
+            0,
+            0,
+            opts.ring_bytes,
+            &libbpf_rs::libbpf_sys::bpf_map_create_opts {
+                sz: std::mem::size_of::<libbpf_rs::libbpf_sys::bpf_map_create_opts>() as _,
+                ..Default::default()
+            },
+        )
+        .map_err(|e| load_error(&format!("creating CPU {cpu}'s ring buffer"), e))?;
+        rings.push(ring);
+    }
     open.maps
-        .events
-        .set_max_entries(opts.ring_bytes)
-        .map_err(|e| load_error("sizing the ring buffer", e))?;
+        .rings
+        .set_max_entries(cpus as u32)
+        .map_err(|e| load_error("sizing the ring buffer table", e))?;
     {
         let ro =
             open.maps.rodata_data.as_deref_mut().ok_or_else(|| {
@@ -424,6 +517,37 @@ pub fn record(
     let skel = open
         .load()
         .map_err(|e| load_error("loading the eBPF programs", e))?;
+    for (cpu, ring) in rings.iter().enumerate() {
+        use std::os::fd::{AsFd, AsRawFd};
+        skel.maps
+            .rings
+            .update(
+                &(cpu as u32).to_ne_bytes(),
+                &ring.as_fd().as_raw_fd().to_ne_bytes(),
+                MapFlags::ANY,
+            )
+            .map_err(|e| load_error(&format!("installing CPU {cpu}'s ring buffer"), e))?;
+    }
+
+    // Statistics are kept while this descriptor is open.
+    let _stats_on = if opts.program_stats {
+        // SAFETY: a plain syscall wrapper; it returns a new descriptor or
+        // a negative error.
+        let fd = unsafe {
+            libbpf_rs::libbpf_sys::bpf_enable_stats(libbpf_rs::libbpf_sys::BPF_STATS_RUN_TIME)
+        };
+        if fd < 0 {
+            return Err(StackError::Setup(format!(
+                "--program-stats: the kernel refused to switch on BPF statistics ({}); run \
+                 without --program-stats",
+                std::io::Error::from_raw_os_error(-fd)
+            )));
+        }
+        // SAFETY: fd is a new descriptor that nothing else owns.
+        Some(unsafe { <std::os::fd::OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd) })
+    } else {
+        None
+    };
 
     // Attach.
     let mut links: Vec<Link> = Vec::new();
@@ -464,7 +588,7 @@ pub fn record(
 
     // The writer thread.
     let slots = (opts.buffer_bytes / CHUNK_BYTES as u64).clamp(2, 1 << 16) as usize;
-    let (to_writer, from_reader) = mpsc::sync_channel::<Vec<u8>>(slots);
+    let (to_writer, from_reader) = mpsc::sync_channel::<Chunk>(slots);
     let (free_tx, free_rx) = mpsc::sync_channel::<Vec<u8>>(slots);
     let sockets = Arc::new(AtomicUsize::new(0));
     let writer = {
@@ -477,6 +601,7 @@ pub fn record(
 
     let collector = RefCell::new(Collector {
         chunk: Vec::with_capacity(CHUNK_BYTES),
+        complete_ns: 0,
         to_writer,
         free: free_rx,
         events: [0; kind::COUNT],
@@ -484,12 +609,14 @@ pub fn record(
         writer_gone: false,
     });
     let mut builder = RingBufferBuilder::new();
-    builder
-        .add(&skel.maps.events, |b: &[u8]| {
-            collector.borrow_mut().take(b);
-            0
-        })
-        .map_err(|e| load_error("opening the ring buffer", e))?;
+    for ring in &rings {
+        builder
+            .add(ring, |b: &[u8]| {
+                collector.borrow_mut().take(b);
+                0
+            })
+            .map_err(|e| load_error("opening the ring buffer", e))?;
+    }
     let ring = builder
         .build()
         .map_err(|e| load_error("opening the ring buffer", e))?;
@@ -527,6 +654,12 @@ pub fn record(
             Err(e) if e.kind() == libbpf_rs::ErrorKind::Interrupted => {}
             Err(e) => return Err(load_error("reading the ring buffer", e)),
         }
+        // A poll reads only the rings that woke it; read them all, so that
+        // every record stamped before `read_from` is now in hand.
+        let read_from = setup::monotonic_ns();
+        ring.consume()
+            .map_err(|e| load_error("reading the ring buffer", e))?;
+        collector.borrow_mut().complete_ns = read_from;
         if collector.borrow().writer_gone {
             break "writer-error";
         }
@@ -549,11 +682,17 @@ pub fn record(
             next_second += Duration::from_secs(1);
         }
     };
+    let program_cost = if opts.program_stats {
+        program_cost(&skel)
+    } else {
+        BTreeMap::new()
+    };
     // Detach first so that nothing more arrives, then drain what is queued.
     drop(links);
     drop(iter_link);
     let _ = ring.consume();
     drop(ring);
+    drop(rings);
     let lost = sum_lost(&skel.maps.lost);
     let mut c = collector.into_inner();
     c.flush();
@@ -586,6 +725,7 @@ pub fn record(
     info.lost = by_name(&lost);
     info.files = files.clone();
     info.time_span = span.map(|(a, b)| TimeSpan::new(a, b));
+    info.program_cost = program_cost.clone();
     write_stack_info(&ds, &base, info.clone())?;
     Ok(StackReport {
         events: info.events,
@@ -594,6 +734,7 @@ pub fn record(
         files,
         stats_files,
         snapshots,
+        program_cost,
         elapsed,
         ended_by: ended_by.to_string(),
         prepared,

@@ -249,18 +249,24 @@ pub fn in_namespace<T>(ns: &Path, f: impl FnOnce() -> T) -> std::io::Result<Opti
     Ok(Some(out))
 }
 
+fn now(clock: libc::clockid_t) -> i64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: ts is a valid out-pointer.
+    unsafe { libc::clock_gettime(clock, &mut ts) };
+    ts.tv_sec * 1_000_000_000 + ts.tv_nsec
+}
+
+/// The kernel's monotonic clock, the one the programs stamp events with.
+pub fn monotonic_ns() -> u64 {
+    now(libc::CLOCK_MONOTONIC) as u64
+}
+
 /// CLOCK_REALTIME minus CLOCK_MONOTONIC (what bpf_ktime_get_ns reads), in
 /// ns: the closest of a few tightly bracketed readings.
 pub fn clock_offset_ns() -> i64 {
-    fn now(clock: libc::clockid_t) -> i64 {
-        let mut ts = libc::timespec {
-            tv_sec: 0,
-            tv_nsec: 0,
-        };
-        // SAFETY: ts is a valid out-pointer.
-        unsafe { libc::clock_gettime(clock, &mut ts) };
-        ts.tv_sec * 1_000_000_000 + ts.tv_nsec
-    }
     let mut best = (i64::MAX, 0);
     for _ in 0..9 {
         let a = now(libc::CLOCK_MONOTONIC);

@@ -209,7 +209,8 @@ pub struct StackInfo {
     #[serde(default)]
     pub ports: Vec<u16>,
     pub cgroup: Option<String>,
-    /// Ring buffer bytes shared by all CPUs.
+    /// Bytes of each CPU's ring buffer (one ring shared by all CPUs in
+    /// recordings from before there was one per CPU).
     pub ring_bytes: u64,
     /// Whether device transmit/receive events were recorded.
     pub devices: bool,
@@ -225,6 +226,17 @@ pub struct StackInfo {
     /// Stack table files (`stack/`).
     pub files: Vec<String>,
     pub time_span: Option<TimeSpan>,
+    /// `--program-stats`: the programs' own CPU time in the kernel, by
+    /// program (the kernel's BPF run-time statistics).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub program_cost: BTreeMap<String, ProgramCost>,
+}
+
+/// How often one eBPF program ran and the CPU time it took, in ns.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProgramCost {
+    pub runs: u64,
+    pub ns: u64,
 }
 
 /// The settings of a live capture.

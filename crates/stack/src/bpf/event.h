@@ -20,17 +20,17 @@ enum event_type {
 	EV_TYPES = 11,
 };
 
+/* Device events use only the first DEV_EVENT_SIZE bytes (the programs
+ * reserve that much for them: fewer cache lines on the traffic's path);
+ * user space pads them to the full size. */
 struct event {
 	__u64 ts_ns;        /* bpf_ktime_get_ns: CLOCK_MONOTONIC */
 	__u64 cookie;       /* socket cookie; 0 when no socket is known */
-	__u32 pid;          /* tgid of the current task */
-	__u32 tid;
 	__u32 netns;        /* network namespace inode */
 	__u8 type;          /* enum event_type */
 	__u8 family;        /* AF_INET 2, AF_INET6 10 */
 	__u8 proto;         /* IPPROTO_TCP 6, IPPROTO_UDP 17 */
 	__u8 state;         /* TCP state (new state for EV_STATE) */
-	char comm[16];
 	__u8 laddr[16];     /* local address: IPv4 as ::ffff:a.b.c.d */
 	__u8 raddr[16];     /* remote address */
 	__u16 lport;        /* host byte order */
@@ -39,6 +39,17 @@ struct event {
 	__u32 payload;      /* transport payload bytes of a frame */
 	__u32 seq;          /* see the event table in docs/STACK.md */
 	__u32 ack;
+	__u32 ifindex;
+	char dev[16];       /* device name for EV_DEV_* */
+	__u8 tcp_flags;
+	__u8 old_state;
+	__u8 tcp;           /* 1 when the TCP fields below were read */
+	__u8 pad0;
+	__s32 ret;          /* return value or error of the traced call */
+	/* --- DEV_EVENT_SIZE: device events end here --- */
+	__u32 pid;          /* tgid of the current task */
+	__u32 tid;
+	char comm[16];
 	__u32 snd_cwnd;
 	__u32 ssthresh;
 	__u32 srtt_us;
@@ -50,16 +61,12 @@ struct event {
 	__u32 packets_out;
 	__u32 in_flight;
 	__u32 total_retrans;
-	__u32 ifindex;
-	__s32 ret;          /* return value or error of the traced call */
-	__u8 old_state;
-	__u8 tcp_flags;
-	__u8 tcp;           /* 1 when the TCP fields above were read */
-	__u8 pad[5];
-	char dev[16];       /* device name for EV_DEV_* */
+	__u8 pad1[4];
 };
 
 #define EVENT_SIZE 176
+#define DEV_EVENT_SIZE 104
 _Static_assert(sizeof(struct event) == EVENT_SIZE, "event layout");
+_Static_assert(__builtin_offsetof(struct event, pid) == DEV_EVENT_SIZE, "device event layout");
 
 #endif

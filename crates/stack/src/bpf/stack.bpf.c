@@ -40,10 +40,21 @@ const volatile __u64 wakeup_bytes = 0;   /* wake the reader once this much is qu
 const volatile __u8 want_dev = 1;        /* device events on */
 const volatile __u8 want_dev_acks = 1;   /* ... for pure ACKs too */
 
-struct {
+/* One ring buffer per CPU, each created and sized by user space and put
+ * in this array at the CPU's index: programs on different CPUs never
+ * contend for one ring's lock and producer position, which on two CPUs
+ * cost a third of every event. User space merges the rings by time. */
+struct ring {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
-	__uint(max_entries, 16 << 20); /* resized by user space before load */
-} events SEC(".maps");
+	__uint(max_entries, 4096); /* a template: the rings' sizes may differ */
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY_OF_MAPS);
+	__uint(max_entries, 1); /* set to the possible CPUs before load */
+	__type(key, __u32);
+	__array(values, struct ring);
+} rings SEC(".maps");
 
 /* Failed reservations per event type. */
 struct {
@@ -119,13 +130,23 @@ static __always_inline void count_lost(__u32 type)
 		*n += 1;
 }
 
+/* `size` bytes of this CPU's ring; the verifier holds every write to it. */
+static __always_inline struct event *reserve_bytes(__u32 type, __u64 size)
+{
+	__u32 cpu = bpf_get_smp_processor_id();
+	void *ring = bpf_map_lookup_elem(&rings, &cpu);
+	struct event *e = ring ? bpf_ringbuf_reserve(ring, size, 0) : 0;
+	if (!e)
+		count_lost(type);
+	return e;
+}
+
+/* A whole record, zeroed, with its header filled in. */
 static __always_inline struct event *reserve(__u32 type)
 {
-	struct event *e = bpf_ringbuf_reserve(&events, sizeof(struct event), 0);
-	if (!e) {
-		count_lost(type);
+	struct event *e = reserve_bytes(type, sizeof(struct event));
+	if (!e)
 		return 0;
-	}
 	__builtin_memset(e, 0, sizeof(*e));
 	e->type = type;
 	e->ts_ns = bpf_ktime_get_ns();
@@ -143,8 +164,10 @@ static __always_inline struct event *reserve(__u32 type)
  * for every event would only cost both sides a context switch. */
 static __always_inline void submit(struct event *e)
 {
+	__u32 cpu = bpf_get_smp_processor_id();
+	void *ring = bpf_map_lookup_elem(&rings, &cpu);
 	__u64 flags = BPF_RB_NO_WAKEUP;
-	if (bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA) >= wakeup_bytes)
+	if (ring && bpf_ringbuf_query(ring, BPF_RB_AVAIL_DATA) >= wakeup_bytes)
 		flags = BPF_RB_FORCE_WAKEUP;
 	bpf_ringbuf_submit(e, flags);
 }
@@ -347,114 +370,143 @@ int BPF_PROG(on_retransmit, struct sock *sk, struct sk_buff *skb, int err)
 	return 0;
 }
 
-/* Reads a frame's IP and TCP/UDP headers into the event. `l3` is where the
- * IP header starts (an offset from skb->head); `local_is_src` says which
- * end of the packet is this host. Returns 0 for frames that are not IP. */
-static __always_inline int fill_frame(struct event *e, struct sk_buff *skb, unsigned char *head,
-				      __u16 l3, int local_is_src)
+/* What a device program reads from a frame before it decides to keep it. */
+struct frame {
+	__u8 laddr[16];
+	__u8 raddr[16];
+	__u32 payload;
+	__u32 seq;
+	__u32 ack;
+	__u16 lport;
+	__u16 rport;
+	__u8 family;
+	__u8 proto;
+	__u8 tcp_flags;
+};
+
+/* Reads a frame's IP and TCP/UDP headers. `l3` is where the IP header
+ * starts (an offset from skb->head), `l3_len` the frame's bytes from there
+ * on; `local_is_src` says which end of the packet is this host. Returns 0
+ * for frames that are not IP. */
+static __always_inline int parse_frame(struct frame *f, struct sk_buff *skb, unsigned char *head,
+				       __u16 l3, __u32 l3_len, int local_is_src)
 {
 	__u16 proto = bpf_ntohs(skb->protocol);
-	__u8 hdr[60];
+	/* The IP and transport headers in one read: 60 bytes hold IPv6 + TCP,
+	 * and IPv4 + TCP unless the IP header has options. Past a short
+	 * frame's end they read the rest of its buffer, which is ignored. */
+	__u8 h[60];
+	__u8 opt_th[20];
+	__u8 *th;
 	__u32 l4_off, ip_payload;
-	__u8 l4;
+	if (bpf_probe_read_kernel(h, sizeof(h), head + l3))
+		return 0;
 	if (proto == ETH_P_IP) {
-		if (bpf_probe_read_kernel(hdr, 20, head + l3))
-			return 0;
-		__u32 ihl = (hdr[0] & 0x0f) * 4;
+		__u32 ihl = (h[0] & 0x0f) * 4;
 		if (ihl < 20)
 			return 0;
-		e->family = AF_INET;
-		l4 = hdr[9];
-		__u32 total = (hdr[2] << 8) | hdr[3];
+		f->family = AF_INET;
+		f->proto = h[9];
+		__u32 total = (h[2] << 8) | h[3];
 		/* GSO super-frames carry 0 when over 64 KiB. */
 		ip_payload = total > ihl ? total - ihl : 0;
 		l4_off = ihl;
 		__be32 s, d;
-		__builtin_memcpy(&s, hdr + 12, 4);
-		__builtin_memcpy(&d, hdr + 16, 4);
-		v4_mapped(local_is_src ? e->laddr : e->raddr, s);
-		v4_mapped(local_is_src ? e->raddr : e->laddr, d);
+		__builtin_memcpy(&s, h + 12, 4);
+		__builtin_memcpy(&d, h + 16, 4);
+		v4_mapped(local_is_src ? f->laddr : f->raddr, s);
+		v4_mapped(local_is_src ? f->raddr : f->laddr, d);
+		if (ihl == 20) {
+			th = h + 20;
+		} else {
+			if (bpf_probe_read_kernel(opt_th, sizeof(opt_th), head + l3 + ihl))
+				return 1;
+			th = opt_th;
+		}
 	} else if (proto == ETH_P_IPV6) {
-		if (bpf_probe_read_kernel(hdr, 40, head + l3))
-			return 0;
-		e->family = AF_INET6;
-		l4 = hdr[6];
-		ip_payload = (hdr[4] << 8) | hdr[5];
+		f->family = AF_INET6;
+		f->proto = h[6];
+		ip_payload = (h[4] << 8) | h[5];
 		l4_off = 40;
-		__builtin_memcpy(local_is_src ? e->laddr : e->raddr, hdr + 8, 16);
-		__builtin_memcpy(local_is_src ? e->raddr : e->laddr, hdr + 24, 16);
+		__builtin_memcpy(local_is_src ? f->laddr : f->raddr, h + 8, 16);
+		__builtin_memcpy(local_is_src ? f->raddr : f->laddr, h + 24, 16);
+		th = h + 40;
 	} else {
 		return 0;
 	}
-	e->proto = l4;
-	__u32 frame_l3_len = e->bytes;
-	if (l4 == IPPROTO_TCP) {
-		__u8 th[20];
-		if (bpf_probe_read_kernel(th, 20, head + l3 + l4_off))
-			return 1;
+	if (f->proto == IPPROTO_TCP) {
 		__u16 sp = (th[0] << 8) | th[1], dp = (th[2] << 8) | th[3];
-		e->lport = local_is_src ? sp : dp;
-		e->rport = local_is_src ? dp : sp;
+		f->lport = local_is_src ? sp : dp;
+		f->rport = local_is_src ? dp : sp;
 		__u32 seq = ((__u32)th[4] << 24) | ((__u32)th[5] << 16) | ((__u32)th[6] << 8) | th[7];
-		e->ack = ((__u32)th[8] << 24) | ((__u32)th[9] << 16) | ((__u32)th[10] << 8) | th[11];
+		f->ack = ((__u32)th[8] << 24) | ((__u32)th[9] << 16) | ((__u32)th[10] << 8) | th[11];
 		__u32 doff = (th[12] >> 4) * 4;
-		e->tcp_flags = th[13];
+		f->tcp_flags = th[13];
 		/* The frame's length from the IP header on counts a GSO
 		 * super-frame whole (its IP length may be 0 past 64 KiB); the
 		 * IP length, when smaller, trims link-layer padding. */
-		__u32 pay = frame_l3_len > l4_off + doff ? frame_l3_len - l4_off - doff : 0;
+		__u32 pay = l3_len > l4_off + doff ? l3_len - l4_off - doff : 0;
 		if (ip_payload >= doff && ip_payload - doff < pay)
 			pay = ip_payload - doff;
-		e->payload = pay;
+		f->payload = pay;
 		/* SYN and FIN take one sequence number each. */
-		e->seq = seq + pay + ((th[13] & 0x02) ? 1 : 0) + ((th[13] & 0x01) ? 1 : 0);
-	} else if (l4 == IPPROTO_UDP) {
-		__u8 uh[8];
-		if (bpf_probe_read_kernel(uh, 8, head + l3 + l4_off))
-			return 1;
-		__u16 sp = (uh[0] << 8) | uh[1], dp = (uh[2] << 8) | uh[3];
-		e->lport = local_is_src ? sp : dp;
-		e->rport = local_is_src ? dp : sp;
-		__u16 ulen = (uh[4] << 8) | uh[5];
-		e->payload = ulen > 8 ? ulen - 8 : 0;
+		f->seq = seq + pay + ((th[13] & 0x02) ? 1 : 0) + ((th[13] & 0x01) ? 1 : 0);
+	} else if (f->proto == IPPROTO_UDP) {
+		__u16 sp = (th[0] << 8) | th[1], dp = (th[2] << 8) | th[3];
+		f->lport = local_is_src ? sp : dp;
+		f->rport = local_is_src ? dp : sp;
+		__u16 ulen = (th[4] << 8) | th[5];
+		f->payload = ulen > 8 ? ulen - 8 : 0;
 	}
 	return 1;
 }
 
-/* A TCP frame with no payload and no SYN, FIN or RST: a quarter of a bulk
- * transfer's events, and nothing an analysis of payload or connection
- * state needs; --no-device-acks leaves them out. */
-static __always_inline int skip_pure_ack(const struct event *f)
+/* Keeps a parsed frame: the port filter, --no-device-acks, then a record
+ * of DEV_EVENT_SIZE bytes, every one of them written (no memset). A TCP
+ * frame with no payload and no SYN, FIN or RST is a quarter of a bulk
+ * transfer's events and nothing an analysis of payload or connection
+ * state needs; --no-device-acks leaves those out. */
+static __always_inline void dev_event(__u32 type, const struct frame *f, struct sk_buff *skb,
+				      __u32 len, __u64 cookie)
 {
-	return !want_dev_acks && f->proto == IPPROTO_TCP && f->payload == 0 &&
-	       !(f->tcp_flags & 0x07);
-}
-
-/* Frame fields are parsed into a stack copy first, so that frames the port
- * filter refuses cost no ring buffer reservation. */
-static __always_inline void copy_frame(struct event *e, const struct event *f)
-{
+	if (!ports_pass(f->lport, f->rport))
+		return;
+	if (!want_dev_acks && f->proto == IPPROTO_TCP && f->payload == 0 && !(f->tcp_flags & 0x07))
+		return;
+	struct event *e = reserve_bytes(type, DEV_EVENT_SIZE);
+	if (!e)
+		return;
+	e->ts_ns = bpf_ktime_get_ns();
+	e->cookie = cookie;
+	e->type = type;
 	e->family = f->family;
 	e->proto = f->proto;
+	e->state = 0;
 	__builtin_memcpy(e->laddr, f->laddr, 16);
 	__builtin_memcpy(e->raddr, f->raddr, 16);
 	e->lport = f->lport;
 	e->rport = f->rport;
+	e->bytes = len;
 	e->payload = f->payload;
 	e->seq = f->seq;
 	e->ack = f->ack;
 	e->tcp_flags = f->tcp_flags;
-}
-
-static __always_inline void fill_dev(struct event *e, struct sk_buff *skb)
-{
+	e->old_state = 0;
+	e->tcp = 0;
+	e->pad0 = 0;
+	e->ret = 0;
 	struct net_device *dev = skb->dev;
-	if (!dev)
-		return;
-	e->ifindex = dev->ifindex;
-	e->netns = dev->nd_net.net->ns.inum;
-	/* Two plain loads; a string-read helper per frame costs more. */
-	__builtin_memcpy(e->dev, dev->name, sizeof(e->dev));
+	if (dev) {
+		e->ifindex = dev->ifindex;
+		e->netns = dev->nd_net.net->ns.inum;
+		/* Two plain loads; a string-read helper per frame costs more. */
+		__builtin_memcpy(e->dev, dev->name, sizeof(e->dev));
+	} else {
+		e->ifindex = 0;
+		e->netns = 0;
+		__builtin_memset(e->dev, 0, sizeof(e->dev));
+	}
+	submit(e);
 }
 
 /* net_dev_start_xmit, not net_dev_xmit: when net_dev_xmit fires the driver
@@ -483,20 +535,9 @@ int BPF_PROG(on_dev_xmit, struct sk_buff *skb, struct net_device *dev)
 	} else if (task_filter_on()) {
 		return 0;
 	}
-	struct event tmp = {};
-	tmp.bytes = len - link;
-	if (!fill_frame(&tmp, skb, head, nh, 1))
-		return 0;
-	if (!ports_pass(tmp.lport, tmp.rport) || skip_pure_ack(&tmp))
-		return 0;
-	struct event *e = reserve(EV_DEV_XMIT);
-	if (!e)
-		return 0;
-	copy_frame(e, &tmp);
-	e->bytes = len;
-	e->cookie = cookie;
-	fill_dev(e, skb);
-	submit(e);
+	struct frame f = {};
+	if (parse_frame(&f, skb, head, nh, len - link, 1))
+		dev_event(EV_DEV_XMIT, &f, skb, len, cookie);
 	return 0;
 }
 
@@ -510,26 +551,14 @@ int BPF_PROG(on_dev_recv, struct sk_buff *skb)
 		return 0;
 	unsigned char *head = skb->head;
 	unsigned char *data = skb->data;
-	__u16 nh = skb->network_header;
 	__u32 len = skb->len;
 	/* skb->data is at the IP header here (the link header was pulled). */
 	__u64 l3 = (__u64)data - (__u64)head;
 	if (l3 > 0xffff)
 		return 0;
-	(void)nh;
-	struct event tmp = {};
-	tmp.bytes = len;
-	if (!fill_frame(&tmp, skb, head, (__u16)l3, 0))
-		return 0;
-	if (!ports_pass(tmp.lport, tmp.rport) || skip_pure_ack(&tmp))
-		return 0;
-	struct event *e = reserve(EV_DEV_RECV);
-	if (!e)
-		return 0;
-	copy_frame(e, &tmp);
-	e->bytes = len;
-	fill_dev(e, skb);
-	submit(e);
+	struct frame f = {};
+	if (parse_frame(&f, skb, head, (__u16)l3, len, 0))
+		dev_event(EV_DEV_RECV, &f, skb, len, 0);
 	return 0;
 }
 
