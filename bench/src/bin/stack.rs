@@ -34,7 +34,7 @@ fn parse_args() -> Result<Args, String> {
     let mut a = Args {
         seconds: 5,
         reps: 5,
-        ring: "16Mi".into(),
+        ring: "8Mi".into(),
         weir: None,
         json: None,
     };
@@ -91,6 +91,8 @@ impl Mode {
 #[derive(Default, Clone)]
 struct Run {
     gbps: f64,
+    /// This run's rate over the same rep's run without recording.
+    paired: f64,
     events: u64,
     lost: u64,
     recorder_cpu_s: f64,
@@ -127,12 +129,21 @@ fn transfer(net: &Net, seconds: u64) -> Result<f64, String> {
     Ok(iperf_json(&out.stdout)? / 1e9)
 }
 
-fn start_recorder(weir: &Path, ds: &Path, mode: Mode, ring: &str) -> Result<Child, String> {
+fn start_recorder(
+    weir: &Path,
+    ds: &Path,
+    mode: Mode,
+    ring: &str,
+    program_stats: bool,
+) -> Result<Child, String> {
     let mut cmd = Command::new(weir);
     cmd.arg("stack")
         .arg("-o")
         .arg(ds)
         .args(["--port", PORT, "--force", "--ring-size", ring]);
+    if program_stats {
+        cmd.arg("--program-stats");
+    }
     match mode {
         Mode::StackNoDev => {
             cmd.arg("--no-devices");
@@ -174,7 +185,16 @@ fn start_recorder(weir: &Path, ds: &Path, mode: Mode, ring: &str) -> Result<Chil
     }
 }
 
-fn stop_recorder(child: Child, ds: &Path) -> Result<(u64, u64, f64), String> {
+/// What `weir stack` reported: events, lost, its CPU seconds, and the
+/// manifest's per-program cost (with --program-stats).
+struct Recorded {
+    events: u64,
+    lost: u64,
+    cpu_s: f64,
+    program_cost: Value,
+}
+
+fn stop_recorder(child: Child, ds: &Path) -> Result<Recorded, String> {
     let pid = child.id() as libc::pid_t;
     // SAFETY: kill(2) on our own child.
     unsafe { libc::kill(pid, libc::SIGINT) };
@@ -198,11 +218,12 @@ fn stop_recorder(child: Child, ds: &Path) -> Result<(u64, u64, f64), String> {
             .map(|o| o.values().filter_map(Value::as_u64).sum())
             .unwrap_or(0)
     };
-    Ok((
-        sum("events"),
-        sum("lost"),
-        tv(ru.ru_utime) + tv(ru.ru_stime),
-    ))
+    Ok(Recorded {
+        events: sum("events"),
+        lost: sum("lost"),
+        cpu_s: tv(ru.ru_utime) + tv(ru.ru_stime),
+        program_cost: m["stack"]["program_cost"].clone(),
+    })
 }
 
 fn main() {
@@ -254,7 +275,9 @@ fn real_main() -> Result<(), String> {
     println!("- {iperf_version}");
     println!(
         "- iperf3 -c over a veth pair between two namespaces, {} s per run, {} reps, modes \
-         interleaved; weir stack --port {PORT} --ring-size {} in the root namespace, not pinned",
+         interleaved; weir stack --port {PORT} --ring-size {} in the root namespace, not pinned; \
+         ÷ no recording is the median over reps of each run's rate over the same rep's run \
+         without recording",
         args.seconds, args.reps, args.ring
     );
     println!();
@@ -279,17 +302,18 @@ fn real_main() -> Result<(), String> {
                     ..Default::default()
                 }
             } else {
-                let rec = start_recorder(&weir, &ds, mode, &args.ring)?;
+                let rec = start_recorder(&weir, &ds, mode, &args.ring, false)?;
                 let t0 = Instant::now();
                 let gbps = transfer(&net, args.seconds);
                 let secs = t0.elapsed().as_secs_f64();
-                let (events, lost, cpu) = stop_recorder(rec, &ds)?;
+                let r = stop_recorder(rec, &ds)?;
                 Run {
                     gbps: gbps?,
-                    events,
-                    lost,
-                    recorder_cpu_s: cpu,
+                    events: r.events,
+                    lost: r.lost,
+                    recorder_cpu_s: r.cpu_s,
                     seconds: secs,
+                    ..Default::default()
                 }
             };
             eprintln!(
@@ -303,6 +327,24 @@ fn real_main() -> Result<(), String> {
             runs[i].push(run);
         }
     }
+    for rep in 0..args.reps {
+        let plain = runs[0][rep].gbps;
+        for r in runs.iter_mut() {
+            r[rep].paired = r[rep].gbps / plain;
+        }
+    }
+
+    // What the programs cost in the kernel, per run of each: one more
+    // recording per mode with the kernel's BPF statistics on (they add two
+    // clock reads per run, so these runs are not in the table above).
+    let mut costs = Vec::new();
+    for mode in modes.iter().skip(1) {
+        check_interrupted()?;
+        let rec = start_recorder(&weir, &ds, *mode, &args.ring, true)?;
+        let gbps = transfer(&net, args.seconds);
+        let r = stop_recorder(rec, &ds)?;
+        costs.push((*mode, gbps?, r.program_cost));
+    }
     let _ = server.kill();
     let _ = server.wait();
 
@@ -313,6 +355,7 @@ fn real_main() -> Result<(), String> {
     for (i, mode) in modes.iter().enumerate() {
         let r = &runs[i];
         let g = spread(&r.iter().map(|x| x.gbps).collect::<Vec<_>>());
+        let paired = spread(&r.iter().map(|x| x.paired).collect::<Vec<_>>());
         let eps = spread(
             &r.iter()
                 .map(|x| x.events as f64 / x.seconds.max(1e-9))
@@ -329,7 +372,11 @@ fn real_main() -> Result<(), String> {
             "| {} | {} | {} | {} | {} | {} |",
             mode.name(),
             g.show(args.reps, |x| format!("{x:.2}")),
-            ratio(g.median / base),
+            if is_plain {
+                ratio(1.0)
+            } else {
+                paired.show(args.reps, |x| format!("{x:.2}×"))
+            },
             if is_plain {
                 "—".into()
             } else {
@@ -346,6 +393,7 @@ fn real_main() -> Result<(), String> {
             "mode": mode.name(),
             "gbps": g.json(),
             "ratio_to_plain": g.median / base,
+            "paired_ratio": paired.json(),
             "events_per_s": eps.json(),
             "lost": lost,
             "recorder_cpu_share": cpu.json(),
@@ -354,15 +402,45 @@ fn real_main() -> Result<(), String> {
         }));
     }
     println!();
-    let slow = 1.0 - spread(&runs[1].iter().map(|r| r.gbps).collect::<Vec<_>>()).median / base;
+    let slow = 1.0 - spread(&runs[1].iter().map(|r| r.paired).collect::<Vec<_>>()).median;
     println!(
         "slowdown with every event recorded: {:.1} % (target ≤ 5 %)",
         slow * 100.0
     );
+    println!();
+    println!("In-kernel cost (weir stack --program-stats, one more run per mode): ns per program run");
+    println!();
+    const PROGRAMS: [&str; 5] = ["dev_xmit", "dev_recv", "tcp_probe", "recv", "send"];
+    println!(
+        "| mode | Gb/s | {} | kernel CPU per second |",
+        PROGRAMS.join(" | ")
+    );
+    println!("|---|---|{}---|", "---|".repeat(PROGRAMS.len()));
+    let mut cost_json = Vec::new();
+    for (mode, gbps, cost) in &costs {
+        let per_run = |p: &str| -> String {
+            let c = &cost[p];
+            match (c["runs"].as_u64(), c["ns"].as_u64()) {
+                (Some(n), Some(ns)) if n > 0 => format!("{:.0}", ns as f64 / n as f64),
+                _ => "—".into(),
+            }
+        };
+        let total_ns: u64 = cost
+            .as_object()
+            .map(|o| o.values().filter_map(|c| c["ns"].as_u64()).sum())
+            .unwrap_or(0);
+        println!(
+            "| {} | {gbps:.2} | {} | {:.1} % |",
+            mode.name(),
+            PROGRAMS.map(per_run).join(" | "),
+            total_ns as f64 / 1e9 / args.seconds as f64 * 100.0
+        );
+        cost_json.push(json!({"mode": mode.name(), "gbps": gbps, "program_cost": cost}));
+    }
     if let Some(p) = &args.json {
         fs::write(
             p,
-            serde_json::to_string_pretty(&json!({"results": out})).unwrap_or_default(),
+            serde_json::to_string_pretty(&json!({"results": out, "program_cost": cost_json})).unwrap_or_default(),
         )
         .map_err(|e| format!("{}: {e}", p.display()))?;
     }
