@@ -408,7 +408,9 @@ fn real_main() -> Result<(), String> {
         slow * 100.0
     );
     println!();
-    println!("In-kernel cost (weir stack --program-stats, one more run per mode): ns per program run");
+    println!(
+        "In-kernel cost (weir stack --program-stats, one more run per mode): ns per program run"
+    );
     println!();
     const PROGRAMS: [&str; 5] = ["dev_xmit", "dev_recv", "tcp_probe", "recv", "send"];
     println!(
@@ -440,7 +442,8 @@ fn real_main() -> Result<(), String> {
     if let Some(p) = &args.json {
         fs::write(
             p,
-            serde_json::to_string_pretty(&json!({"results": out, "program_cost": cost_json})).unwrap_or_default(),
+            serde_json::to_string_pretty(&json!({"results": out, "program_cost": cost_json}))
+                .unwrap_or_default(),
         )
         .map_err(|e| format!("{}: {e}", p.display()))?;
     }
