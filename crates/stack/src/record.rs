@@ -225,27 +225,25 @@ fn write_records(
     let mut w = StackWriter::new(&dir, rotate_rows);
     let mut span: Option<(i64, i64)> = None;
     let mut order = Reorder::default();
-    {
-        let mut write = |rec: &[u8]| -> Result<(), store::StoreError> {
-            let Some(e) = RawEvent::parse(rec) else {
-                return Ok(()); // counted by the reader
-            };
-            let row = decoder.row(&e);
-            span = Some(match span {
-                None => (row.ts_ns, row.ts_ns),
-                Some((a, b)) => (a.min(row.ts_ns), b.max(row.ts_ns)),
-            });
-            sockets.store(decoder.sockets(), Ordering::Relaxed);
-            w.push(&row)
+    let mut write = |decoder: &mut Decoder, rec: &[u8]| -> Result<(), store::StoreError> {
+        let Some(e) = RawEvent::parse(rec) else {
+            return Ok(()); // counted by the reader
         };
-        for mut chunk in chunks {
-            let until = chunk.complete_ns.saturating_sub(REORDER_SLACK_NS);
-            order.push(&chunk.records, until, &mut write)?;
-            chunk.records.clear();
-            let _ = free.try_send(chunk.records);
-        }
-        order.push(&[], u64::MAX, &mut write)?;
+        let row = decoder.row(&e);
+        span = Some(match span {
+            None => (row.ts_ns, row.ts_ns),
+            Some((a, b)) => (a.min(row.ts_ns), b.max(row.ts_ns)),
+        });
+        w.push(&row)
+    };
+    for mut chunk in chunks {
+        let until = chunk.complete_ns.saturating_sub(REORDER_SLACK_NS);
+        order.push(&chunk.records, until, |rec| write(&mut decoder, rec))?;
+        sockets.store(decoder.sockets(), Ordering::Relaxed);
+        chunk.records.clear();
+        let _ = free.try_send(chunk.records);
     }
+    order.push(&[], u64::MAX, |rec| write(&mut decoder, rec))?;
     Ok(Written {
         files: w.finish()?,
         span,
