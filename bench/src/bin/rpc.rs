@@ -15,8 +15,9 @@ use std::time::Instant;
 use arrow_array::{Array, ArrayRef, RecordBatch, UInt64Array};
 use parquet::arrow::ArrowWriter;
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
-use parquet::basic::{Compression, ZstdLevel};
+use parquet::basic::{Compression, Encoding, ZstdLevel};
 use parquet::file::properties::WriterProperties;
+use parquet::file::reader::{FileReader, SerializedFileReader};
 
 fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(|a, b| a.total_cmp(b));
@@ -46,6 +47,7 @@ fn real_main() -> Result<(), String> {
     let mut weir = PathBuf::from("target/release/weir");
     let mut data = PathBuf::from("../shared/data/nfs");
     let (mut reps, mut copies) = (7usize, 150usize);
+    let mut keep: Option<PathBuf> = None;
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
         let mut val = || args.next().ok_or(format!("{a} needs a value"));
@@ -54,25 +56,35 @@ fn real_main() -> Result<(), String> {
             "--data" => data = PathBuf::from(val()?),
             "--reps" => reps = val()?.parse().map_err(|e| format!("--reps: {e}"))?,
             "--copies" => copies = val()?.parse().map_err(|e| format!("--copies: {e}"))?,
+            "--keep" => keep = Some(PathBuf::from(val()?)),
             other => {
                 return Err(format!(
                     "unknown argument {other}; usage: rpc [--weir PATH] [--data DIR] [--reps N] \
-                     [--copies N]"
+                     [--copies N] [--keep DIR]"
                 ));
             }
         }
     }
-    let tmp = std::env::temp_dir().join(format!("weir-bench-rpc-{}", std::process::id()));
+    // --keep DIR: work in DIR and leave the datasets there (DIR/ds: the
+    // trace converted; DIR/big: the copied tables) for weir sql or a profiler.
+    let tmp = keep.clone().unwrap_or_else(|| {
+        std::env::temp_dir().join(format!("weir-bench-rpc-{}", std::process::id()))
+    });
+    if tmp.join("big").exists() {
+        std::fs::remove_dir_all(tmp.join("big")).map_err(|e| e.to_string())?;
+    }
     std::fs::create_dir_all(&tmp).map_err(|e| e.to_string())?;
     let result = bench(&weir, &data, &tmp, reps, copies);
-    let _ = std::fs::remove_dir_all(&tmp);
+    if keep.is_none() {
+        let _ = std::fs::remove_dir_all(&tmp);
+    }
     result
 }
 
 fn bench(weir: &Path, data: &Path, tmp: &Path, reps: usize, copies: usize) -> Result<(), String> {
     let pcap = tmp.join("nfsv3.pcap");
     run(Command::new("zstd")
-        .args(["-q", "-d", "--long=27", "-o"])
+        .args(["-q", "-f", "-d", "--long=27", "-o"])
         .arg(&pcap)
         .arg(data.join("nfsv3.pcap.zst")))?;
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
@@ -127,29 +139,72 @@ fn bench(weir: &Path, data: &Path, tmp: &Path, reps: usize, copies: usize) -> Re
             .flatten()
         {
             let batches = read_parquet(&e.path())?;
+            let props = like(&e.path())?;
             for k in 0..copies {
                 let out = big
                     .join(t)
                     .join(format!("c{k:04}-{}", e.file_name().to_string_lossy()));
-                write_with_id_offset(&batches, id, (k as u64) << 40, &out)?;
+                write_with_id_offset(&batches, id, (k as u64) << 40, &out, props.clone())?;
             }
         }
     }
     rows += 133_150 * copies as u64;
-    let mut times = Vec::new();
+    // The analysis as weir runs it (one pass over the columns), on one core
+    // and on all; and the same analysis's SQL on DataFusion (what Spark is
+    // handed), statement by statement, on one core.
+    let analyze = |threads: &str| -> Result<f64, String> {
+        run(Command::new(weir)
+            .arg("analyze")
+            .arg(&big)
+            .args(["rpc", "--threads", threads]))
+    };
+    let handles = analyze::analyses::fill(
+        analyze::rpc::RPC_HANDLES_SQL,
+        &[("limit", "20".to_string())],
+    )
+    .map_err(|e| e.to_string())?;
+    let statements = [
+        analyze::rpc::RPC_PROCEDURES_SQL,
+        analyze::rpc::RPC_LATENCY_SQL,
+        analyze::rpc::RPC_CLIENTS_SQL,
+        handles.as_str(),
+    ];
+    let sql = || -> Result<f64, String> {
+        let mut t = 0.0;
+        for q in statements {
+            t += run(Command::new(weir)
+                .arg("sql")
+                .arg(&big)
+                .arg(q)
+                .args(["--threads", "1"]))?;
+        }
+        Ok(t)
+    };
+    let (mut one, mut all, mut by_sql) = (Vec::new(), Vec::new(), Vec::new());
     for _ in 0..3 {
-        times.push(run(Command::new(weir).arg("analyze").arg(&big).args([
-            "rpc",
-            "--threads",
-            "1",
-        ]))?);
+        one.push(analyze("1")?);
+        all.push(analyze(&cores.to_string())?);
+        by_sql.push(sql()?);
     }
-    let t = median(times);
-    println!("| weir analyze rpc, 1 thread | rpc rows | median s | rows/s |");
-    println!("|---|---|---|---|");
+    let (one, all, by_sql) = (median(one), median(all), median(by_sql));
     println!(
-        "| {copies} copies of the trace's tables | {rows} | {t:.2} | {:.1} M |",
-        rows as f64 / t / 1e6
+        "{copies} copies of the trace's rpc and nfs tables (encoded as weir's): {rows} rpc rows\n"
+    );
+    println!("| weir analyze rpc | cores | median s | rows/s | rows/s per core |");
+    println!("|---|---|---|---|---|");
+    let line = |what: &str, n: usize, t: f64| {
+        println!(
+            "| {what} | {n} | {t:.2} | {:.1} M | {:.1} M |",
+            rows as f64 / t / 1e6,
+            rows as f64 / t / 1e6 / n as f64
+        );
+    };
+    line("one pass over the columns", 1, one);
+    line("one pass over the columns", cores, all);
+    line("its SQL on DataFusion (weir sql, 4 statements)", 1, by_sql);
+    println!(
+        "\nThe pass takes {:.2}× the SQL's time on one core.",
+        one / by_sql
     );
     Ok(())
 }
@@ -163,12 +218,41 @@ fn read_parquet(path: &Path) -> Result<Vec<RecordBatch>, String> {
         .map_err(|e| format!("{}: {e}", path.display()))
 }
 
+/// Writer settings that encode a copy as weir wrote `path`: zstd, each
+/// column delta-encoded where weir's was, dictionary-encoded elsewhere,
+/// pages of weir's 64 Ki rows. (arrow-rs's defaults store the times and
+/// ids PLAIN: twice the bytes, and reading them costs more than weir's own
+/// files do.)
+fn like(path: &Path) -> Result<WriterProperties, String> {
+    let file = std::fs::File::open(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let meta = SerializedFileReader::new(file)
+        .map_err(|e| format!("{}: {e}", path.display()))?
+        .metadata()
+        .clone();
+    let mut props = WriterProperties::builder()
+        .set_compression(Compression::ZSTD(ZstdLevel::default()))
+        .set_data_page_row_count_limit(64 * 1024)
+        .set_max_row_group_row_count(Some(1 << 20));
+    if let Some(rg) = meta.row_groups().first() {
+        for c in rg.columns() {
+            if c.encodings().any(|e| e == Encoding::DELTA_BINARY_PACKED) {
+                let col = c.column_path().clone();
+                props = props
+                    .set_column_dictionary_enabled(col.clone(), false)
+                    .set_column_encoding(col, Encoding::DELTA_BINARY_PACKED);
+            }
+        }
+    }
+    Ok(props.build())
+}
+
 /// `batches` to `out` with `offset` added to the UInt64 column `id`.
 fn write_with_id_offset(
     batches: &[RecordBatch],
     id: &str,
     offset: u64,
     out: &Path,
+    props: WriterProperties,
 ) -> Result<(), String> {
     let Some(first) = batches.first() else {
         return Ok(());
@@ -176,10 +260,6 @@ fn write_with_id_offset(
     let schema = first.schema();
     let col = schema.index_of(id).map_err(|e| e.to_string())?;
     let file = std::fs::File::create(out).map_err(|e| format!("{}: {e}", out.display()))?;
-    // Compressed as weir's own rpc files are, so reading costs the same.
-    let props = WriterProperties::builder()
-        .set_compression(Compression::ZSTD(ZstdLevel::default()))
-        .build();
     let mut w =
         ArrowWriter::try_new(file, schema.clone(), Some(props)).map_err(|e| e.to_string())?;
     for b in batches {

@@ -14,6 +14,7 @@ pub mod filter;
 pub mod plot;
 pub mod render;
 pub mod rpc;
+mod rpc_pass;
 pub mod session;
 pub mod stack;
 pub mod udf;

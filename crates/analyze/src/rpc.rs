@@ -9,6 +9,7 @@ use datafusion::arrow::datatypes::Int64Type;
 
 use crate::analyses::{Table, fill};
 use crate::error::AnalyzeError;
+use crate::rpc_pass::{self, DatasetFiles};
 use crate::session::Session;
 
 pub const RPC_PROCEDURES_SQL: &str = include_str!("sql/rpc_procedures.sql");
@@ -30,6 +31,9 @@ pub struct RpcAnalysis {
     pub clients: Table,
     /// `handles`: the busiest file handles by bytes.
     pub handles: Table,
+    /// With `samples`: every answered call's latency in ns, sorted, per
+    /// "program vN PROC" (for the CCDF plot).
+    pub samples: BTreeMap<String, Vec<i64>>,
 }
 
 fn table(session: &Session, name: &str, sql: &str) -> Result<Table, AnalyzeError> {
@@ -41,19 +45,72 @@ fn table(session: &Session, name: &str, sql: &str) -> Result<Table, AnalyzeError
     })
 }
 
-/// `rpc`, with the `top_handles` busiest file handles.
-pub fn rpc(session: &Session, top_handles: usize) -> Result<RpcAnalysis, AnalyzeError> {
-    let handles = fill(RPC_HANDLES_SQL, &[("limit", top_handles.to_string())])?;
+/// `rpc`, with the `top_handles` busiest file handles, and the latency
+/// samples if `samples`. Runs as one pass over the columns
+/// ([`crate::rpc_pass`]); through the SQL when a file lacks a column the
+/// pass reads (the SQL reads it as null).
+pub fn rpc(
+    session: &Session,
+    top_handles: usize,
+    samples: bool,
+) -> Result<RpcAnalysis, AnalyzeError> {
+    let handles_sql = fill(RPC_HANDLES_SQL, &[("limit", top_handles.to_string())])?;
+    let sql = [
+        RPC_PROCEDURES_SQL,
+        RPC_LATENCY_SQL,
+        RPC_CLIENTS_SQL,
+        handles_sql.as_str(),
+    ];
+    let files = session
+        .manifests()
+        .iter()
+        .map(|(root, _)| DatasetFiles::of(root))
+        .collect::<Result<Vec<_>, _>>()?;
+    if !rpc_pass::has_columns(&files)? {
+        return rpc_sql(session, &sql, samples);
+    }
+    let r = rpc_pass::run(&files, session.window(), session.threads(), top_handles)?;
+    let [procedures, latency, clients, handles] = r.tables;
+    let t = |(cols, name): (Vec<_>, &str), sql: &str| {
+        rpc_pass::table(name, session.plan_schema(sql)?, cols)
+    };
+    let mut out = RpcAnalysis {
+        procedures: t(procedures, sql[0])?,
+        latency: t(latency, sql[1])?,
+        clients: t(clients, sql[2])?,
+        handles: t(handles, sql[3])?,
+        samples: BTreeMap::new(),
+    };
+    if samples {
+        out.samples = r.samples;
+        for v in out.samples.values_mut() {
+            v.sort_unstable();
+        }
+    }
+    Ok(out)
+}
+
+/// The same analysis by its SQL, query by query.
+pub fn rpc_sql(
+    session: &Session,
+    sql: &[&str; 4],
+    samples: bool,
+) -> Result<RpcAnalysis, AnalyzeError> {
     Ok(RpcAnalysis {
-        procedures: table(session, "procedures", RPC_PROCEDURES_SQL)?,
-        latency: table(session, "latency", RPC_LATENCY_SQL)?,
-        clients: table(session, "clients", RPC_CLIENTS_SQL)?,
-        handles: table(session, "handles", &handles)?,
+        procedures: table(session, "procedures", sql[0])?,
+        latency: table(session, "latency", sql[1])?,
+        clients: table(session, "clients", sql[2])?,
+        handles: table(session, "handles", sql[3])?,
+        samples: if samples {
+            latency_samples(session)?
+        } else {
+            BTreeMap::new()
+        },
     })
 }
 
 /// Every answered call's latency in ns, sorted, per "program vN PROC".
-pub fn latency_samples(session: &Session) -> Result<BTreeMap<String, Vec<i64>>, AnalyzeError> {
+fn latency_samples(session: &Session) -> Result<BTreeMap<String, Vec<i64>>, AnalyzeError> {
     let mut out: BTreeMap<String, Vec<i64>> = BTreeMap::new();
     for b in session.query(LATENCY_SAMPLES_SQL)? {
         let label = datafusion::arrow::compute::cast(

@@ -66,6 +66,7 @@ pub struct Session {
     window: TimeWindow,
     /// A tcpdump filter the packets table is restricted to.
     filter: Option<String>,
+    threads: usize,
 }
 
 impl Session {
@@ -110,6 +111,7 @@ impl Session {
             manifests,
             window,
             filter: filter.map(str::to_string),
+            threads,
         };
         session.bind()?;
         Ok(session)
@@ -164,6 +166,19 @@ impl Session {
             let batches = df.collect().await.map_err(AnalyzeError::from_sql)?;
             Ok((schema, batches))
         })
+    }
+
+    /// The schema a statement's result would have, planned without running it.
+    pub fn plan_schema(&self, sql: &str) -> Result<SchemaRef, AnalyzeError> {
+        self.runtime.block_on(async {
+            let df = self.ctx.sql(sql).await.map_err(AnalyzeError::from_sql)?;
+            Ok(Arc::new(df.schema().as_arrow().clone()) as SchemaRef)
+        })
+    }
+
+    /// Cores queries run on.
+    pub fn threads(&self) -> usize {
+        self.threads
     }
 
     /// Makes `batches` queryable as the table `name` (replacing any).

@@ -222,11 +222,10 @@ pub fn run_analyze(a: AnalyzeArgs) -> Result<ExitCode, String> {
             vec![t]
         }
         "rpc" => {
-            let r =
-                analyze::rpc::rpc(&session, a.limit.unwrap_or(20)).map_err(|e| e.to_string())?;
+            let r = analyze::rpc::rpc(&session, a.limit.unwrap_or(20), a.plot.is_some())
+                .map_err(|e| e.to_string())?;
             if let Some(p) = &a.plot {
-                let samples = analyze::rpc::latency_samples(&session).map_err(|e| e.to_string())?;
-                analyze::plot::rpc(&samples, p).map_err(|e| e.to_string())?;
+                analyze::plot::rpc(&r.samples, p).map_err(|e| e.to_string())?;
             }
             vec![r.procedures, r.latency, r.clients, r.handles]
         }

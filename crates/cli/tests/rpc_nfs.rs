@@ -120,6 +120,49 @@ fn check_against_tshark(pcap: &Path, ds: &Path, v: u32) {
     }
 }
 
+/// `weir analyze DATASETS rpc --json` (one pass over the columns) against
+/// the analysis's own SQL run by `weir sql` on the same datasets, with the
+/// same `flags`: the named tables equal, row for row.
+fn check_pass_against_sql(datasets: &[&Path], tables: &[&str], flags: &[&str]) {
+    let mut a = weir();
+    a.arg("analyze")
+        .args(datasets)
+        .args(["rpc", "--json"])
+        .args(flags);
+    let r = run_bounded(a, Duration::from_secs(120));
+    assert_eq!(r.code(), 0, "weir analyze rpc: {}", r.stderr());
+    let report: Value = serde_json::from_str(&r.stdout()).unwrap();
+    let handles = analyze::analyses::fill(
+        analyze::rpc::RPC_HANDLES_SQL,
+        &[("limit", "20".to_string())],
+    )
+    .unwrap();
+    for (name, q) in [
+        ("procedures", analyze::rpc::RPC_PROCEDURES_SQL),
+        ("latency", analyze::rpc::RPC_LATENCY_SQL),
+        ("clients", analyze::rpc::RPC_CLIENTS_SQL),
+        ("handles", handles.as_str()),
+    ] {
+        if !tables.contains(&name) {
+            continue;
+        }
+        let mut c = weir();
+        c.arg("sql").args(datasets).arg(q).arg("--json").args(flags);
+        let r = run_bounded(c, Duration::from_secs(120));
+        assert_eq!(r.code(), 0, "weir sql ({name}): {}", r.stderr());
+        let want: Value = serde_json::from_str(&r.stdout()).unwrap();
+        let got = &report[name];
+        assert!(
+            want.as_array().is_some_and(|w| !w.is_empty()),
+            "{name} {flags:?}: the SQL gave no rows"
+        );
+        assert_eq!(
+            got, &want,
+            "{name} {flags:?}: the pass differs from the SQL"
+        );
+    }
+}
+
 #[test]
 fn nfsv3_transactions_match_tshark() {
     let s = Scratch::new("rpc-nfsv3");
@@ -201,6 +244,15 @@ fn nfsv3_transactions_match_tshark() {
         assert_eq!(num(&clients[0][k]), num(&direct[0][k]), "{k}");
     }
     assert!(num(&clients[0]["bytes_read"]) > 1e8);
+    // The analysis's one pass gives what its SQL does, whole and in a
+    // window that cuts calls off from their replies.
+    let all = ["procedures", "latency", "clients", "handles"];
+    check_pass_against_sql(&[&ds], &all, &[]);
+    check_pass_against_sql(
+        &[&ds],
+        &all,
+        &["--from", "+5s", "--to", "+40.5s", "-j", "1"],
+    );
 }
 
 #[test]
@@ -244,6 +296,16 @@ fn nfsv4_compounds_match_tshark() {
         "SELECT max(count) AS m, sum(res_count) AS s FROM nfs WHERE op_name = 'WRITE'",
     );
     assert_eq!(num(&w[0]["m"]), 3584.0);
+    // The analysis's one pass gives what its SQL does (handles named
+    // through GETFH after LOOKUP/OPEN/CREATE), whole and in a window.
+    let all = ["procedures", "latency", "clients", "handles"];
+    check_pass_against_sql(&[&ds], &all, &[]);
+    check_pass_against_sql(&[&ds], &all, &["--from", "+3s", "--to", "+20s"]);
+    // Two datasets: ids are each dataset's own, so the SQL's id joins
+    // (clients, handles) pair calls across them; the rest must agree.
+    let v3 = s.join("v3");
+    convert(&trace(&s, "nfsv3"), &v3, &[]);
+    check_pass_against_sql(&[&ds, &v3], &["procedures", "latency"], &[]);
 }
 
 #[test]

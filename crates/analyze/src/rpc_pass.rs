@@ -1,0 +1,1277 @@
+//! `weir analyze rpc` as one hand-written pass over the rpc and nfs
+//! columns, instead of four SQL queries on DataFusion (which cost ~10 ns per
+//! row for each aggregate expression: 2 M rows/s for the analysis, a tenth
+//! of its target). The SQL in `sql/rpc_*.sql` stays the definition: it is
+//! what `--emit-sql` hands to Spark, the results' names and types are
+//! planned from it, and the tests check this pass against it.
+//!
+//! Three scans, each over the files in parallel (a file is a unit of work):
+//! 1. nfs: READ/WRITE bytes per call id and per file handle;
+//! 2. rpc: counts, bytes and latencies per procedure and server, calls per
+//!    client, joined to step 1's bytes per call id (a merge: ids rise
+//!    within a writer's files);
+//! 3. nfs again, only for the busiest handles: the names they were seen
+//!    under, reading the name column for those rows alone.
+//!
+//! It relies on how weir writes the tables (store::rpc): `program`,
+//! `version` and `procedure` are set exactly when the call was seen (so
+//! they stand for `call_ts IS NOT NULL`), `latency_ns` exactly when call
+//! and reply both were, and an NFSv4 COMPOUND's operations are consecutive
+//! rows in op_index order. Ids are unique within a dataset, so calls are
+//! joined to their operations dataset by dataset.
+
+use std::collections::BTreeMap;
+use std::fs::File;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use datafusion::arrow::array::{
+    Array, ArrayRef, AsArray, DictionaryArray, FixedSizeBinaryArray, Float64Array, Int64Array,
+    RecordBatch, StringArray, UInt16Array, UInt32Array, UInt64Array,
+};
+use datafusion::arrow::compute::cast;
+use datafusion::arrow::datatypes::{Int16Type, SchemaRef, TimestampNanosecondType};
+use datafusion::parquet::arrow::ProjectionMask;
+use datafusion::parquet::arrow::arrow_reader::{
+    ParquetRecordBatchReader, ParquetRecordBatchReaderBuilder, RowSelection,
+};
+use datafusion::parquet::file::statistics::Statistics;
+use foldhash::{HashMap, HashMapExt, HashSet};
+
+use crate::analyses::Table;
+use crate::error::AnalyzeError;
+use crate::session::TimeWindow;
+
+const NFS_PROGRAM: u32 = 100003;
+/// Rows per batch read: large enough that per-batch work vanishes.
+const BATCH_ROWS: usize = 8 * 1024;
+
+/// The rpc and nfs files of one dataset.
+pub(crate) struct DatasetFiles {
+    pub rpc: Vec<PathBuf>,
+    pub nfs: Vec<PathBuf>,
+}
+
+impl DatasetFiles {
+    pub fn of(root: &Path) -> Result<DatasetFiles, AnalyzeError> {
+        Ok(DatasetFiles {
+            rpc: parquet_files(&root.join(store::rpc::RPC_DIR))?,
+            nfs: parquet_files(&root.join(store::rpc::NFS_DIR))?,
+        })
+    }
+}
+
+fn parquet_files(dir: &Path) -> Result<Vec<PathBuf>, AnalyzeError> {
+    let rd = match std::fs::read_dir(dir) {
+        Ok(rd) => rd,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => {
+            return Err(AnalyzeError::Io {
+                path: dir.into(),
+                source: e,
+            });
+        }
+    };
+    let mut out: Vec<PathBuf> = rd
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|x| x == "parquet"))
+        .collect();
+    out.sort();
+    Ok(out)
+}
+
+fn engine(path: &Path, what: impl std::fmt::Display) -> AnalyzeError {
+    AnalyzeError::Engine(format!("{}: {what}", path.display()))
+}
+
+/// Whether every file has the columns this pass reads (older or foreign
+/// files may not: the caller then runs the SQL, which reads them as null).
+pub(crate) fn has_columns(files: &[DatasetFiles]) -> Result<bool, AnalyzeError> {
+    for d in files {
+        for (paths, cols) in [(&d.rpc, RPC_READ), (&d.nfs, NFS_READ)] {
+            for p in paths {
+                let f = File::open(p).map_err(|e| AnalyzeError::Io {
+                    path: p.clone(),
+                    source: e,
+                })?;
+                let b = ParquetRecordBatchReaderBuilder::try_new(f).map_err(|e| engine(p, e))?;
+                let schema = b.schema();
+                if cols.iter().any(|c| schema.field_with_name(c).is_err()) {
+                    return Ok(false);
+                }
+            }
+        }
+    }
+    Ok(true)
+}
+
+const RPC_READ: &[&str] = &[
+    "id",
+    "ts",
+    "latency_ns",
+    "client",
+    "server",
+    "program",
+    "version",
+    "procedure",
+    "program_name",
+    "procedure_name",
+    "status",
+    "retransmits",
+    "call_bytes",
+    "reply_bytes",
+];
+const NFS_READ: &[&str] = &[
+    "rpc_id",
+    "ts",
+    "program",
+    "version",
+    "op_index",
+    "op_name",
+    "fh",
+    "res_count",
+    "res_fh",
+    "name",
+];
+
+/// A file's reader over `cols`, skipping row groups the window excludes
+/// by their ts statistics (`selection` counts rows of the groups kept).
+fn open(
+    path: &Path,
+    cols: &[&str],
+    window: TimeWindow,
+    selection: Option<RowSelection>,
+) -> Result<ParquetRecordBatchReader, AnalyzeError> {
+    let f = File::open(path).map_err(|e| AnalyzeError::Io {
+        path: path.into(),
+        source: e,
+    })?;
+    let b = ParquetRecordBatchReaderBuilder::try_new(f).map_err(|e| engine(path, e))?;
+    let pq = b.parquet_schema();
+    let mut leaves = Vec::with_capacity(cols.len());
+    for c in cols {
+        let i = (0..pq.num_columns())
+            .find(|&i| pq.column(i).name() == *c)
+            .ok_or_else(|| engine(path, format!("no column {c}")))?;
+        leaves.push(i);
+    }
+    let ts_leaf = (0..pq.num_columns()).find(|&i| pq.column(i).name() == "ts");
+    let groups: Vec<usize> = b
+        .metadata()
+        .row_groups()
+        .iter()
+        .enumerate()
+        .filter(|(_, rg)| {
+            let Some(Statistics::Int64(s)) = ts_leaf.and_then(|i| rg.column(i).statistics()) else {
+                return true;
+            };
+            let (Some(&lo), Some(&hi)) = (s.min_opt(), s.max_opt()) else {
+                return true;
+            };
+            window.from_ns.is_none_or(|f| hi >= f) && window.to_ns.is_none_or(|t| lo < t)
+        })
+        .map(|(i, _)| i)
+        .collect();
+    let mask = ProjectionMask::leaves(pq, leaves);
+    let mut b = b
+        .with_projection(mask)
+        .with_row_groups(groups)
+        .with_batch_size(BATCH_ROWS);
+    if let Some(s) = selection {
+        b = b.with_row_selection(s);
+    }
+    b.build().map_err(|e| engine(path, e))
+}
+
+fn column<'a, T: 'static>(
+    b: &'a RecordBatch,
+    name: &str,
+    path: &Path,
+) -> Result<&'a T, AnalyzeError> {
+    b.column_by_name(name)
+        .and_then(|c| c.as_any().downcast_ref::<T>())
+        .ok_or_else(|| engine(path, format!("column {name} has an unexpected type")))
+}
+
+/// Runs `f` on every item over `threads` threads; results in item order.
+fn par_map<T: Sync, R: Send>(
+    threads: usize,
+    items: &[T],
+    f: impl Fn(&T) -> Result<R, AnalyzeError> + Sync,
+) -> Result<Vec<R>, AnalyzeError> {
+    let threads = threads.clamp(1, items.len().max(1));
+    if threads == 1 {
+        return items.iter().map(f).collect();
+    }
+    let next = AtomicUsize::new(0);
+    let mut done: Vec<(usize, Result<R, AnalyzeError>)> = std::thread::scope(|s| {
+        let workers: Vec<_> = (0..threads)
+            .map(|_| {
+                s.spawn(|| {
+                    let mut out = Vec::new();
+                    loop {
+                        let i = next.fetch_add(1, Ordering::Relaxed);
+                        let Some(item) = items.get(i) else { break };
+                        out.push((i, f(item)));
+                    }
+                    out
+                })
+            })
+            .collect();
+        workers
+            .into_iter()
+            .flat_map(|w| w.join().unwrap_or_default())
+            .collect()
+    });
+    if done.len() != items.len() {
+        return Err(AnalyzeError::Engine("a scan thread failed".into()));
+    }
+    done.sort_by_key(|(i, _)| *i);
+    done.into_iter().map(|(_, r)| r).collect()
+}
+
+/// The columns to read: `cols`, and ts when the window is bounded (delta-
+/// coded times cost ~9 ns a row to decode; most scans need them only to
+/// test the window).
+fn with_ts<'a>(cols: &[&'a str], window: TimeWindow) -> Vec<&'a str> {
+    let mut v = cols.to_vec();
+    if window != TimeWindow::default() {
+        v.push("ts");
+    }
+    v
+}
+
+/// The batch's times if it has them (see [`with_ts`]).
+fn times<'a>(b: &'a RecordBatch, path: &Path) -> Result<Option<&'a [i64]>, AnalyzeError> {
+    match b.column_by_name("ts") {
+        None => Ok(None),
+        Some(c) => c
+            .as_primitive_opt::<TimestampNanosecondType>()
+            .map(|a| Some(a.values().as_ref()))
+            .ok_or_else(|| engine(path, "column ts has an unexpected type")),
+    }
+}
+
+fn in_window(w: TimeWindow, ts: i64) -> bool {
+    w.from_ns.is_none_or(|f| ts >= f) && w.to_ns.is_none_or(|t| ts < t)
+}
+
+/// Per dictionary key of a batch's name column, the name's number in
+/// `names` (interned); `u32::MAX` for a null key.
+fn intern_dictionary(
+    d: &DictionaryArray<Int16Type>,
+    names: &mut Vec<String>,
+    index: &mut HashMap<String, u32>,
+) -> Vec<u32> {
+    let values = d.values().as_string::<i32>();
+    (0..values.len())
+        .map(|i| {
+            if values.is_null(i) {
+                return u32::MAX;
+            }
+            let v = values.value(i);
+            *index.entry(v.to_string()).or_insert_with(|| {
+                names.push(v.to_string());
+                (names.len() - 1) as u32
+            })
+        })
+        .collect()
+}
+
+fn dict_code(d: &DictionaryArray<Int16Type>, map: &[u32], i: usize) -> u32 {
+    if d.is_null(i) {
+        return u32::MAX;
+    }
+    map.get(d.keys().value(i) as usize)
+        .copied()
+        .unwrap_or(u32::MAX)
+}
+
+// ---- scan 1: nfs bytes per call and per handle ----
+
+/// READ/WRITE bytes of one call (an NFSv4 COMPOUND may hold several).
+#[derive(Clone, Copy, Default)]
+struct CallIo {
+    id: u64,
+    read: i64,
+    written: i64,
+    reads: i64,
+    writes: i64,
+}
+
+/// READ/WRITE totals of one file handle. A sum with no non-null term is
+/// NULL in SQL, hence the flags.
+#[derive(Clone, Copy, Default)]
+struct HandleIo {
+    read: i64,
+    written: i64,
+    read_seen: bool,
+    written_seen: bool,
+    ops: i64,
+}
+
+impl HandleIo {
+    fn add(&mut self, o: &HandleIo) {
+        self.read += o.read;
+        self.written += o.written;
+        self.read_seen |= o.read_seen;
+        self.written_seen |= o.written_seen;
+        self.ops += o.ops;
+    }
+}
+
+#[derive(Default)]
+struct NfsPart {
+    calls: Vec<CallIo>,
+    handles: HashMap<u64, HandleIo>,
+    /// The file has GETFH operations (NFSv4), whose handle names the
+    /// LOOKUP/OPEN/CREATE before them.
+    getfh: bool,
+}
+
+fn op_kind(values: &StringArray) -> Vec<u8> {
+    // 1: READ, 2: WRITE, 3: LOOKUP/OPEN/CREATE, 4: GETFH, 0: other.
+    (0..values.len())
+        .map(|i| match values.is_valid(i).then(|| values.value(i)) {
+            Some("READ") => 1,
+            Some("WRITE") => 2,
+            Some("LOOKUP" | "OPEN" | "CREATE") => 3,
+            Some("GETFH") => 4,
+            _ => 0,
+        })
+        .collect()
+}
+
+fn kinds_of(d: &DictionaryArray<Int16Type>) -> Vec<u8> {
+    op_kind(d.values().as_string::<i32>())
+}
+
+fn kind_at(d: &DictionaryArray<Int16Type>, kinds: &[u8], i: usize) -> u8 {
+    if d.is_null(i) {
+        return 0;
+    }
+    kinds.get(d.keys().value(i) as usize).copied().unwrap_or(0)
+}
+
+fn scan_nfs_io(path: &Path, window: TimeWindow) -> Result<NfsPart, AnalyzeError> {
+    let cols = with_ts(&["rpc_id", "program", "op_name", "fh", "res_count"], window);
+    let mut part = NfsPart::default();
+    for b in open(path, &cols, window, None)? {
+        let b = b.map_err(|e| engine(path, e))?;
+        let id = column::<UInt64Array>(&b, "rpc_id", path)?;
+        let ts = times(&b, path)?;
+        let program = column::<UInt32Array>(&b, "program", path)?;
+        let op = column::<DictionaryArray<Int16Type>>(&b, "op_name", path)?;
+        let fh = column::<UInt64Array>(&b, "fh", path)?;
+        let count = column::<UInt32Array>(&b, "res_count", path)?;
+        let kinds = kinds_of(op);
+        part.getfh |= kinds.contains(&4);
+        for i in 0..b.num_rows() {
+            let kind = kind_at(op, &kinds, i);
+            if !(kind == 1 || kind == 2) || program.is_null(i) || program.value(i) != NFS_PROGRAM {
+                continue;
+            }
+            if ts.is_some_and(|t| !in_window(window, t[i])) {
+                continue;
+            }
+            let n = count.is_valid(i).then(|| count.value(i) as i64);
+            let bytes = n.unwrap_or(0);
+            let id = id.value(i);
+            let c = match part.calls.last_mut() {
+                Some(c) if c.id == id => c,
+                _ => {
+                    part.calls.push(CallIo {
+                        id,
+                        ..CallIo::default()
+                    });
+                    part.calls.last_mut().expect("just pushed")
+                }
+            };
+            let h = HandleIo {
+                read: if kind == 1 { bytes } else { 0 },
+                written: if kind == 2 { bytes } else { 0 },
+                read_seen: kind == 2 || n.is_some(),
+                written_seen: kind == 1 || n.is_some(),
+                ops: 1,
+            };
+            if kind == 1 {
+                c.read += bytes;
+                c.reads += 1;
+            } else {
+                c.written += bytes;
+                c.writes += 1;
+            }
+            if fh.is_valid(i) {
+                part.handles.entry(fh.value(i)).or_default().add(&h);
+            }
+        }
+    }
+    Ok(part)
+}
+
+/// The calls' bytes sorted by id, one entry per id.
+fn sorted_calls(parts: &mut [NfsPart]) -> Vec<CallIo> {
+    let mut calls: Vec<CallIo> = Vec::with_capacity(parts.iter().map(|p| p.calls.len()).sum());
+    for p in parts.iter_mut() {
+        calls.append(&mut p.calls);
+    }
+    if !calls.windows(2).all(|w| w[0].id < w[1].id) {
+        calls.sort_by_key(|c| c.id);
+        calls.dedup_by(|b, a| {
+            if a.id != b.id {
+                return false;
+            }
+            a.read += b.read;
+            a.written += b.written;
+            a.reads += b.reads;
+            a.writes += b.writes;
+            true
+        });
+    }
+    calls
+}
+
+// ---- scan 2: the rpc table ----
+
+/// A procedure as the table names it; `None` fields are NULL.
+#[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+struct Procedure {
+    program: Option<u32>,
+    version: Option<u32>,
+    procedure: Option<u32>,
+    program_name: Option<String>,
+    procedure_name: Option<String>,
+}
+
+impl Procedure {
+    fn program_label(&self) -> Option<String> {
+        self.program_name
+            .clone()
+            .or_else(|| self.program.map(|p| p.to_string()))
+    }
+    fn procedure_label(&self) -> Option<String> {
+        self.procedure_name
+            .clone()
+            .or_else(|| self.procedure.map(|p| p.to_string()))
+    }
+}
+
+#[derive(Clone, Copy, Default)]
+struct Totals {
+    calls: i64,
+    no_reply: i64,
+    no_call: i64,
+    retransmitted: i64,
+    errors: i64,
+    call_bytes: u64,
+    reply_bytes: u64,
+}
+
+impl Totals {
+    fn add(&mut self, o: &Totals) {
+        self.calls += o.calls;
+        self.no_reply += o.no_reply;
+        self.no_call += o.no_call;
+        self.retransmitted += o.retransmitted;
+        self.errors += o.errors;
+        self.call_bytes += o.call_bytes;
+        self.reply_bytes += o.reply_bytes;
+    }
+}
+
+/// Calls per client, and the READ/WRITE bytes of its calls.
+#[derive(Clone, Copy, Default)]
+struct ClientIo {
+    calls: i64,
+    read: i64,
+    written: i64,
+    reads: i64,
+    writes: i64,
+}
+
+#[derive(Default)]
+struct RpcPart {
+    procedures: Vec<Procedure>,
+    totals: Vec<Totals>,
+    /// (procedure, second) -> calls.
+    per_second: HashMap<(u32, i64), i64>,
+    /// (server, procedure) -> latencies in ns.
+    latencies: HashMap<(u128, u32), Vec<i64>>,
+    clients: HashMap<u128, ClientIo>,
+    span: Option<(i64, i64)>,
+}
+
+type ProcedureKey = (u32, u32, u32, u32, u32);
+
+/// Numbers of the rows' procedures in a part, in front of the map a small
+/// direct-mapped cache (procedures interleave, but there are few).
+struct ProcedureIndex {
+    index: HashMap<ProcedureKey, u32>,
+    cache: [Option<(ProcedureKey, u32)>; 64],
+}
+
+impl ProcedureIndex {
+    #[inline(always)]
+    fn slot(k: &ProcedureKey) -> usize {
+        (k.2 ^ k.1.rotate_left(5) ^ k.0.rotate_left(11)) as usize & 63
+    }
+}
+
+fn scan_rpc(path: &Path, window: TimeWindow, calls: &[CallIo]) -> Result<RpcPart, AnalyzeError> {
+    let mut part = RpcPart::default();
+    let mut names: Vec<String> = Vec::new();
+    let mut name_index: HashMap<String, u32> = HashMap::new();
+    let mut procs = ProcedureIndex {
+        index: HashMap::new(),
+        cache: [None; 64],
+    };
+    // The current second's count of each procedure, added to per_second
+    // when the second changes.
+    let mut second: Vec<(i64, i64)> = Vec::new();
+    // Per procedure, the server and latency group of its last answered
+    // call (procedures interleave; servers mostly do not).
+    let mut last_lat: Vec<Option<(u128, usize)>> = Vec::new();
+    let mut lat_groups: Vec<((u128, u32), Vec<i64>)> = Vec::new();
+    let mut lat_index: HashMap<(u128, u32), usize> = HashMap::new();
+    let mut cursor = 0usize;
+    let mut last_id: Option<u64> = None;
+    let mut client_rows: Vec<(u128, ClientIo)> = Vec::new();
+    let mut client_index: HashMap<u128, usize> = HashMap::new();
+    let mut last_client: Option<(u128, usize)> = None;
+    let bounded = window != TimeWindow::default();
+    for b in open(path, RPC_READ, window, None)? {
+        let b = b.map_err(|e| engine(path, e))?;
+        let id = column::<UInt64Array>(&b, "id", path)?;
+        let ts = b
+            .column_by_name("ts")
+            .and_then(|c| c.as_primitive_opt::<TimestampNanosecondType>())
+            .ok_or_else(|| engine(path, "column ts has an unexpected type"))?;
+        let latency = column::<Int64Array>(&b, "latency_ns", path)?;
+        let client = addresses(column::<FixedSizeBinaryArray>(&b, "client", path)?, path)?;
+        let server = addresses(column::<FixedSizeBinaryArray>(&b, "server", path)?, path)?;
+        let program = column::<UInt32Array>(&b, "program", path)?;
+        let version = column::<UInt32Array>(&b, "version", path)?;
+        let procedure = column::<UInt32Array>(&b, "procedure", path)?;
+        let pname = column::<DictionaryArray<Int16Type>>(&b, "program_name", path)?;
+        let prname = column::<DictionaryArray<Int16Type>>(&b, "procedure_name", path)?;
+        let status = column::<UInt32Array>(&b, "status", path)?;
+        let retransmits = column::<UInt32Array>(&b, "retransmits", path)?;
+        let call_bytes = column::<UInt32Array>(&b, "call_bytes", path)?;
+        let reply_bytes = column::<UInt32Array>(&b, "reply_bytes", path)?;
+        let pname_map = intern_dictionary(pname, &mut names, &mut name_index);
+        let prname_map = intern_dictionary(prname, &mut names, &mut name_index);
+        let opt = |a: &UInt32Array, i: usize| if a.is_null(i) { u32::MAX } else { a.value(i) };
+        for i in 0..b.num_rows() {
+            let t = ts.value(i);
+            if bounded && !in_window(window, t) {
+                continue;
+            }
+            part.span = Some(match part.span {
+                None => (t, t),
+                Some((lo, hi)) => (lo.min(t), hi.max(t)),
+            });
+            let called = program.is_valid(i);
+            // u32::MAX stands for NULL in the key; Procedure keeps the
+            // real Options (a program number of u32::MAX and a NULL one
+            // share a key only if the rest agrees too, which the writer
+            // never produces).
+            let key = (
+                opt(program, i),
+                opt(version, i),
+                opt(procedure, i),
+                dict_code(pname, &pname_map, i),
+                dict_code(prname, &prname_map, i),
+            );
+            let slot = ProcedureIndex::slot(&key);
+            let g = match procs.cache[slot] {
+                Some((k, g)) if k == key => g,
+                _ => {
+                    let n = procs.index.len() as u32;
+                    let g = *procs.index.entry(key).or_insert_with(|| {
+                        let name = |c: u32| (c != u32::MAX).then(|| names[c as usize].clone());
+                        part.procedures.push(Procedure {
+                            program: program.is_valid(i).then(|| program.value(i)),
+                            version: version.is_valid(i).then(|| version.value(i)),
+                            procedure: procedure.is_valid(i).then(|| procedure.value(i)),
+                            program_name: name(key.3),
+                            procedure_name: name(key.4),
+                        });
+                        part.totals.push(Totals::default());
+                        second.push((i64::MIN, 0));
+                        last_lat.push(None);
+                        n
+                    });
+                    procs.cache[slot] = Some((key, g));
+                    g
+                }
+            };
+            let tot = &mut part.totals[g as usize];
+            let answered = latency.is_valid(i);
+            tot.calls += 1;
+            tot.no_reply += (called && !answered) as i64;
+            tot.no_call += !called as i64;
+            tot.retransmitted += (retransmits.value(i) > 0) as i64;
+            tot.errors += (status.is_valid(i) && status.value(i) != 0) as i64;
+            tot.call_bytes += call_bytes.value(i) as u64;
+            tot.reply_bytes += reply_bytes.value(i) as u64;
+            let sec = t - t % 1_000_000_000;
+            let s = &mut second[g as usize];
+            if s.0 == sec {
+                s.1 += 1;
+            } else {
+                if s.1 > 0 {
+                    *part.per_second.entry((g, s.0)).or_default() += s.1;
+                }
+                *s = (sec, 1);
+            }
+            if answered {
+                let server = addr(server, i);
+                let at = match last_lat[g as usize] {
+                    Some((k, at)) if k == server => at,
+                    _ => {
+                        let at = *lat_index.entry((server, g)).or_insert_with(|| {
+                            lat_groups.push(((server, g), Vec::new()));
+                            lat_groups.len() - 1
+                        });
+                        last_lat[g as usize] = Some((server, at));
+                        at
+                    }
+                };
+                lat_groups[at].1.push(latency.value(i));
+            }
+            // Calls per client, with the bytes of the call's NFS
+            // operations (the SQL's `nfs JOIN rpc ON id`).
+            let a = addr(client, i);
+            let at = match last_client {
+                Some((k, at)) if k == a => at,
+                _ => {
+                    let at = *client_index.entry(a).or_insert_with(|| {
+                        client_rows.push((a, ClientIo::default()));
+                        client_rows.len() - 1
+                    });
+                    last_client = Some((a, at));
+                    at
+                }
+            };
+            let c = &mut client_rows[at].1;
+            if called && program.value(i) == NFS_PROGRAM {
+                c.calls += 1;
+            }
+            let id = id.value(i);
+            match last_id {
+                Some(last) if last <= id => {
+                    while cursor < calls.len() && calls[cursor].id < id {
+                        cursor += 1;
+                    }
+                }
+                _ => cursor = calls.partition_point(|c| c.id < id),
+            }
+            last_id = Some(id);
+            if let Some(io) = calls.get(cursor).filter(|io| io.id == id) {
+                c.read += io.read;
+                c.written += io.written;
+                c.reads += io.reads;
+                c.writes += io.writes;
+            }
+        }
+    }
+    for (g, (sec, n)) in second.into_iter().enumerate() {
+        if n > 0 {
+            *part.per_second.entry((g as u32, sec)).or_default() += n;
+        }
+    }
+    part.latencies = lat_groups.into_iter().collect();
+    part.clients = client_rows.into_iter().collect();
+    Ok(part)
+}
+
+/// The bytes of a non-null FixedSizeBinary(16) column of an rpc file.
+fn addresses<'a>(a: &'a FixedSizeBinaryArray, path: &Path) -> Result<&'a [u8], AnalyzeError> {
+    if a.value_length() != 16 || a.null_count() > 0 || a.value_data().len() < a.len() * 16 {
+        return Err(engine(
+            path,
+            "an address column is not 16 bytes in every row",
+        ));
+    }
+    Ok(a.value_data())
+}
+
+/// Row `i` of a FixedSizeBinary(16) address column, from its buffer
+/// directly (`value(i)` is not inlined: ~2 % of the pass).
+#[inline(always)]
+fn addr(data: &[u8], i: usize) -> u128 {
+    data.get(i * 16..i * 16 + 16)
+        .and_then(|b| <[u8; 16]>::try_from(b).ok())
+        .map_or(0, u128::from_be_bytes)
+}
+
+// ---- scan 3: names of the busiest handles ----
+
+/// Rows of a file that name a handle in `top`: (row, handle), rows rising;
+/// and the rows read.
+fn naming_rows(
+    path: &Path,
+    getfh: bool,
+    window: TimeWindow,
+    top: &HashSet<u64>,
+) -> Result<(Vec<(usize, u64)>, usize), AnalyzeError> {
+    if !getfh {
+        return own_handle_rows(path, window, top);
+    }
+    let cols = with_ts(
+        &["rpc_id", "version", "op_index", "op_name", "res_fh"],
+        window,
+    );
+    let mut out = Vec::new();
+    let mut row = 0usize;
+    // The previous row, if it was an NFSv4 LOOKUP/OPEN/CREATE: (row,
+    // rpc_id, op_index); a GETFH right after it gives its handle.
+    let mut prev: Option<(usize, u64, u16)> = None;
+    for b in open(path, &cols, window, None)? {
+        let b = b.map_err(|e| engine(path, e))?;
+        let id = column::<UInt64Array>(&b, "rpc_id", path)?;
+        let ts = times(&b, path)?;
+        let version = column::<UInt32Array>(&b, "version", path)?;
+        let op_index = column::<UInt16Array>(&b, "op_index", path)?;
+        let op = column::<DictionaryArray<Int16Type>>(&b, "op_name", path)?;
+        let res_fh = column::<UInt64Array>(&b, "res_fh", path)?;
+        let kinds = kinds_of(op);
+        for i in 0..b.num_rows() {
+            let r = row + i;
+            let before = prev.take();
+            if ts.is_some_and(|t| !in_window(window, t[i])) {
+                continue;
+            }
+            let kind = kind_at(op, &kinds, i);
+            let fh = res_fh.is_valid(i).then(|| res_fh.value(i));
+            let (id, index) = (id.value(i), op_index.value(i));
+            if let Some(fh) = fh.filter(|f| top.contains(f)) {
+                if kind == 4
+                    && let Some((pr, pid, pindex)) = before
+                    && pid == id
+                    && pindex.checked_add(1) == Some(index)
+                {
+                    out.push((pr, fh));
+                }
+                out.push((r, fh));
+            }
+            if kind == 3 && version.is_valid(i) && version.value(i) == 4 {
+                prev = Some((r, id, index));
+            }
+        }
+        row += b.num_rows();
+    }
+    out.sort_unstable();
+    out.dedup();
+    Ok((out, row))
+}
+
+/// [`naming_rows`] of a file without GETFH: a row names only its own
+/// result handle, and res_fh is all there is to read.
+fn own_handle_rows(
+    path: &Path,
+    window: TimeWindow,
+    top: &HashSet<u64>,
+) -> Result<(Vec<(usize, u64)>, usize), AnalyzeError> {
+    let mut out = Vec::new();
+    let mut row = 0usize;
+    for b in open(path, &with_ts(&["res_fh"], window), window, None)? {
+        let b = b.map_err(|e| engine(path, e))?;
+        let ts = times(&b, path)?;
+        let res_fh = column::<UInt64Array>(&b, "res_fh", path)?;
+        let values = res_fh.values();
+        for i in 0..b.num_rows() {
+            if res_fh.is_valid(i)
+                && top.contains(&values[i])
+                && ts.is_none_or(|t| in_window(window, t[i]))
+            {
+                out.push((row + i, values[i]));
+            }
+        }
+        row += b.num_rows();
+    }
+    Ok((out, row))
+}
+
+fn names_of(
+    path: &Path,
+    getfh: bool,
+    window: TimeWindow,
+    top: &HashSet<u64>,
+) -> Result<Vec<(u64, String)>, AnalyzeError> {
+    let (rows, total) = naming_rows(path, getfh, window, top)?;
+    if rows.is_empty() {
+        return Ok(Vec::new());
+    }
+    let mut ranges: Vec<std::ops::Range<usize>> = Vec::new();
+    for &(r, _) in &rows {
+        match ranges.last_mut() {
+            Some(last) if last.end == r => last.end = r + 1,
+            Some(last) if last.start <= r && r < last.end => {}
+            _ => ranges.push(r..r + 1),
+        }
+    }
+    let selection = RowSelection::from_consecutive_ranges(ranges.into_iter(), total);
+    let mut out = Vec::new();
+    let mut at = 0usize;
+    // Rows come back in order; one row may name two handles (its own
+    // res_fh and, for a LOOKUP, the following GETFH's).
+    let mut distinct: Vec<usize> = rows.iter().map(|(r, _)| *r).collect();
+    distinct.dedup();
+    let mut k = 0usize;
+    for b in open(path, &["name"], window, Some(selection))? {
+        let b = b.map_err(|e| engine(path, e))?;
+        let name = b.column(0).as_string::<i32>();
+        for i in 0..b.num_rows() {
+            let Some(&r) = distinct.get(k) else { break };
+            k += 1;
+            while at < rows.len() && rows[at].0 == r {
+                if name.is_valid(i) {
+                    out.push((rows[at].1, name.value(i).to_string()));
+                }
+                at += 1;
+            }
+        }
+    }
+    Ok(out)
+}
+
+// ---- the analysis ----
+
+/// The four tables' rows, before they take the SQL's types.
+pub(crate) struct RpcResult {
+    pub tables: [(Vec<ArrayRef>, &'static str); 4],
+    /// Latencies per "program vN PROCEDURE" label (unsorted).
+    pub samples: BTreeMap<String, Vec<i64>>,
+}
+
+struct LatencyRow {
+    server: String,
+    program: Option<String>,
+    version: Option<u32>,
+    procedure: Option<String>,
+    values: Vec<i64>,
+}
+
+/// DataFusion's `percentile_cont` at each of `ps` (rising) over `v`:
+/// linear between the neighbours at p × (n − 1), the weight quantised to
+/// 1e-6 as it does. Each selection works on the part above the previous
+/// one, and the upper neighbour is the least value above the lower.
+fn percentiles_cont(v: &mut [i64], ps: &[f64]) -> Vec<f64> {
+    let n = v.len();
+    let mut out = Vec::with_capacity(ps.len());
+    let mut from = 0usize;
+    for &p in ps {
+        if n == 1 {
+            out.push(v[0] as f64);
+            continue;
+        }
+        let index = p * (n - 1) as f64;
+        let (lo, hi) = (index.floor() as usize, index.ceil() as usize);
+        let low = if lo >= from {
+            let (_, &mut x, _) = v[from..].select_nth_unstable(lo - from);
+            from = lo;
+            x
+        } else {
+            // Same lower index as the previous p: already in place.
+            v[lo]
+        };
+        if lo == hi {
+            out.push(low as f64);
+            continue;
+        }
+        let high = v[lo + 1..].iter().copied().min().unwrap_or(low);
+        let weight = ((index - lo as f64) * 1e6) as usize as f64 / 1e6;
+        out.push(low as f64 + (high as f64 - low as f64) * weight);
+    }
+    out
+}
+
+fn ip_text(a: u128) -> String {
+    let mut s = String::new();
+    crate::udf::write_ip(&a.to_be_bytes(), &mut s);
+    s
+}
+
+/// Runs the pass over `datasets` on `threads` threads.
+pub(crate) fn run(
+    datasets: &[DatasetFiles],
+    window: TimeWindow,
+    threads: usize,
+    top_handles: usize,
+) -> Result<RpcResult, AnalyzeError> {
+    // Scans 1 and 2, dataset by dataset (ids are the dataset's own).
+    let mut handles: HashMap<u64, HandleIo> = HashMap::new();
+    let mut rpc_parts: Vec<RpcPart> = Vec::new();
+    let mut nfs_files: Vec<(&Path, bool)> = Vec::new();
+    for d in datasets {
+        let mut nfs = par_map(threads, &d.nfs, |p| scan_nfs_io(p, window))?;
+        nfs_files.extend(
+            d.nfs
+                .iter()
+                .map(PathBuf::as_path)
+                .zip(nfs.iter().map(|p| p.getfh)),
+        );
+        for p in &nfs {
+            for (fh, h) in &p.handles {
+                handles.entry(*fh).or_default().add(h);
+            }
+        }
+        let calls = sorted_calls(&mut nfs);
+        drop(nfs);
+        rpc_parts.extend(par_map(threads, &d.rpc, |p| scan_rpc(p, window, &calls))?);
+    }
+
+    // procedures: merged by their labels, as the SQL groups them.
+    type Label = (String, u32, String);
+    let label_of = |p: &Procedure| -> Label {
+        (
+            p.program_label().unwrap_or_else(|| "unknown".into()),
+            p.version.unwrap_or(0),
+            p.procedure_label().unwrap_or_else(|| "unknown".into()),
+        )
+    };
+    let mut totals: BTreeMap<Label, Totals> = BTreeMap::new();
+    let mut per_second: HashMap<(Label, i64), i64> = HashMap::new();
+    let mut span: Option<(i64, i64)> = None;
+    // Latencies per (server, procedure), each in one allocation of its
+    // final size (20 M calls are 160 MB: no copy more than needed).
+    let mut latencies: BTreeMap<(u128, Procedure), Vec<i64>> = BTreeMap::new();
+    let mut sizes: BTreeMap<(u128, &Procedure), usize> = BTreeMap::new();
+    for part in &rpc_parts {
+        for ((server, g), v) in &part.latencies {
+            *sizes
+                .entry((*server, &part.procedures[*g as usize]))
+                .or_default() += v.len();
+        }
+    }
+    for ((server, p), n) in sizes {
+        latencies.insert((server, p.clone()), Vec::with_capacity(n));
+    }
+    let mut clients: BTreeMap<u128, ClientIo> = BTreeMap::new();
+    for part in rpc_parts {
+        let labels: Vec<Label> = part.procedures.iter().map(label_of).collect();
+        for (g, t) in part.totals.iter().enumerate() {
+            totals.entry(labels[g].clone()).or_default().add(t);
+        }
+        for ((g, sec), n) in part.per_second {
+            *per_second
+                .entry((labels[g as usize].clone(), sec))
+                .or_default() += n;
+        }
+        if let Some((lo, hi)) = part.span {
+            span = Some(span.map_or((lo, hi), |(a, b)| (a.min(lo), b.max(hi))));
+        }
+        for ((server, g), v) in part.latencies {
+            let key = (server, part.procedures[g as usize].clone());
+            match latencies.get_mut(&key) {
+                Some(all) if all.is_empty() && all.capacity() == v.len() => *all = v,
+                Some(all) => all.extend_from_slice(&v),
+                None => {
+                    latencies.insert(key, v);
+                }
+            }
+        }
+        for (a, c) in part.clients {
+            let e = clients.entry(a).or_default();
+            e.calls += c.calls;
+            e.read += c.read;
+            e.written += c.written;
+            e.reads += c.reads;
+            e.writes += c.writes;
+        }
+    }
+    let mut peak: HashMap<Label, i64> = HashMap::new();
+    for ((label, _), n) in per_second {
+        let p = peak.entry(label).or_default();
+        *p = (*p).max(n);
+    }
+    let seconds = span.map_or(1.0, |(lo, hi)| ((hi - lo) as f64 / 1e9).max(1.0));
+    let mut procs: Vec<(Label, Totals)> = totals.into_iter().collect();
+    procs.sort_by(|a, b| b.1.calls.cmp(&a.1.calls).then_with(|| a.0.cmp(&b.0)));
+    let procedures: Vec<ArrayRef> = vec![
+        Arc::new(StringArray::from_iter_values(procs.iter().map(|p| &p.0.0))),
+        Arc::new(UInt32Array::from_iter_values(procs.iter().map(|p| p.0.1))),
+        Arc::new(StringArray::from_iter_values(procs.iter().map(|p| &p.0.2))),
+        Arc::new(Int64Array::from_iter_values(
+            procs.iter().map(|p| p.1.calls),
+        )),
+        Arc::new(Float64Array::from_iter_values(
+            procs.iter().map(|p| p.1.calls as f64 / seconds),
+        )),
+        Arc::new(Int64Array::from_iter_values(
+            procs.iter().map(|p| peak.get(&p.0).copied().unwrap_or(0)),
+        )),
+        Arc::new(Int64Array::from_iter_values(
+            procs.iter().map(|p| p.1.no_reply),
+        )),
+        Arc::new(Int64Array::from_iter_values(
+            procs.iter().map(|p| p.1.no_call),
+        )),
+        Arc::new(Int64Array::from_iter_values(
+            procs.iter().map(|p| p.1.retransmitted),
+        )),
+        Arc::new(Int64Array::from_iter_values(
+            procs.iter().map(|p| p.1.errors),
+        )),
+        Arc::new(UInt64Array::from_iter_values(
+            procs.iter().map(|p| p.1.call_bytes),
+        )),
+        Arc::new(UInt64Array::from_iter_values(
+            procs.iter().map(|p| p.1.reply_bytes),
+        )),
+    ];
+
+    // latency: quantiles per server and procedure.
+    let mut rows: Vec<LatencyRow> = latencies
+        .into_iter()
+        .map(|((server, p), values)| LatencyRow {
+            server: ip_text(server),
+            program: p.program_label(),
+            version: p.version,
+            procedure: p.procedure_label(),
+            values,
+        })
+        .collect();
+    rows.sort_by(|a, b| {
+        a.server
+            .cmp(&b.server)
+            .then(b.values.len().cmp(&a.values.len()))
+            .then_with(|| a.program.cmp(&b.program))
+            .then(a.version.cmp(&b.version))
+            .then_with(|| a.procedure.cmp(&b.procedure))
+    });
+    let mut stats: Vec<[i64; 6]> = Vec::with_capacity(rows.len());
+    let mut samples: BTreeMap<String, Vec<i64>> = BTreeMap::new();
+    for r in &mut rows {
+        let v = &mut r.values;
+        let sum: i128 = v.iter().map(|&x| x as i128).sum();
+        let mean = (sum as f64 / v.len() as f64) as i64;
+        let max = v.iter().copied().max().unwrap_or(0);
+        let q = percentiles_cont(v, &[0.5, 0.9, 0.99]);
+        let q = |k: usize| q[k].round() as i64;
+        stats.push([v.len() as i64, mean, q(0), q(1), q(2), max]);
+        let label = format!(
+            "{} v{} {}",
+            r.program.as_deref().unwrap_or(""),
+            r.version.map(|v| v.to_string()).unwrap_or_default(),
+            r.procedure.as_deref().unwrap_or("")
+        );
+        samples.entry(label).or_default().extend_from_slice(v);
+    }
+    let stat = |k: usize| -> ArrayRef {
+        Arc::new(Int64Array::from_iter_values(stats.iter().map(|s| s[k])))
+    };
+    let latency: Vec<ArrayRef> = vec![
+        Arc::new(StringArray::from_iter_values(
+            rows.iter().map(|r| &r.server),
+        )),
+        Arc::new(StringArray::from_iter(
+            rows.iter().map(|r| r.program.as_deref()),
+        )),
+        Arc::new(UInt32Array::from_iter(rows.iter().map(|r| r.version))),
+        Arc::new(StringArray::from_iter(
+            rows.iter().map(|r| r.procedure.as_deref()),
+        )),
+        stat(0),
+        stat(1),
+        stat(2),
+        stat(3),
+        stat(4),
+        stat(5),
+    ];
+
+    // clients: NFS callers only.
+    let mut cl: Vec<(String, ClientIo)> = clients
+        .into_iter()
+        .filter(|(_, c)| c.calls > 0)
+        .map(|(a, c)| (ip_text(a), c))
+        .collect();
+    cl.sort_by(|a, b| {
+        (b.1.read + b.1.written)
+            .cmp(&(a.1.read + a.1.written))
+            .then_with(|| a.0.cmp(&b.0))
+    });
+    let clients: Vec<ArrayRef> = vec![
+        Arc::new(StringArray::from_iter_values(cl.iter().map(|c| &c.0))),
+        Arc::new(Int64Array::from_iter_values(cl.iter().map(|c| c.1.calls))),
+        Arc::new(Int64Array::from_iter_values(cl.iter().map(|c| c.1.read))),
+        Arc::new(Int64Array::from_iter_values(cl.iter().map(|c| c.1.written))),
+        Arc::new(Int64Array::from_iter_values(cl.iter().map(|c| c.1.reads))),
+        Arc::new(Int64Array::from_iter_values(cl.iter().map(|c| c.1.writes))),
+    ];
+
+    // handles: the busiest by bytes (a NULL total first, as SQL's DESC
+    // puts it), then their names.
+    let total = |h: &HandleIo| (h.read_seen && h.written_seen).then_some(h.read + h.written);
+    let order = |a: &(u64, HandleIo), b: &(u64, HandleIo)| {
+        match (total(&a.1), total(&b.1)) {
+            (None, None) => std::cmp::Ordering::Equal,
+            (None, Some(_)) => std::cmp::Ordering::Less,
+            (Some(_), None) => std::cmp::Ordering::Greater,
+            (Some(x), Some(y)) => y.cmp(&x),
+        }
+        .then(a.0.cmp(&b.0))
+    };
+    let mut hs: Vec<(u64, HandleIo)> = handles.into_iter().collect();
+    if top_handles < hs.len() {
+        if top_handles > 0 {
+            hs.select_nth_unstable_by(top_handles - 1, order);
+        }
+        hs.truncate(top_handles);
+    }
+    hs.sort_unstable_by(order);
+    let top: HashSet<u64> = hs.iter().map(|(fh, _)| *fh).collect();
+    let mut names: HashMap<u64, String> = HashMap::new();
+    if !top.is_empty() {
+        let names_in = |(p, getfh): &(&Path, bool)| names_of(p, *getfh, window, &top);
+        for found in par_map(threads, &nfs_files, names_in)? {
+            for (fh, name) in found {
+                match names.get_mut(&fh) {
+                    Some(n) if *n >= name => {}
+                    Some(n) => *n = name,
+                    None => {
+                        names.insert(fh, name);
+                    }
+                }
+            }
+        }
+    }
+    let handles: Vec<ArrayRef> = vec![
+        Arc::new(UInt64Array::from_iter_values(hs.iter().map(|h| h.0))),
+        Arc::new(StringArray::from_iter(
+            hs.iter().map(|h| names.get(&h.0).map(String::as_str)),
+        )),
+        Arc::new(Int64Array::from_iter(
+            hs.iter().map(|h| h.1.read_seen.then_some(h.1.read)),
+        )),
+        Arc::new(Int64Array::from_iter(
+            hs.iter().map(|h| h.1.written_seen.then_some(h.1.written)),
+        )),
+        Arc::new(Int64Array::from_iter_values(hs.iter().map(|h| h.1.ops))),
+    ];
+    Ok(RpcResult {
+        tables: [
+            (procedures, "procedures"),
+            (latency, "latency"),
+            (clients, "clients"),
+            (handles, "handles"),
+        ],
+        samples,
+    })
+}
+
+/// `columns` as a table of `schema` (planned from the SQL): the same
+/// names and types the SQL would give.
+pub(crate) fn table(
+    name: &str,
+    schema: SchemaRef,
+    columns: Vec<ArrayRef>,
+) -> Result<Table, AnalyzeError> {
+    if schema.fields().len() != columns.len() {
+        return Err(AnalyzeError::Engine(format!(
+            "rpc {name}: {} columns planned, {} computed",
+            schema.fields().len(),
+            columns.len()
+        )));
+    }
+    let mut cols = Vec::with_capacity(columns.len());
+    for (f, c) in schema.fields().iter().zip(columns) {
+        let c = if c.data_type() == f.data_type() {
+            c
+        } else {
+            cast(&c, f.data_type())
+                .map_err(|e| AnalyzeError::Engine(format!("rpc {name}.{}: {e}", f.name())))?
+        };
+        cols.push(c);
+    }
+    let batch = RecordBatch::try_new(schema.clone(), cols)
+        .map_err(|e| AnalyzeError::Engine(format!("rpc {name}: {e}")))?;
+    Ok(Table {
+        name: name.into(),
+        schema,
+        batches: vec![batch],
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn percentiles_interpolate_as_datafusion_does() {
+        let mut v = vec![40, 10, 30, 20];
+        // 0.5 × 3 = 1.5: halfway between 20 and 30; 0.9 × 3 = 2.7:
+        // 30 + 0.7 × 10; 0.99 × 3 = 2.97.
+        let q = percentiles_cont(&mut v, &[0.5, 0.9, 0.99]);
+        assert_eq!(q[0], 25.0);
+        assert!((q[1] - 37.0).abs() < 1e-9);
+        // 2.97 − 2 is 0.96999…: the quantised weight is 0.969999.
+        assert!((q[2] - 39.69999).abs() < 1e-9, "{}", q[2]);
+        assert_eq!(percentiles_cont(&mut [7], &[0.5, 0.99]), vec![7.0, 7.0]);
+        let mut v: Vec<i64> = (0..101).rev().collect();
+        assert_eq!(percentiles_cont(&mut v, &[0.5, 0.99]), vec![50.0, 99.0]);
+        // Two ps on one lower index, and ties.
+        let mut v = vec![5, 5, 5, 1, 9];
+        assert_eq!(
+            percentiles_cont(&mut v, &[0.5, 0.6, 0.99]),
+            vec![5.0, 5.0, 9.0 - 0.16]
+        );
+    }
+
+    /// Against a sort, on values with many ties, for many sizes.
+    #[test]
+    fn percentiles_match_a_sort() {
+        let mut x = 12345u64;
+        for n in 1..200usize {
+            let mut v: Vec<i64> = (0..n)
+                .map(|_| {
+                    x = x
+                        .wrapping_mul(6364136223846793005)
+                        .wrapping_add(1442695040888963407);
+                    ((x >> 33) % 50) as i64
+                })
+                .collect();
+            let mut sorted = v.clone();
+            sorted.sort_unstable();
+            let ps = [0.5, 0.9, 0.99];
+            let got = percentiles_cont(&mut v, &ps);
+            for (k, p) in ps.iter().enumerate() {
+                let index = p * (n - 1) as f64;
+                let (lo, hi) = (index.floor() as usize, index.ceil() as usize);
+                let w = ((index - lo as f64) * 1e6) as usize as f64 / 1e6;
+                let want = sorted[lo] as f64 + (sorted[hi] - sorted[lo]) as f64 * w;
+                assert!(
+                    (got[k] - want).abs() < 1e-9,
+                    "n {n} p {p}: {} vs {want}",
+                    got[k]
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn calls_out_of_order_are_sorted_and_merged() {
+        let io = |id, read| CallIo {
+            id,
+            read,
+            reads: 1,
+            ..CallIo::default()
+        };
+        let mut parts = vec![
+            NfsPart {
+                calls: vec![io(5, 1), io(9, 2)],
+                ..NfsPart::default()
+            },
+            NfsPart {
+                calls: vec![io(2, 4), io(5, 8)],
+                ..NfsPart::default()
+            },
+        ];
+        let c = sorted_calls(&mut parts);
+        let got: Vec<(u64, i64, i64)> = c.iter().map(|c| (c.id, c.read, c.reads)).collect();
+        assert_eq!(got, vec![(2, 4, 1), (5, 9, 2), (9, 2, 1)]);
+    }
+}
