@@ -291,14 +291,29 @@ fn dict_code(d: &DictionaryArray<Int16Type>, map: &[u32], i: usize) -> u32 {
 
 // ---- scan 1: nfs bytes per call and per handle ----
 
-/// READ/WRITE bytes of one call (an NFSv4 COMPOUND may hold several).
+/// READ and WRITE operations and the bytes their replies counted.
 #[derive(Clone, Copy, Default)]
-struct CallIo {
-    id: u64,
+struct Io {
     read: i64,
     written: i64,
     reads: i64,
     writes: i64,
+}
+
+impl Io {
+    fn add(&mut self, o: &Io) {
+        self.read += o.read;
+        self.written += o.written;
+        self.reads += o.reads;
+        self.writes += o.writes;
+    }
+}
+
+/// The READ/WRITE of one call (an NFSv4 COMPOUND may hold several).
+#[derive(Clone, Copy, Default)]
+struct CallIo {
+    id: u64,
+    io: Io,
 }
 
 /// READ/WRITE totals of one file handle. A sum with no non-null term is
@@ -397,11 +412,11 @@ fn scan_nfs_io(path: &Path, window: TimeWindow) -> Result<NfsPart, AnalyzeError>
                 ops: 1,
             };
             if kind == 1 {
-                c.read += bytes;
-                c.reads += 1;
+                c.io.read += bytes;
+                c.io.reads += 1;
             } else {
-                c.written += bytes;
-                c.writes += 1;
+                c.io.written += bytes;
+                c.io.writes += 1;
             }
             if fh.is_valid(i) {
                 part.handles.entry(fh.value(i)).or_default().add(&h);
@@ -423,10 +438,7 @@ fn sorted_calls(parts: &mut [NfsPart]) -> Vec<CallIo> {
             if a.id != b.id {
                 return false;
             }
-            a.read += b.read;
-            a.written += b.written;
-            a.reads += b.reads;
-            a.writes += b.writes;
+            a.io.add(&b.io);
             true
         });
     }
@@ -481,14 +493,11 @@ impl Totals {
     }
 }
 
-/// Calls per client, and the READ/WRITE bytes of its calls.
+/// Calls per client, and the READ/WRITE of its calls.
 #[derive(Clone, Copy, Default)]
 struct ClientIo {
     calls: i64,
-    read: i64,
-    written: i64,
-    reads: i64,
-    writes: i64,
+    io: Io,
 }
 
 #[derive(Default)]
@@ -670,10 +679,7 @@ fn scan_rpc(path: &Path, window: TimeWindow, calls: &[CallIo]) -> Result<RpcPart
             }
             last_id = Some(id);
             if let Some(io) = calls.get(cursor).filter(|io| io.id == id) {
-                c.read += io.read;
-                c.written += io.written;
-                c.reads += io.reads;
-                c.writes += io.writes;
+                c.io.add(&io.io);
             }
         }
     }
@@ -977,10 +983,7 @@ pub(crate) fn run(
         for (a, c) in part.clients {
             let e = clients.entry(a).or_default();
             e.calls += c.calls;
-            e.read += c.read;
-            e.written += c.written;
-            e.reads += c.reads;
-            e.writes += c.writes;
+            e.io.add(&c.io);
         }
     }
     let mut peak: HashMap<Label, i64> = HashMap::new();
@@ -1090,17 +1093,23 @@ pub(crate) fn run(
         .map(|(a, c)| (ip_text(a), c))
         .collect();
     cl.sort_by(|a, b| {
-        (b.1.read + b.1.written)
-            .cmp(&(a.1.read + a.1.written))
+        (b.1.io.read + b.1.io.written)
+            .cmp(&(a.1.io.read + a.1.io.written))
             .then_with(|| a.0.cmp(&b.0))
     });
     let clients: Vec<ArrayRef> = vec![
         Arc::new(StringArray::from_iter_values(cl.iter().map(|c| &c.0))),
         Arc::new(Int64Array::from_iter_values(cl.iter().map(|c| c.1.calls))),
-        Arc::new(Int64Array::from_iter_values(cl.iter().map(|c| c.1.read))),
-        Arc::new(Int64Array::from_iter_values(cl.iter().map(|c| c.1.written))),
-        Arc::new(Int64Array::from_iter_values(cl.iter().map(|c| c.1.reads))),
-        Arc::new(Int64Array::from_iter_values(cl.iter().map(|c| c.1.writes))),
+        Arc::new(Int64Array::from_iter_values(cl.iter().map(|c| c.1.io.read))),
+        Arc::new(Int64Array::from_iter_values(
+            cl.iter().map(|c| c.1.io.written),
+        )),
+        Arc::new(Int64Array::from_iter_values(
+            cl.iter().map(|c| c.1.io.reads),
+        )),
+        Arc::new(Int64Array::from_iter_values(
+            cl.iter().map(|c| c.1.io.writes),
+        )),
     ];
 
     // handles: the busiest by bytes (a NULL total first, as SQL's DESC
@@ -1256,9 +1265,11 @@ mod tests {
     fn calls_out_of_order_are_sorted_and_merged() {
         let io = |id, read| CallIo {
             id,
-            read,
-            reads: 1,
-            ..CallIo::default()
+            io: Io {
+                read,
+                reads: 1,
+                ..Io::default()
+            },
         };
         let mut parts = vec![
             NfsPart {
@@ -1271,7 +1282,7 @@ mod tests {
             },
         ];
         let c = sorted_calls(&mut parts);
-        let got: Vec<(u64, i64, i64)> = c.iter().map(|c| (c.id, c.read, c.reads)).collect();
+        let got: Vec<(u64, i64, i64)> = c.iter().map(|c| (c.id, c.io.read, c.io.reads)).collect();
         assert_eq!(got, vec![(2, 4, 1), (5, 9, 2), (9, 2, 1)]);
     }
 }
