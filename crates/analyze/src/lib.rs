@@ -5,7 +5,9 @@
 //! text runs on Spark SQL: standard aggregates and CASE, integer times in
 //! ns (`ts_ns`), no engine-specific functions except `ip_text`/`mac_text`,
 //! which only format results. The binding of tables, the time window and
-//! the UDFs live in [`session`].
+//! the UDFs live in [`session`]. `rpc` runs its SQL's equivalent as one
+//! hand-written pass over the columns (`rpc_pass`): the SQL there stays
+//! the definition, for `--emit-sql` and the tests.
 
 pub mod analyses;
 pub mod emit;
