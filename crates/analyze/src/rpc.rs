@@ -47,7 +47,7 @@ fn table(session: &Session, name: &str, sql: &str) -> Result<Table, AnalyzeError
 
 /// `rpc`, with the `top_handles` busiest file handles, and the latency
 /// samples if `samples`. Runs as one pass over the columns
-/// ([`crate::rpc_pass`]); through the SQL when a file lacks a column the
+/// (`rpc_pass`); through the SQL when a file lacks a column the
 /// pass reads (the SQL reads it as null).
 pub fn rpc(
     session: &Session,
