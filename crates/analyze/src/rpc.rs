@@ -69,7 +69,13 @@ pub fn rpc(
     if !rpc_pass::has_columns(&files)? {
         return rpc_sql(session, &sql, samples);
     }
-    let r = rpc_pass::run(&files, session.window(), session.threads(), top_handles)?;
+    let r = rpc_pass::run(
+        &files,
+        session.window(),
+        session.threads(),
+        top_handles,
+        samples,
+    )?;
     let [procedures, latency, clients, handles] = r.tables;
     let t = |(cols, name): (Vec<_>, &str), sql: &str| {
         rpc_pass::table(name, session.plan_schema(sql)?, cols)
@@ -81,11 +87,9 @@ pub fn rpc(
         handles: t(handles, sql[3])?,
         samples: BTreeMap::new(),
     };
-    if samples {
-        out.samples = r.samples;
-        for v in out.samples.values_mut() {
-            v.sort_unstable();
-        }
+    out.samples = r.samples;
+    for v in out.samples.values_mut() {
+        v.sort_unstable();
     }
     Ok(out)
 }

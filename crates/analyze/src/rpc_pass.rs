@@ -272,10 +272,13 @@ fn intern_dictionary(
                 return u32::MAX;
             }
             let v = values.value(i);
-            *index.entry(v.to_string()).or_insert_with(|| {
-                names.push(v.to_string());
-                (names.len() - 1) as u32
-            })
+            if let Some(&k) = index.get(v) {
+                return k;
+            }
+            names.push(v.to_string());
+            let k = (names.len() - 1) as u32;
+            index.insert(v.to_string(), k);
+            k
         })
         .collect()
 }
@@ -553,10 +556,7 @@ fn scan_rpc(path: &Path, window: TimeWindow, calls: &[CallIo]) -> Result<RpcPart
     for b in open(path, RPC_READ, window, None)? {
         let b = b.map_err(|e| engine(path, e))?;
         let id = column::<UInt64Array>(&b, "id", path)?;
-        let ts = b
-            .column_by_name("ts")
-            .and_then(|c| c.as_primitive_opt::<TimestampNanosecondType>())
-            .ok_or_else(|| engine(path, "column ts has an unexpected type"))?;
+        let ts = times(&b, path)?.ok_or_else(|| engine(path, "no column ts"))?;
         let latency = column::<Int64Array>(&b, "latency_ns", path)?;
         let client = addresses(column::<FixedSizeBinaryArray>(&b, "client", path)?, path)?;
         let server = addresses(column::<FixedSizeBinaryArray>(&b, "server", path)?, path)?;
@@ -572,8 +572,7 @@ fn scan_rpc(path: &Path, window: TimeWindow, calls: &[CallIo]) -> Result<RpcPart
         let pname_map = intern_dictionary(pname, &mut names, &mut name_index);
         let prname_map = intern_dictionary(prname, &mut names, &mut name_index);
         let opt = |a: &UInt32Array, i: usize| if a.is_null(i) { u32::MAX } else { a.value(i) };
-        for i in 0..b.num_rows() {
-            let t = ts.value(i);
+        for (i, &t) in ts.iter().enumerate().take(b.num_rows()) {
             if bounded && !in_window(window, t) {
                 continue;
             }
@@ -811,21 +810,20 @@ fn names_of(
     if rows.is_empty() {
         return Ok(Vec::new());
     }
+    // One row may name two handles (its own res_fh and, for a LOOKUP, the
+    // following GETFH's); it is read once.
+    let mut distinct: Vec<usize> = rows.iter().map(|(r, _)| *r).collect();
+    distinct.dedup();
     let mut ranges: Vec<std::ops::Range<usize>> = Vec::new();
-    for &(r, _) in &rows {
+    for &r in &distinct {
         match ranges.last_mut() {
             Some(last) if last.end == r => last.end = r + 1,
-            Some(last) if last.start <= r && r < last.end => {}
             _ => ranges.push(r..r + 1),
         }
     }
     let selection = RowSelection::from_consecutive_ranges(ranges.into_iter(), total);
     let mut out = Vec::new();
     let mut at = 0usize;
-    // Rows come back in order; one row may name two handles (its own
-    // res_fh and, for a LOOKUP, the following GETFH's).
-    let mut distinct: Vec<usize> = rows.iter().map(|(r, _)| *r).collect();
-    distinct.dedup();
     let mut k = 0usize;
     for b in open(path, &["name"], window, Some(selection))? {
         let b = b.map_err(|e| engine(path, e))?;
@@ -849,7 +847,7 @@ fn names_of(
 /// The four tables' rows, before they take the SQL's types.
 pub(crate) struct RpcResult {
     pub tables: [(Vec<ArrayRef>, &'static str); 4],
-    /// Latencies per "program vN PROCEDURE" label (unsorted).
+    /// Latencies per "program vN PROCEDURE" label (unsorted), if asked for.
     pub samples: BTreeMap<String, Vec<i64>>,
 }
 
@@ -907,6 +905,7 @@ pub(crate) fn run(
     window: TimeWindow,
     threads: usize,
     top_handles: usize,
+    want_samples: bool,
 ) -> Result<RpcResult, AnalyzeError> {
     // Scans 1 and 2, dataset by dataset (ids are the dataset's own).
     let mut handles: HashMap<u64, HandleIo> = HashMap::new();
@@ -1056,6 +1055,9 @@ pub(crate) fn run(
         let q = percentiles_cont(v, &[0.5, 0.9, 0.99]);
         let q = |k: usize| q[k].round() as i64;
         stats.push([v.len() as i64, mean, q(0), q(1), q(2), max]);
+        if !want_samples {
+            continue;
+        }
         let label = format!(
             "{} v{} {}",
             r.program.as_deref().unwrap_or(""),
