@@ -1,10 +1,13 @@
 //! Per-stage costs of the conversion path on one core, in ns per frame:
-//! reading a pcap from memory, decoding frames, and writing records.
+//! reading a pcap from memory, decoding frames, writing records, and the
+//! RPC stage (tracking transactions, writing the rpc and nfs tables).
 //! Usage: stages FILE.pcap
 
 use std::time::Instant;
 
+use ingest::SegmentAt;
 use pcapio::{ReaderOptions, TraceReader};
+use store::rpc::{NFS_DIR, RPC_DIR, RpcWriter};
 use store::{PacketWriter, PacketWriterOptions, RowOrder};
 use wire::{PacketRecord, decode};
 
@@ -66,4 +69,60 @@ fn main() {
             s.bytes as f64 / n as f64
         );
     }
+
+    // The RPC stage: the tracker alone over every TCP/UDP segment in
+    // capture order (decoded beforehand, as the workers do), its
+    // transactions taken in batches as the stage takes them; then the
+    // tables written from them.
+    let mut segments = Vec::new();
+    for (ci, c) in chunks.iter().enumerate() {
+        for (i, (f, b)) in c.iter().enumerate() {
+            let mut rec = PacketRecord::new(f.ts_ns, f.wire_len, f.cap_len);
+            let payload = decode(f.link, b, &mut rec);
+            if let Some(s) = SegmentAt::new(i as u32, &rec, payload) {
+                segments.push((ci, s));
+            }
+        }
+    }
+    let frame_bytes: Vec<Vec<&[u8]>> = chunks
+        .iter()
+        .map(|c| c.iter().map(|(_, b)| b).collect())
+        .collect();
+    let mut tracker = rpc::Tracker::new(rpc::TrackerOptions::default());
+    let mut batches = Vec::new();
+    let mut batch = Vec::with_capacity(1024);
+    let t = Instant::now();
+    for (ci, s) in &segments {
+        tracker.segment(&s.segment(frame_bytes[*ci][s.frame as usize]), &mut batch);
+        if batch.len() >= 1024 {
+            batches.push(std::mem::replace(&mut batch, Vec::with_capacity(1024)));
+        }
+    }
+    tracker.finish(&mut batch);
+    batches.push(batch);
+    let track_ns = per(t.elapsed());
+    let txs: Vec<&rpc::Transaction> = batches.iter().flatten().collect();
+    let per_tx = |ns_per_frame: f64| ns_per_frame * n as f64 / txs.len().max(1) as f64;
+    println!(
+        "rpc track       {track_ns:6.1} ns/frame  ({:.0} ns per transaction, {} transactions)",
+        per_tx(track_ns),
+        txs.len()
+    );
+    let root = std::env::temp_dir().join("weir-stages-rpc");
+    let _ = std::fs::remove_dir_all(&root);
+    for d in [RPC_DIR, NFS_DIR] {
+        std::fs::create_dir_all(root.join(d)).expect("mkdir");
+    }
+    let t = Instant::now();
+    let mut w = RpcWriter::new(&root, 0, 1 << 22);
+    for tx in &txs {
+        w.push(tx).expect("push");
+    }
+    w.finish().expect("finish");
+    let write_ns = per(t.elapsed());
+    println!(
+        "rpc write       {write_ns:6.1} ns/frame  ({:.0} ns per transaction)",
+        per_tx(write_ns)
+    );
+    let _ = std::fs::remove_dir_all(&root);
 }
