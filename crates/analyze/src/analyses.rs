@@ -136,6 +136,16 @@ pub fn flows(session: &Session, by: By, limit: usize) -> Result<Table, AnalyzeEr
     run(session, "flows", &flows_query(by, limit))
 }
 
+/// A `--limit` as a SQL LIMIT: 0 means all rows. Spark takes a LIMIT of
+/// type INT only.
+pub fn sql_limit(limit: usize) -> usize {
+    if limit == 0 {
+        i32::MAX as usize
+    } else {
+        limit.min(i32::MAX as usize)
+    }
+}
+
 /// The query of `top --by bytes|frames hosts|ports|pairs`; `limit` 0 lists
 /// all.
 pub fn top_query(what: &str, by: By, limit: usize) -> Result<String, AnalyzeError> {
@@ -149,15 +159,12 @@ pub fn top_query(what: &str, by: By, limit: usize) -> Result<String, AnalyzeErro
             )));
         }
     };
-    // Spark takes a LIMIT of type INT only.
-    let limit = if limit == 0 {
-        i32::MAX as usize
-    } else {
-        limit.min(i32::MAX as usize)
-    };
     fill(
         text,
-        &[("by", by.column().into()), ("limit", limit.to_string())],
+        &[
+            ("by", by.column().into()),
+            ("limit", sql_limit(limit).to_string()),
+        ],
     )
 }
 

@@ -30,7 +30,7 @@ pub struct Request<'a> {
     /// `top`: hosts, ports or pairs.
     pub what: Option<&'a str>,
     pub by: By,
-    /// flows, top: rows (0: all); rpc: busiest file handles.
+    /// flows, top: rows (0: all); rpc: busiest file handles (0: all).
     pub limit: usize,
     pub every_ns: i64,
     pub sample_ns: i64,
@@ -122,7 +122,7 @@ pub fn statements(req: &Request, span: Option<(i64, i64)>) -> Result<Vec<Stateme
         "rpc" => {
             let handles = fill(
                 crate::rpc::RPC_HANDLES_SQL,
-                &[("limit", req.limit.to_string())],
+                &[("limit", analyses::sql_limit(req.limit).to_string())],
             )?;
             vec![
                 st(

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use datafusion::arrow::array::{Array, AsArray};
 use datafusion::arrow::datatypes::Int64Type;
 
-use crate::analyses::{Table, fill};
+use crate::analyses::{Table, fill, sql_limit};
 use crate::error::AnalyzeError;
 use crate::rpc_pass::{self, DatasetFiles};
 use crate::session::Session;
@@ -45,8 +45,8 @@ fn table(session: &Session, name: &str, sql: &str) -> Result<Table, AnalyzeError
     })
 }
 
-/// `rpc`, with the `top_handles` busiest file handles, and the latency
-/// samples if `samples`. Runs as one pass over the columns
+/// `rpc`, with the `top_handles` busiest file handles (0: all), and the
+/// latency samples if `samples`. Runs as one pass over the columns
 /// (`rpc_pass`); through the SQL when a file lacks a column the
 /// pass reads (the SQL reads it as null).
 pub fn rpc(
@@ -54,6 +54,7 @@ pub fn rpc(
     top_handles: usize,
     samples: bool,
 ) -> Result<RpcAnalysis, AnalyzeError> {
+    let top_handles = sql_limit(top_handles);
     let handles_sql = fill(RPC_HANDLES_SQL, &[("limit", top_handles.to_string())])?;
     let sql = [
         RPC_PROCEDURES_SQL,

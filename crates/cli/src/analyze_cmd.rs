@@ -59,7 +59,7 @@ pub struct AnalyzeArgs {
     #[arg(long, value_enum, default_value = "bytes")]
     by: ByArg,
     /// flows, top: rows to print (0: all; default 20 in a table, all in
-    /// JSON/CSV for flows).
+    /// JSON/CSV for flows); rpc: file handles (0: all; default 20).
     #[arg(long, value_name = "N")]
     limit: Option<usize>,
     /// rates: window length.

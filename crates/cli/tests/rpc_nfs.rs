@@ -123,18 +123,35 @@ fn check_against_tshark(pcap: &Path, ds: &Path, v: u32) {
 /// `weir analyze DATASETS rpc --json` (one pass over the columns) against
 /// the analysis's own SQL run by `weir sql` on the same datasets, with the
 /// same `flags`: the named tables equal, row for row.
-fn check_pass_against_sql(datasets: &[&Path], tables: &[&str], flags: &[&str]) {
+fn check_pass_against_sql(datasets: &[&Path], tables: &[&str], flags: &[&str]) -> Value {
+    check_pass_against_sql_limit(datasets, tables, flags, None)
+}
+
+/// The same with `weir analyze rpc --limit N` (handles; 20 if `None`).
+/// Returns the analysis's report.
+fn check_pass_against_sql_limit(
+    datasets: &[&Path],
+    tables: &[&str],
+    flags: &[&str],
+    limit: Option<usize>,
+) -> Value {
     let mut a = weir();
     a.arg("analyze")
         .args(datasets)
         .args(["rpc", "--json"])
         .args(flags);
+    if let Some(n) = limit {
+        a.args(["--limit", &n.to_string()]);
+    }
     let r = run_bounded(a, Duration::from_secs(120));
     assert_eq!(r.code(), 0, "weir analyze rpc: {}", r.stderr());
     let report: Value = serde_json::from_str(&r.stdout()).unwrap();
     let handles = analyze::analyses::fill(
         analyze::rpc::RPC_HANDLES_SQL,
-        &[("limit", "20".to_string())],
+        &[(
+            "limit",
+            analyze::analyses::sql_limit(limit.unwrap_or(20)).to_string(),
+        )],
     )
     .unwrap();
     for (name, q) in [
@@ -161,6 +178,7 @@ fn check_pass_against_sql(datasets: &[&Path], tables: &[&str], flags: &[&str]) {
             "{name} {flags:?}: the pass differs from the SQL"
         );
     }
+    report
 }
 
 #[test]
@@ -247,12 +265,17 @@ fn nfsv3_transactions_match_tshark() {
     // The analysis's one pass gives what its SQL does, whole and in a
     // window that cuts calls off from their replies.
     let all = ["procedures", "latency", "clients", "handles"];
-    check_pass_against_sql(&[&ds], &all, &[]);
+    let top20 = check_pass_against_sql(&[&ds], &all, &[]);
     check_pass_against_sql(
         &[&ds],
         &all,
         &["--from", "+5s", "--to", "+40.5s", "-j", "1"],
     );
+    // --limit 0 lists every handle, as it does every flow.
+    let every = check_pass_against_sql_limit(&[&ds], &["handles"], &[], Some(0));
+    let n = |r: &Value| r["handles"].as_array().map_or(0, |a| a.len());
+    assert_eq!(n(&top20), 20);
+    assert!(n(&every) > 20, "--limit 0 gave {} handles", n(&every));
 }
 
 #[test]
