@@ -45,6 +45,9 @@ fn table(session: &Session, name: &str, sql: &str) -> Result<Table, AnalyzeError
     })
 }
 
+/// File handles `rpc` lists when not told how many.
+pub const TOP_HANDLES: usize = 20;
+
 /// `rpc`, with the `top_handles` busiest file handles (0: all), and the
 /// latency samples if `samples`. Runs as one pass over the columns
 /// (`rpc_pass`); through the SQL when a file lacks a column the

@@ -222,8 +222,12 @@ pub fn run_analyze(a: AnalyzeArgs) -> Result<ExitCode, String> {
             vec![t]
         }
         "rpc" => {
-            let r = analyze::rpc::rpc(&session, a.limit.unwrap_or(20), a.plot.is_some())
-                .map_err(|e| e.to_string())?;
+            let r = analyze::rpc::rpc(
+                &session,
+                a.limit.unwrap_or(analyze::rpc::TOP_HANDLES),
+                a.plot.is_some(),
+            )
+            .map_err(|e| e.to_string())?;
             if let Some(p) = &a.plot {
                 analyze::plot::rpc(&r.samples, p).map_err(|e| e.to_string())?;
             }
@@ -319,7 +323,11 @@ fn emit_sql(a: &AnalyzeArgs, datasets: &[PathBuf], rest: &[String]) -> Result<Ex
             ByArg::Bytes => By::Bytes,
             ByArg::Frames => By::Frames,
         },
-        limit: a.limit.unwrap_or(if kind == "rpc" { 20 } else { 0 }),
+        limit: a.limit.unwrap_or(if kind == "rpc" {
+            analyze::rpc::TOP_HANDLES
+        } else {
+            0
+        }),
         every_ns: ns_of(parse_duration(&a.every).map_err(|e| format!("--every: {e}"))?),
         sample_ns: ns_of(parse_duration(&a.sample).map_err(|e| format!("--sample: {e}"))?),
         scales_ns: &scales,

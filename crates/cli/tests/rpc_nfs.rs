@@ -127,7 +127,8 @@ fn check_pass_against_sql(datasets: &[&Path], tables: &[&str], flags: &[&str]) -
     check_pass_against_sql_limit(datasets, tables, flags, None)
 }
 
-/// The same with `weir analyze rpc --limit N` (handles; 20 if `None`).
+/// The same with `weir analyze rpc --limit N` (handles; the default if
+/// `None`).
 /// Returns the analysis's report.
 fn check_pass_against_sql_limit(
     datasets: &[&Path],
@@ -150,7 +151,7 @@ fn check_pass_against_sql_limit(
         analyze::rpc::RPC_HANDLES_SQL,
         &[(
             "limit",
-            analyze::analyses::sql_limit(limit.unwrap_or(20)).to_string(),
+            analyze::analyses::sql_limit(limit.unwrap_or(analyze::rpc::TOP_HANDLES)).to_string(),
         )],
     )
     .unwrap();
