@@ -201,6 +201,32 @@ pub struct CallDetail {
     pub incomplete: bool,
 }
 
+/// Bytes of a call's arguments that [`decode_call`] can read, where that
+/// is far less than the message: NFSv3 WRITE's handle, offset, count and
+/// stable flag, before its data. `None`: any length (names, NFSv4
+/// operation lists). A stream keeps no more of such a message.
+pub fn call_prefix(program: u32, version: u32, procedure: u32) -> Option<usize> {
+    match (program, version, procedure) {
+        (NFS, 3, 7) => Some(4 + MAX_FH + 8 + 4 + 4),
+        _ => None,
+    }
+}
+
+/// Bytes of a reply's results that [`decode_reply`] can read for the
+/// call, where bounded: every NFSv3 reply (status, at most a handle and
+/// wcc data or attributes, a count and eof; READ's and READDIR's data
+/// follow and are not read). `None`: any length.
+pub fn reply_prefix(program: u32, version: u32) -> Option<usize> {
+    // LOOKUP/CREATE, the longest: status, a follows-flag, the handle and
+    // post-op attributes; WRITE: status, wcc data (pre 24 + post 84 bytes
+    // with their flags) and a count.
+    const FATTR3: usize = 84;
+    match (program, version) {
+        (NFS, 3) => Some(4 + 4 + (4 + MAX_FH) + (4 + FATTR3) + 8),
+        _ => None,
+    }
+}
+
 /// Decodes a call's arguments. Programs and versions weir does not
 /// decode give no operations.
 pub fn decode_call(program: u32, version: u32, procedure: u32, args: &[u8]) -> CallDetail {

@@ -193,6 +193,36 @@ fn one_message_over_several_segments() {
     assert!(!t.gap);
 }
 
+/// A stream keeps only the front of a READ reply (its data is not
+/// decoded): the results before the data must still be read whole when
+/// the reply arrives cut inside its attributes, and the next message of
+/// the stream, which is not a READ, is kept whole again.
+#[test]
+fn a_long_read_reply_over_several_segments_keeps_its_results() {
+    let mut c = Conn::new();
+    c.send(0, &marked(&read(4, 0, 30_000)));
+    c.send(0, &marked(&getattr(5)));
+    let r = marked(&read_reply(4, 30_000));
+    c.send(1, &r[..40]);
+    c.send(1, &r[40..100]);
+    c.send(1, &r[100..1448]);
+    for part in r[1448..].chunks(1448) {
+        c.send(1, part);
+    }
+    let g = marked(&getattr_reply(5, 123));
+    c.send(1, &g[..50]);
+    c.send(1, &g[50..]);
+    assert_eq!(c.out.len(), 2);
+    let (t, g) = (&c.out[0], &c.out[1]);
+    assert_eq!(t.reply_bytes as usize, r.len() - 4);
+    let op = &t.ops()[0];
+    assert_eq!((op.res_count, op.eof), (Some(30_000), Some(false)));
+    assert_eq!(op.attr.and_then(|a| a.size), Some(1 << 20));
+    assert_eq!(g.ops()[0].attr.and_then(|a| a.size), Some(123));
+    assert!(!t.gap && !g.gap);
+    assert_eq!(c.t.counters().long_messages, 1);
+}
+
 #[test]
 fn a_lost_segment_inside_a_message_keeps_the_stream_in_step() {
     let mut c = Conn::new();

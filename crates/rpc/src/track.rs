@@ -23,6 +23,9 @@ const TCP_RST: u16 = 0x004;
 
 /// A fragment longer than this is taken as a lost record boundary.
 const MAX_FRAGMENT: u32 = 64 << 20;
+/// The longest RPC header: a call's with the largest credentials and
+/// verifier (400 bytes each).
+const HEADER_MAX: usize = 1024;
 /// Segments a stream may show without an RPC message before weir stops
 /// looking at it.
 const HUNT_TRIES: u8 = 8;
@@ -226,6 +229,9 @@ struct Stream {
     /// The message so far: its first bytes, its length, whether a gap cut
     /// into it (bytes after the gap are not kept: they would be misplaced).
     msg: Vec<u8>,
+    /// Bytes of it worth keeping, once its header says (until then
+    /// `max_message_prefix`).
+    msg_keep: Option<usize>,
     msg_len: u64,
     msg_gap: bool,
     msg_started: bool,
@@ -245,6 +251,7 @@ impl Stream {
             frag_left: 0,
             last_frag: false,
             msg: Vec::new(),
+            msg_keep: None,
             msg_len: 0,
             msg_gap: false,
             msg_started: false,
@@ -254,6 +261,7 @@ impl Stream {
 
     fn reset_message(&mut self) {
         self.msg.clear();
+        self.msg_keep = None;
         self.msg_len = 0;
         self.msg_gap = false;
         self.msg_started = false;
@@ -597,8 +605,19 @@ impl Calls {
             }
             let n = (st.frag_left as usize).min(data.len());
             if !st.msg_gap {
-                let room = self.opts.max_message_prefix.saturating_sub(st.msg.len());
-                st.msg.extend_from_slice(&data[..n.min(room)]);
+                let mut part = &data[..n];
+                if st.msg_keep.is_none() {
+                    // The header first, then as much as it says to keep.
+                    let head = HEADER_MAX.min(self.opts.max_message_prefix);
+                    let take = head.saturating_sub(st.msg.len()).min(part.len());
+                    st.msg.extend_from_slice(&part[..take]);
+                    part = &part[take..];
+                    st.msg_keep = self.bytes_to_keep(seg, &st.msg);
+                }
+                if let Some(keep) = st.msg_keep {
+                    let room = keep.saturating_sub(st.msg.len());
+                    st.msg.extend_from_slice(&part[..part.len().min(room)]);
+                }
             }
             st.msg_len += n as u64;
             st.frag_left -= n as u32;
@@ -613,6 +632,29 @@ impl Calls {
                 }
             }
         }
+    }
+
+    /// How much of a message that spans segments to keep, from its first
+    /// bytes: READ and WRITE data is most of an NFS trace's bytes and
+    /// nothing the decoder reads, so copying 8 KiB of it per message was
+    /// most of the tracker's copying. `None` while the header is not all
+    /// there.
+    fn bytes_to_keep(&self, seg: &Segment, msg: &[u8]) -> Option<usize> {
+        let max = self.opts.max_message_prefix;
+        let keep = match msg::parse(msg) {
+            Some(Message::Call(c)) => {
+                nfs::call_prefix(c.program, c.version, c.procedure).map(|n| c.args_at + n)
+            }
+            Some(Message::Reply(r)) => self
+                .pending
+                .get(&reply_key(seg, r.xid))
+                .and_then(|p| nfs::reply_prefix(p.call.program, p.call.version))
+                .map(|n| r.results_at + n),
+            // Past HEADER_MAX the message will not parse: keep the usual.
+            None if msg.len() < HEADER_MAX.min(max) => return None,
+            None => None,
+        };
+        Some(keep.unwrap_or(max).min(max))
     }
 
     fn complete(&mut self, seg: &Segment, st: &mut Stream, out: &mut Vec<Transaction>) {
