@@ -438,21 +438,26 @@ impl<K: Value> ColumnEncoder<K> {
         }
         self.rows_in_page += 1;
         self.last = Some(v);
-        if self.cur_len > 0 && v == self.cur_val && self.mode == Mode::Dictionary {
-            self.cur_len += 1;
-        } else {
-            self.push_other(v);
+        match self.mode {
+            Mode::Dictionary if self.cur_len > 0 && v == self.cur_val => self.cur_len += 1,
+            // Times and ids change every row: a call per value (and the
+            // registers it saves) was a fifth of their cost.
+            Mode::Delta => self.push_delta(v),
+            _ => self.push_other(v),
         }
+    }
+
+    #[inline(always)]
+    fn push_delta(&mut self, v: K) {
+        self.delta.push(v.as_u64());
+        self.observe(v);
     }
 
     #[inline(never)]
     fn push_other(&mut self, v: K) {
         match self.mode {
             Mode::Dictionary => self.new_run(v),
-            Mode::Delta => {
-                self.delta.push(v.as_u64());
-                self.observe(v);
-            }
+            Mode::Delta => self.push_delta(v),
             Mode::Plain => {
                 v.put_plain(self.spec.width, &mut self.plain);
                 self.observe(v);
