@@ -1,7 +1,12 @@
 //! Per-stage costs of the conversion path on one core, in ns per frame:
 //! reading a pcap from memory, decoding frames, writing records, and the
 //! RPC stage (tracking transactions, writing the rpc and nfs tables).
-//! Usage: stages FILE.pcap
+//! Usage: stages FILE.pcap [--rpc-only] [--reps N]
+//! (`--rpc-only` skips the packet stages; `--reps` times the RPC stage's
+//! halves N times and prints each run and the medians, for a profiler or a
+//! noisy machine. Without the packet stages before it, the RPC stage's
+//! first run allocates fresh pages, which are slow on these machines: take
+//! the median of several, and compare like with like.)
 
 use std::time::Instant;
 
@@ -12,10 +17,26 @@ use store::{PacketWriter, PacketWriterOptions, RowOrder};
 use wire::{PacketRecord, decode};
 
 fn main() {
-    let path = std::env::args().nth(1).expect("usage: stages FILE.pcap");
+    const USAGE: &str = "usage: stages FILE.pcap [--rpc-only] [--reps N]";
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let Some(path) = args.first().filter(|a| !a.starts_with('-')) else {
+        eprintln!("{USAGE}");
+        std::process::exit(2);
+    };
+    let rpc_only = args.iter().any(|a| a == "--rpc-only");
+    let reps: usize = match args.iter().position(|a| a == "--reps") {
+        Some(i) => match args.get(i + 1).and_then(|v| v.parse().ok()) {
+            Some(n) if n > 0 => n,
+            _ => {
+                eprintln!("--reps takes a count above 0; {USAGE}");
+                std::process::exit(2);
+            }
+        },
+        None => 1,
+    };
     let mut chunks = Vec::new();
     let t = Instant::now();
-    let mut r = TraceReader::open(&path, ReaderOptions::default()).expect("open");
+    let mut r = TraceReader::open(path, ReaderOptions::default()).expect("open");
     while let Some(c) = r.next_chunk().expect("read") {
         chunks.push(c);
     }
@@ -24,50 +45,52 @@ fn main() {
     println!("frames {n}");
     println!("read+index      {:6.1} ns/frame", per(t.elapsed()));
 
-    // Decode into a reused buffer: what a worker does, without the writer.
-    let mut recs: Vec<PacketRecord> = Vec::with_capacity(1 << 16);
-    let mut sum = 0u64;
-    let t = Instant::now();
-    for c in &chunks {
-        recs.clear();
-        for (f, b) in c.iter() {
-            let mut rec = PacketRecord::new(f.ts_ns, f.wire_len, f.cap_len);
-            decode(f.link, b, &mut rec);
-            recs.push(rec);
-        }
-        sum += recs.iter().map(|r| r.flow_hash as u64).sum::<u64>();
-    }
-    let decode_ns = per(t.elapsed());
-    println!("decode          {decode_ns:6.1} ns/frame  (checksum {sum:x})");
-
-    for order in [RowOrder::Arrival, RowOrder::Flow] {
-        let dir = std::env::temp_dir().join("weir-stages.parquet");
+    if !rpc_only {
+        // Decode into a reused buffer: what a worker does, without the writer.
+        let mut recs: Vec<PacketRecord> = Vec::with_capacity(1 << 16);
+        let mut sum = 0u64;
         let t = Instant::now();
-        let opts = PacketWriterOptions {
-            prefault: false,
-            order,
-            ..Default::default()
-        };
-        let mut w = PacketWriter::create(&dir, "x", opts).expect("create");
         for c in &chunks {
+            recs.clear();
             for (f, b) in c.iter() {
-                w.push_with(|rec| {
-                    rec.ts_ns = f.ts_ns;
-                    rec.wire_len = f.wire_len;
-                    rec.cap_len = f.cap_len;
-                    decode(f.link, b, rec);
-                })
-                .expect("push");
+                let mut rec = PacketRecord::new(f.ts_ns, f.wire_len, f.cap_len);
+                decode(f.link, b, &mut rec);
+                recs.push(rec);
             }
+            sum += recs.iter().map(|r| r.flow_hash as u64).sum::<u64>();
         }
-        let s = w.finish().expect("finish");
-        let total = per(t.elapsed());
-        println!(
-            "decode+write {:8}  {total:6.1} ns/frame  (write {:5.1})  {:.2} B/frame",
-            format!("{order:?}"),
-            total - decode_ns,
-            s.bytes as f64 / n as f64
-        );
+        let decode_ns = per(t.elapsed());
+        println!("decode          {decode_ns:6.1} ns/frame  (checksum {sum:x})");
+
+        for order in [RowOrder::Arrival, RowOrder::Flow] {
+            let dir = std::env::temp_dir().join("weir-stages.parquet");
+            let t = Instant::now();
+            let opts = PacketWriterOptions {
+                prefault: false,
+                order,
+                ..Default::default()
+            };
+            let mut w = PacketWriter::create(&dir, "x", opts).expect("create");
+            for c in &chunks {
+                for (f, b) in c.iter() {
+                    w.push_with(|rec| {
+                        rec.ts_ns = f.ts_ns;
+                        rec.wire_len = f.wire_len;
+                        rec.cap_len = f.cap_len;
+                        decode(f.link, b, rec);
+                    })
+                    .expect("push");
+                }
+            }
+            let s = w.finish().expect("finish");
+            let total = per(t.elapsed());
+            println!(
+                "decode+write {:8}  {total:6.1} ns/frame  (write {:5.1})  {:.2} B/frame",
+                format!("{order:?}"),
+                total - decode_ns,
+                s.bytes as f64 / n as f64
+            );
+        }
     }
 
     // The RPC stage: the tracker alone over every TCP/UDP segment in
@@ -113,34 +136,51 @@ fn main() {
         }
         count
     };
-    let t = Instant::now();
-    let count = track(&mut None);
-    let track_ns = per(t.elapsed());
     let mut kept = Some(Vec::new());
     track(&mut kept);
     let txs = kept.unwrap_or_default();
-    assert_eq!(count, txs.len());
     let per_tx = |ns_per_frame: f64| ns_per_frame * n as f64 / txs.len().max(1) as f64;
-    println!(
-        "rpc track       {track_ns:6.1} ns/frame  ({:.0} ns per transaction, {} transactions)",
-        per_tx(track_ns),
-        txs.len()
-    );
     let root = std::env::temp_dir().join("weir-stages-rpc");
-    let _ = std::fs::remove_dir_all(&root);
-    for d in [RPC_DIR, NFS_DIR] {
-        std::fs::create_dir_all(root.join(d)).expect("mkdir");
+    let (mut tracks, mut writes) = (Vec::new(), Vec::new());
+    for _ in 0..reps {
+        let t = Instant::now();
+        let count = track(&mut None);
+        let track_ns = per(t.elapsed());
+        assert_eq!(count, txs.len());
+        println!(
+            "rpc track       {track_ns:6.1} ns/frame  ({:.0} ns per transaction, {} transactions)",
+            per_tx(track_ns),
+            txs.len()
+        );
+        let _ = std::fs::remove_dir_all(&root);
+        for d in [RPC_DIR, NFS_DIR] {
+            std::fs::create_dir_all(root.join(d)).expect("mkdir");
+        }
+        let t = Instant::now();
+        let mut w = RpcWriter::new(&root, 0, 1 << 22);
+        for tx in &txs {
+            w.push(tx).expect("push");
+        }
+        w.finish().expect("finish");
+        let write_ns = per(t.elapsed());
+        println!(
+            "rpc write       {write_ns:6.1} ns/frame  ({:.0} ns per transaction)",
+            per_tx(write_ns)
+        );
+        tracks.push(track_ns);
+        writes.push(write_ns);
     }
-    let t = Instant::now();
-    let mut w = RpcWriter::new(&root, 0, 1 << 22);
-    for tx in &txs {
-        w.push(tx).expect("push");
+    if reps > 1 {
+        let median = |v: &mut Vec<f64>| {
+            v.sort_by(f64::total_cmp);
+            v[v.len() / 2]
+        };
+        let (t, w) = (median(&mut tracks), median(&mut writes));
+        println!(
+            "median of {reps}: rpc track {t:.1} ns/frame ({:.0} per transaction), rpc write {w:.1} ns/frame ({:.0} per transaction)",
+            per_tx(t),
+            per_tx(w)
+        );
     }
-    w.finish().expect("finish");
-    let write_ns = per(t.elapsed());
-    println!(
-        "rpc write       {write_ns:6.1} ns/frame  ({:.0} ns per transaction)",
-        per_tx(write_ns)
-    );
     let _ = std::fs::remove_dir_all(&root);
 }
