@@ -102,7 +102,12 @@ pub fn encode_runs(runs: &[(u32, u32)], width: u32, out: &mut Vec<u8>) {
             put_uleb(out, ((len - pad) as u64) << 1);
             out.extend_from_slice(&v.to_le_bytes()[..value_bytes]);
         } else {
-            pending.extend(std::iter::repeat_n(v, len));
+            // Shorter than 16 (8 + pad): 16 copies written and the excess
+            // cut, with no loop whose exit depends on the run's length
+            // (values that change every row would mispredict it).
+            let at = pending.len();
+            pending.extend_from_slice(&[v; 16]);
+            pending.truncate(at + len);
         }
     }
     if !pending.is_empty() {
