@@ -10,6 +10,7 @@
 use std::time::Instant;
 
 use store::encode::{ColumnEncoder, ColumnSpec, EncodeOptions, Mode, Value};
+use weir_bench::spread;
 
 const PAGE_ROWS: usize = 64 * 1024;
 /// One case: ns per value of a run.
@@ -99,13 +100,8 @@ fn main() {
     }
     println!("| values | ns per value, median (min–max) |");
     println!("|---|---|");
-    for ((name, _), mut r) in cases.iter().zip(results) {
-        r.sort_by(f64::total_cmp);
-        println!(
-            "| {name} | {:.2} ({:.2}–{:.2}) |",
-            r[r.len() / 2],
-            r[0],
-            r[r.len() - 1]
-        );
+    for ((name, _), r) in cases.iter().zip(results) {
+        let s = spread(&r);
+        println!("| {name} | {:.2} ({:.2}–{:.2}) |", s.median, s.min, s.max);
     }
 }

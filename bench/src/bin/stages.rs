@@ -14,6 +14,7 @@ use ingest::SegmentAt;
 use pcapio::{ReaderOptions, TraceReader};
 use store::rpc::{NFS_DIR, RPC_DIR, RpcWriter};
 use store::{PacketWriter, PacketWriterOptions, RowOrder};
+use weir_bench::spread;
 use wire::{PacketRecord, decode};
 
 fn main() {
@@ -171,11 +172,7 @@ fn main() {
         writes.push(write_ns);
     }
     if reps > 1 {
-        let median = |v: &mut Vec<f64>| {
-            v.sort_by(f64::total_cmp);
-            v[v.len() / 2]
-        };
-        let (t, w) = (median(&mut tracks), median(&mut writes));
+        let (t, w) = (spread(&tracks).median, spread(&writes).median);
         println!(
             "median of {reps}: rpc track {t:.1} ns/frame ({:.0} per transaction), rpc write {w:.1} ns/frame ({:.0} per transaction)",
             per_tx(t),
