@@ -218,9 +218,9 @@ fn read_parquet(path: &Path) -> Result<Vec<RecordBatch>, String> {
         .map_err(|e| format!("{}: {e}", path.display()))
 }
 
-/// Writer settings that encode a copy as weir wrote `path`: zstd, each
-/// column delta-encoded where weir's was, dictionary-encoded elsewhere,
-/// pages of weir's 64 Ki rows. (arrow-rs's defaults store the times and
+/// Writer settings that encode a copy as weir wrote `path`: zstd where
+/// weir's chunk was compressed, each column delta-encoded where weir's
+/// was, dictionary-encoded elsewhere, pages of weir's 64 Ki rows. (arrow-rs's defaults store the times and
 /// ids PLAIN: twice the bytes, and reading them costs more than weir's own
 /// files do.)
 fn like(path: &Path) -> Result<WriterProperties, String> {
@@ -235,6 +235,9 @@ fn like(path: &Path) -> Result<WriterProperties, String> {
         .set_max_row_group_row_count(Some(1 << 20));
     if let Some(rg) = meta.row_groups().first() {
         for c in rg.columns() {
+            if c.compression() == Compression::UNCOMPRESSED {
+                props = props.set_column_compression(c.column_path().clone(), c.compression());
+            }
             if c.encodings().any(|e| e == Encoding::DELTA_BINARY_PACKED) {
                 let col = c.column_path().clone();
                 props = props

@@ -122,7 +122,11 @@ impl EncodedFile {
             let bytes_written = sink.bytes_written() as u64;
             let buf = Bytes::from(sink.into_inner()?);
             let metadata = ColumnChunkMetaData::builder(descr)
-                .set_compression(Compression::ZSTD(level))
+                .set_compression(if chunk.compressed {
+                    Compression::ZSTD(level)
+                } else {
+                    Compression::UNCOMPRESSED
+                })
                 .set_encodings(chunk.encodings)
                 .set_num_values(n as i64)
                 .set_total_compressed_size(bytes_written as i64)

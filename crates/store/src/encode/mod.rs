@@ -320,6 +320,8 @@ pub struct EncodedChunk {
     pub encodings: Vec<Encoding>,
     pub statistics: Statistics,
     pub bloom: Option<Sbbf>,
+    /// The pages are zstd-compressed (else stored as they are).
+    pub compressed: bool,
 }
 
 /// Definition levels of one page, as runs.
@@ -400,6 +402,7 @@ pub struct ColumnEncoder<K: Value> {
     pages: Vec<CompressedPage>,
     bloom: Option<Sbbf>,
     raw: Vec<u8>,
+    codec: ChunkCodec,
 }
 
 impl<K: Value> ColumnEncoder<K> {
@@ -426,6 +429,7 @@ impl<K: Value> ColumnEncoder<K> {
             pages: Vec::new(),
             bloom: None,
             raw: Vec::new(),
+            codec: ChunkCodec::default(),
         }
     }
 
@@ -604,7 +608,7 @@ impl<K: Value> ColumnEncoder<K> {
         if !self.encodings.contains(&encoding) {
             self.encodings.push(encoding);
         }
-        let buf = compress(zstd, &raw);
+        let buf = self.codec.page(zstd, &raw);
         let rows = self.rows_in_page;
         self.rows_in_page = 0;
         self.raw = raw;
@@ -641,7 +645,7 @@ impl<K: Value> ColumnEncoder<K> {
             }
             Some(CompressedPage::new(
                 Page::DictionaryPage {
-                    buf: compress(zstd, &plain)?,
+                    buf: self.codec.page(zstd, &plain)?,
                     num_values: self.dict.len() as u32,
                     encoding: Encoding::PLAIN,
                     is_sorted: false,
@@ -663,6 +667,7 @@ impl<K: Value> ColumnEncoder<K> {
             encodings,
             statistics,
             bloom: self.bloom.take(),
+            compressed: self.codec.finish(),
         };
         self.reset();
         Ok(chunk)
@@ -686,10 +691,40 @@ impl<K: Value> ColumnEncoder<K> {
     }
 }
 
-fn compress(zstd: &mut zstd::bulk::Compressor<'static>, raw: &[u8]) -> Result<Bytes> {
-    zstd.compress(raw)
-        .map(Bytes::from)
-        .map_err(|e| ParquetError::General(format!("zstd: {e}")))
+/// Whether a column chunk's pages are compressed, decided by its first
+/// page: zstd that saves less than an eighth is not worth its cost to the
+/// reader (delta-coded times and latencies save ~3 %, and decompressing
+/// them was a tenth of `weir analyze rpc`), nor to the writer. The codec
+/// is a property of the whole chunk in Parquet, so the decision holds
+/// until the chunk ends.
+#[derive(Default)]
+struct ChunkCodec {
+    compress: Option<bool>,
+}
+
+impl ChunkCodec {
+    /// The page's bytes as stored.
+    fn page(&mut self, zstd: &mut zstd::bulk::Compressor<'static>, raw: &[u8]) -> Result<Bytes> {
+        if self.compress == Some(false) {
+            return Ok(Bytes::copy_from_slice(raw));
+        }
+        let packed = zstd
+            .compress(raw)
+            .map_err(|e| ParquetError::General(format!("zstd: {e}")))?;
+        if self.compress.is_none() {
+            let worth = packed.len() <= raw.len() - raw.len() / 8;
+            self.compress = Some(worth);
+            if !worth {
+                return Ok(Bytes::copy_from_slice(raw));
+            }
+        }
+        Ok(Bytes::from(packed))
+    }
+
+    /// Ends the chunk: whether its pages were compressed.
+    fn finish(&mut self) -> bool {
+        self.compress.take().unwrap_or(true)
+    }
 }
 
 /// A nullable UTF-8 column written PLAIN: file names, mostly null and
@@ -704,6 +739,7 @@ pub struct TextEncoder {
     nulls: u64,
     pages: Vec<CompressedPage>,
     raw: Vec<u8>,
+    codec: ChunkCodec,
 }
 
 impl TextEncoder {
@@ -742,7 +778,7 @@ impl TextEncoder {
         self.levels.finish(&mut raw);
         raw.extend_from_slice(&self.plain);
         self.plain.clear();
-        let buf = compress(zstd, &raw)?;
+        let buf = self.codec.page(zstd, &raw)?;
         self.pages.push(CompressedPage::new(
             Page::DataPage {
                 buf,
@@ -775,6 +811,7 @@ impl TextEncoder {
             encodings: vec![Encoding::RLE, Encoding::PLAIN],
             statistics,
             bloom: None,
+            compressed: self.codec.finish(),
         })
     }
 }
