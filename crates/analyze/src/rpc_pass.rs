@@ -219,45 +219,26 @@ fn par_map<T: Sync, R: Send>(
     f: impl Fn(&T) -> Result<R, AnalyzeError> + Sync,
 ) -> Result<Vec<R>, AnalyzeError> {
     let threads = threads.clamp(1, items.len().max(1));
-    if threads == 1 {
-        return items.iter().map(f).collect();
-    }
-    let next = AtomicUsize::new(0);
-    let mut done: Vec<(usize, Result<R, AnalyzeError>)> = std::thread::scope(|s| {
-        let workers: Vec<_> = (0..threads)
-            .map(|_| {
-                s.spawn(|| {
-                    let mut out = Vec::new();
-                    loop {
-                        let i = next.fetch_add(1, Ordering::Relaxed);
-                        let Some(item) = items.get(i) else { break };
-                        out.push((i, f(item)));
-                    }
-                    out
-                })
-            })
-            .collect();
-        workers
-            .into_iter()
-            .flat_map(|w| w.join().unwrap_or_default())
-            .collect()
-    });
-    if done.len() != items.len() {
-        return Err(AnalyzeError::Engine("a scan thread failed".into()));
-    }
+    let mut outs: Vec<Vec<(usize, R)>> = (0..threads).map(|_| Vec::new()).collect();
+    par_fold(&mut outs, items, |out, i, item| {
+        out.push((i, f(item)?));
+        Ok(())
+    })?;
+    let mut done: Vec<(usize, R)> = outs.into_iter().flatten().collect();
     done.sort_by_key(|(i, _)| *i);
-    done.into_iter().map(|(_, r)| r).collect()
+    Ok(done.into_iter().map(|(_, r)| r).collect())
 }
 
-/// Runs `f` on every item over as many threads as there are `states`,
-/// each thread folding the items it takes into a state of its own.
+/// Runs `f` on every item (with its index) over as many threads as there
+/// are `states` (at least one), each thread folding the items it takes
+/// into a state of its own.
 fn par_fold<T: Sync, S: Send>(
     states: &mut [S],
     items: &[T],
-    f: impl Fn(&mut S, &T) -> Result<(), AnalyzeError> + Sync,
+    f: impl Fn(&mut S, usize, &T) -> Result<(), AnalyzeError> + Sync,
 ) -> Result<(), AnalyzeError> {
     if let [state] = states {
-        return items.iter().try_for_each(|item| f(state, item));
+        return (items.iter().enumerate()).try_for_each(|(i, item)| f(state, i, item));
     }
     let next = AtomicUsize::new(0);
     std::thread::scope(|s| {
@@ -271,7 +252,7 @@ fn par_fold<T: Sync, S: Send>(
                         let Some(item) = items.get(i) else {
                             return Ok(());
                         };
-                        f(state, item)?;
+                        f(state, i, item)?;
                     }
                 })
             })
@@ -1073,7 +1054,7 @@ pub(crate) fn run(
         let calls = sorted_calls(&mut nfs);
         drop(nfs);
         let scans = &mut scans[..threads.min(d.rpc.len()).max(1)];
-        par_fold(scans, &d.rpc, |scan, p| scan.file(p, window, &calls))?;
+        par_fold(scans, &d.rpc, |scan, _, p| scan.file(p, window, &calls))?;
     }
     let rpc_parts: Vec<RpcPart> = scans.into_iter().map(RpcScan::finish).collect();
 

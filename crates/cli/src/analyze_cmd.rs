@@ -152,6 +152,11 @@ fn open(datasets: &[PathBuf], out: &OutputArgs, filter: Option<&str>) -> Result<
     Session::open(datasets, window, filter, out.threads.unwrap_or(0)).map_err(|e| e.to_string())
 }
 
+/// The analyses, by the names `weir analyze` takes.
+const KINDS: [&str; 8] = [
+    "summary", "flows", "rates", "bursts", "top", "loss", "stack", "rpc",
+];
+
 pub fn run_analyze(a: AnalyzeArgs) -> Result<ExitCode, String> {
     let (datasets, rest) = split_datasets(&a.words);
     if a.emit_sql {
@@ -159,6 +164,12 @@ pub fn run_analyze(a: AnalyzeArgs) -> Result<ExitCode, String> {
     }
     if datasets.is_empty() {
         let first = a.words.first().map_or("", String::as_str);
+        if KINDS.contains(&first) && a.words.len() > 1 {
+            return Err(format!(
+                "{first} is an analysis, and it comes after the datasets: weir analyze \
+                 DATASET... {first}"
+            ));
+        }
         return Err(format!(
             "{first}: no such dataset directory; give one or more datasets (made by weir \
              convert or weir capture), then the analysis"

@@ -362,6 +362,10 @@ fn mistakes_get_clear_errors() {
         (&["analyze", d, "flowz"], "unknown analysis"),
         (&["analyze", "/nonexistent", "flows"], "dataset"),
         (
+            &["analyze", "rpc", d],
+            "rpc is an analysis, and it comes after the datasets",
+        ),
+        (
             &["analyze", d, "flows", "host", "example.com"],
             "not an IP address",
         ),
