@@ -694,9 +694,8 @@ impl<K: Value> ColumnEncoder<K> {
 /// Whether a column chunk's pages are compressed, decided by its first
 /// page: zstd that saves less than an eighth is not worth its cost to the
 /// reader (delta-coded times and latencies save ~3 %, and decompressing
-/// them was a tenth of `weir analyze rpc`), nor to the writer. The codec
-/// is a property of the whole chunk in Parquet, so the decision holds
-/// until the chunk ends.
+/// them was a tenth of `weir analyze rpc`). The codec is a property of the
+/// whole chunk in Parquet, so the decision holds until the chunk ends.
 #[derive(Default)]
 struct ChunkCodec {
     compress: Option<bool>,
