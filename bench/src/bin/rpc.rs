@@ -4,20 +4,14 @@
 //! 1. `weir convert --no-rpc` and `weir convert --rpc` on the same trace,
 //!    interleaved, REPS times each: medians and their ratio.
 //! 2. `weir analyze DS rpc --threads 1` over a dataset whose rpc and nfs
-//!    tables are the trace's, copied COPIES times: rpc rows per second on
-//!    one core.
+//!    tables hold the trace's transactions COPIES times, written by weir's
+//!    own rpc writer: rpc rows per second on one core.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::sync::Arc;
 use std::time::Instant;
 
-use arrow_array::{Array, ArrayRef, RecordBatch, UInt64Array};
-use parquet::arrow::ArrowWriter;
-use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
-use parquet::basic::{Compression, Encoding, ZstdLevel};
-use parquet::file::properties::WriterProperties;
-use parquet::file::reader::{FileReader, SerializedFileReader};
+use store::rpc::RpcWriter;
 
 fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(|a, b| a.total_cmp(b));
@@ -123,32 +117,29 @@ fn bench(weir: &Path, data: &Path, tmp: &Path, reps: usize, copies: usize) -> Re
         r / p
     );
 
-    // A big rpc table: the trace's files, copied, each copy's ids moved
-    // into a range of their own (identical ids would make every rpc-nfs
-    // join quadratic in the number of copies).
+    // A big rpc table: the trace's transactions written COPIES times by
+    // weir's own rpc writer, each copy as a writer of its own (so its ids
+    // and files are its own, as several capture workers' are).
     let big = tmp.join("big");
     for t in ["rpc", "nfs", "packets"] {
         std::fs::create_dir_all(big.join(t)).map_err(|e| e.to_string())?;
     }
     std::fs::copy(ds.join("manifest.json"), big.join("manifest.json"))
         .map_err(|e| e.to_string())?;
-    let mut rows = 0u64;
-    for (t, id) in [("rpc", "id"), ("nfs", "rpc_id")] {
-        for e in std::fs::read_dir(ds.join(t))
-            .map_err(|e| e.to_string())?
-            .flatten()
-        {
-            let batches = read_parquet(&e.path())?;
-            let props = like(&e.path())?;
-            for k in 0..copies {
-                let out = big
-                    .join(t)
-                    .join(format!("c{k:04}-{}", e.file_name().to_string_lossy()));
-                write_with_id_offset(&batches, id, (k as u64) << 40, &out, props.clone())?;
-            }
+    let chunks = weir_bench::read_trace(&pcap)?;
+    let mut txs = Vec::new();
+    weir_bench::track(&chunks, &weir_bench::segments_of(&chunks), Some(&mut txs));
+    drop(chunks);
+    let writer = |k: usize| u16::try_from(k).map_err(|_| "--copies: at most 65536".to_string());
+    for k in 0..copies {
+        let mut w = RpcWriter::new(&big, writer(k)?, 1 << 22);
+        for t in &txs {
+            w.push(t).map_err(|e| e.to_string())?;
         }
+        w.finish().map_err(|e| e.to_string())?;
     }
-    rows += 133_150 * copies as u64;
+    let rows = txs.len() as u64 * copies as u64;
+    drop(txs);
     // The analysis as weir runs it (one pass over the columns), on one core
     // and on all; and the same analysis's SQL on DataFusion (what Spark is
     // handed), statement by statement, on one core.
@@ -206,77 +197,5 @@ fn bench(weir: &Path, data: &Path, tmp: &Path, reps: usize, copies: usize) -> Re
         "\nThe pass takes {:.2}× the SQL's time on one core.",
         one / by_sql
     );
-    Ok(())
-}
-
-fn read_parquet(path: &Path) -> Result<Vec<RecordBatch>, String> {
-    let file = std::fs::File::open(path).map_err(|e| format!("{}: {e}", path.display()))?;
-    ParquetRecordBatchReaderBuilder::try_new(file)
-        .and_then(|b| b.build())
-        .map_err(|e| format!("{}: {e}", path.display()))?
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(|e| format!("{}: {e}", path.display()))
-}
-
-/// Writer settings that encode a copy as weir wrote `path`: zstd where
-/// weir's chunk was compressed, each column delta-encoded where weir's
-/// was, dictionary-encoded elsewhere, pages of weir's 64 Ki rows. (arrow-rs's defaults store the times and
-/// ids PLAIN: twice the bytes, and reading them costs more than weir's own
-/// files do.)
-fn like(path: &Path) -> Result<WriterProperties, String> {
-    let file = std::fs::File::open(path).map_err(|e| format!("{}: {e}", path.display()))?;
-    let meta = SerializedFileReader::new(file)
-        .map_err(|e| format!("{}: {e}", path.display()))?
-        .metadata()
-        .clone();
-    let mut props = WriterProperties::builder()
-        .set_compression(Compression::ZSTD(ZstdLevel::default()))
-        .set_data_page_row_count_limit(64 * 1024)
-        .set_max_row_group_row_count(Some(1 << 20));
-    if let Some(rg) = meta.row_groups().first() {
-        for c in rg.columns() {
-            if c.compression() == Compression::UNCOMPRESSED {
-                props = props.set_column_compression(c.column_path().clone(), c.compression());
-            }
-            if c.encodings().any(|e| e == Encoding::DELTA_BINARY_PACKED) {
-                let col = c.column_path().clone();
-                props = props
-                    .set_column_dictionary_enabled(col.clone(), false)
-                    .set_column_encoding(col, Encoding::DELTA_BINARY_PACKED);
-            }
-        }
-    }
-    Ok(props.build())
-}
-
-/// `batches` to `out` with `offset` added to the UInt64 column `id`.
-fn write_with_id_offset(
-    batches: &[RecordBatch],
-    id: &str,
-    offset: u64,
-    out: &Path,
-    props: WriterProperties,
-) -> Result<(), String> {
-    let Some(first) = batches.first() else {
-        return Ok(());
-    };
-    let schema = first.schema();
-    let col = schema.index_of(id).map_err(|e| e.to_string())?;
-    let file = std::fs::File::create(out).map_err(|e| format!("{}: {e}", out.display()))?;
-    let mut w =
-        ArrowWriter::try_new(file, schema.clone(), Some(props)).map_err(|e| e.to_string())?;
-    for b in batches {
-        let ids = b
-            .column(col)
-            .as_any()
-            .downcast_ref::<UInt64Array>()
-            .ok_or(format!("{id} is not UInt64"))?;
-        let moved: UInt64Array = ids.iter().map(|v| v.map(|v| v + offset)).collect();
-        let mut cols: Vec<ArrayRef> = b.columns().to_vec();
-        cols[col] = Arc::new(moved);
-        let b = RecordBatch::try_new(schema.clone(), cols).map_err(|e| e.to_string())?;
-        w.write(&b).map_err(|e| e.to_string())?;
-    }
-    w.close().map_err(|e| e.to_string())?;
     Ok(())
 }

@@ -10,11 +10,9 @@
 
 use std::time::Instant;
 
-use ingest::SegmentAt;
-use pcapio::{ReaderOptions, TraceReader};
 use store::rpc::{NFS_DIR, RPC_DIR, RpcWriter};
 use store::{PacketWriter, PacketWriterOptions, RowOrder};
-use weir_bench::spread;
+use weir_bench::{read_trace, segments_of, spread, track};
 use wire::{PacketRecord, decode};
 
 fn main() {
@@ -35,12 +33,8 @@ fn main() {
         },
         None => 1,
     };
-    let mut chunks = Vec::new();
     let t = Instant::now();
-    let mut r = TraceReader::open(path, ReaderOptions::default()).expect("open");
-    while let Some(c) = r.next_chunk().expect("read") {
-        chunks.push(c);
-    }
+    let chunks = read_trace(std::path::Path::new(path)).expect("read");
     let n: usize = chunks.iter().map(|c| c.frames.len()).sum();
     let per = |d: std::time::Duration| d.as_nanos() as f64 / n as f64;
     println!("frames {n}");
@@ -98,54 +92,19 @@ fn main() {
     // capture order (decoded beforehand, as the workers do), its
     // transactions taken in batches as the stage takes them; then the
     // tables written from them.
-    let mut segments = Vec::new();
-    for (ci, c) in chunks.iter().enumerate() {
-        for (i, (f, b)) in c.iter().enumerate() {
-            let mut rec = PacketRecord::new(f.ts_ns, f.wire_len, f.cap_len);
-            let payload = decode(f.link, b, &mut rec);
-            if let Some(s) = SegmentAt::new(i as u32, &rec, payload) {
-                segments.push((ci, s));
-            }
-        }
-    }
-    let frame_bytes: Vec<Vec<&[u8]>> = chunks
-        .iter()
-        .map(|c| c.iter().map(|(_, b)| b).collect())
-        .collect();
+    let segments = segments_of(&chunks);
     // Timed: each batch of transactions is dropped once taken, as the
     // stage's are once written (their memory is then reused; keeping them
     // all would make every allocation touch new pages and double the
     // figure). Then, untimed, the same again keeping them for the writer.
-    let track = |keep: &mut Option<Vec<rpc::Transaction>>| {
-        let mut tracker = rpc::Tracker::new(rpc::TrackerOptions::default());
-        let mut batch = Vec::with_capacity(1024);
-        let mut count = 0;
-        for (ci, s) in &segments {
-            tracker.segment(&s.segment(frame_bytes[*ci][s.frame as usize]), &mut batch);
-            if batch.len() >= 1024 {
-                count += batch.len();
-                match keep {
-                    Some(k) => k.append(&mut batch),
-                    None => batch.clear(),
-                }
-            }
-        }
-        tracker.finish(&mut batch);
-        count += batch.len();
-        if let Some(k) = keep {
-            k.append(&mut batch);
-        }
-        count
-    };
-    let mut kept = Some(Vec::new());
-    track(&mut kept);
-    let txs = kept.unwrap_or_default();
+    let mut txs = Vec::new();
+    track(&chunks, &segments, Some(&mut txs));
     let per_tx = |ns_per_frame: f64| ns_per_frame * n as f64 / txs.len().max(1) as f64;
     let root = std::env::temp_dir().join("weir-stages-rpc");
     let (mut tracks, mut writes) = (Vec::new(), Vec::new());
     for _ in 0..reps {
         let t = Instant::now();
-        let count = track(&mut None);
+        let count = track(&chunks, &segments, None);
         let track_ns = per(t.elapsed());
         assert_eq!(count, txs.len());
         println!(

@@ -70,7 +70,7 @@ pub fn rpc(
         .iter()
         .map(|(root, _)| DatasetFiles::of(root))
         .collect::<Result<Vec<_>, _>>()?;
-    if !rpc_pass::has_columns(&files)? {
+    if !rpc_pass::readable(&files)? {
         return rpc_sql(session, &sql, samples);
     }
     let r = rpc_pass::run(

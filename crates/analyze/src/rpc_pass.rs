@@ -21,32 +21,24 @@
 //! joined to their operations dataset by dataset.
 
 use std::collections::BTreeMap;
-use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use bytes::Bytes;
 use datafusion::arrow::array::{
-    Array, ArrayRef, AsArray, DictionaryArray, FixedSizeBinaryArray, Float64Array, Int64Array,
-    RecordBatch, StringArray, UInt16Array, UInt32Array, UInt64Array,
+    Array, ArrayRef, Float64Array, Int64Array, RecordBatch, StringArray, UInt32Array, UInt64Array,
 };
 use datafusion::arrow::compute::cast;
-use datafusion::arrow::datatypes::{Int16Type, SchemaRef, TimestampNanosecondType};
-use datafusion::parquet::arrow::ProjectionMask;
-use datafusion::parquet::arrow::arrow_reader::{
-    ParquetRecordBatchReader, ParquetRecordBatchReaderBuilder, RowSelection,
-};
+use datafusion::arrow::datatypes::SchemaRef;
 use datafusion::parquet::file::statistics::Statistics;
 use foldhash::{HashMap, HashMapExt, HashSet};
+use store::decode::scan::{Col, TableScan};
 
 use crate::analyses::Table;
 use crate::error::AnalyzeError;
 use crate::session::TimeWindow;
 
-const NFS_PROGRAM: u32 = 100003;
-/// Rows per batch read: large enough that per-batch work vanishes.
-const BATCH_ROWS: usize = 8 * 1024;
+const NFS_PROGRAM: u64 = 100003;
 
 /// The rpc and nfs files of one dataset.
 pub(crate) struct DatasetFiles {
@@ -87,19 +79,14 @@ fn engine(path: &Path, what: impl std::fmt::Display) -> AnalyzeError {
     AnalyzeError::Engine(format!("{}: {what}", path.display()))
 }
 
-/// Whether every file has the columns this pass reads (older or foreign
-/// files may not: the caller then runs the SQL, which reads them as null).
-pub(crate) fn has_columns(files: &[DatasetFiles]) -> Result<bool, AnalyzeError> {
+/// Whether every file has the columns this pass reads, in a form weir's
+/// column scan reads (older or foreign files may not: the caller then runs
+/// the SQL, which reads missing columns as null).
+pub(crate) fn readable(files: &[DatasetFiles]) -> Result<bool, AnalyzeError> {
     for d in files {
         for (paths, cols) in [(&d.rpc, RPC_READ), (&d.nfs, NFS_READ)] {
             for p in paths {
-                let f = File::open(p).map_err(|e| AnalyzeError::Io {
-                    path: p.clone(),
-                    source: e,
-                })?;
-                let b = ParquetRecordBatchReaderBuilder::try_new(f).map_err(|e| engine(p, e))?;
-                let schema = b.schema();
-                if cols.iter().any(|c| schema.field_with_name(c).is_err()) {
+                if !store::decode::scan::readable(p, cols)? {
                     return Ok(false);
                 }
             }
@@ -137,79 +124,22 @@ const NFS_READ: &[&str] = &[
     "name",
 ];
 
-/// A file's reader over `cols`, skipping row groups the window excludes
-/// by their ts statistics (`selection` counts rows of the groups kept).
-fn open(
-    path: &Path,
-    cols: &[&str],
-    window: TimeWindow,
-    selection: Option<RowSelection>,
-) -> Result<ParquetRecordBatchReader, AnalyzeError> {
-    let f = File::open(path).map_err(|e| AnalyzeError::Io {
-        path: path.into(),
-        source: e,
-    })?;
-    let b =
-        ParquetRecordBatchReaderBuilder::try_new(mapped(f, path)?).map_err(|e| engine(path, e))?;
-    let pq = b.parquet_schema();
-    let mut leaves = Vec::with_capacity(cols.len());
-    for c in cols {
-        let i = (0..pq.num_columns())
-            .find(|&i| pq.column(i).name() == *c)
-            .ok_or_else(|| engine(path, format!("no column {c}")))?;
-        leaves.push(i);
-    }
-    let ts_leaf = (0..pq.num_columns()).find(|&i| pq.column(i).name() == "ts");
-    let groups: Vec<usize> = b
-        .metadata()
-        .row_groups()
-        .iter()
-        .enumerate()
-        .filter(|(_, rg)| {
-            let Some(Statistics::Int64(s)) = ts_leaf.and_then(|i| rg.column(i).statistics()) else {
-                return true;
-            };
-            let (Some(&lo), Some(&hi)) = (s.min_opt(), s.max_opt()) else {
-                return true;
-            };
-            window.from_ns.is_none_or(|f| hi >= f) && window.to_ns.is_none_or(|t| lo < t)
-        })
-        .map(|(i, _)| i)
-        .collect();
-    let mask = ProjectionMask::leaves(pq, leaves);
-    let mut b = b
-        .with_projection(mask)
-        .with_row_groups(groups)
-        .with_batch_size(BATCH_ROWS);
-    if let Some(s) = selection {
-        b = b.with_row_selection(s);
-    }
-    b.build().map_err(|e| engine(path, e))
-}
-
-/// The file's bytes, mapped: its pages are then read in place, not
-/// copied by a `read` each into an allocation of its own (those copies
-/// and the fresh pages under them were ~4 % of the pass).
-fn mapped(f: File, path: &Path) -> Result<Bytes, AnalyzeError> {
-    // SAFETY: the map is only read, and a dataset's files are complete
-    // when renamed into place and never written again; the one hazard is
-    // a file truncated by someone else while it is read (SIGBUS), as for
-    // the traces `weir convert` maps.
-    let map = unsafe { memmap2::Mmap::map(&f) }.map_err(|e| AnalyzeError::Io {
-        path: path.into(),
-        source: e,
-    })?;
-    Ok(Bytes::from_owner(map))
-}
-
-fn column<'a, T: 'static>(
-    b: &'a RecordBatch,
-    name: &str,
-    path: &Path,
-) -> Result<&'a T, AnalyzeError> {
-    b.column_by_name(name)
-        .and_then(|c| c.as_any().downcast_ref::<T>())
-        .ok_or_else(|| engine(path, format!("column {name} has an unexpected type")))
+/// A scan of a file's columns `cols`, skipping row groups the window
+/// excludes by their ts statistics.
+fn open(path: &Path, cols: &[&str], window: TimeWindow) -> Result<TableScan, AnalyzeError> {
+    Ok(TableScan::open(path, cols, |rg| {
+        let ts = rg
+            .columns()
+            .iter()
+            .find(|c| c.column_path().string() == "ts");
+        let Some(Statistics::Int64(s)) = ts.and_then(|c| c.statistics()) else {
+            return true;
+        };
+        let (Some(&lo), Some(&hi)) = (s.min_opt(), s.max_opt()) else {
+            return true;
+        };
+        window.from_ns.is_none_or(|f| hi >= f) && window.to_ns.is_none_or(|t| lo < t)
+    })?)
 }
 
 /// Runs `f` on every item over `threads` threads; results in item order.
@@ -264,9 +194,9 @@ fn par_fold<T: Sync, S: Send>(
     })
 }
 
-/// The columns to read: `cols`, and ts when the window is bounded (delta-
-/// coded times cost ~9 ns a row to decode; most scans need them only to
-/// test the window).
+/// The columns to read: `cols`, and ts last when the window is bounded
+/// (delta-coded times cost a few ns a row to decode; most scans need them
+/// only to test the window).
 fn with_ts<'a>(cols: &[&'a str], window: TimeWindow) -> Vec<&'a str> {
     let mut v = cols.to_vec();
     if window != TimeWindow::default() {
@@ -275,53 +205,78 @@ fn with_ts<'a>(cols: &[&'a str], window: TimeWindow) -> Vec<&'a str> {
     v
 }
 
-/// The batch's times if it has them (see [`with_ts`]).
-fn times<'a>(b: &'a RecordBatch, path: &Path) -> Result<Option<&'a [i64]>, AnalyzeError> {
-    match b.column_by_name("ts") {
-        None => Ok(None),
-        Some(c) => c
-            .as_primitive_opt::<TimestampNanosecondType>()
-            .map(|a| Some(a.values().as_ref()))
-            .ok_or_else(|| engine(path, "column ts has an unexpected type")),
-    }
+/// The batch's times if it has them (see [`with_ts`]): the last column of
+/// `cols`.
+fn times<'a>(s: &'a TableScan, cols: &[&str]) -> Option<&'a [u64]> {
+    (cols.last() == Some(&"ts")).then(|| s.column(cols.len() - 1).ints())
 }
 
-fn in_window(w: TimeWindow, ts: i64) -> bool {
+fn in_window(w: TimeWindow, ts: u64) -> bool {
+    let ts = ts as i64;
     w.from_ns.is_none_or(|f| ts >= f) && w.to_ns.is_none_or(|t| ts < t)
 }
 
-/// Per dictionary key of a batch's name column, the name's number in
-/// `names` (interned); `u32::MAX` for a null key.
-fn intern_dictionary(
-    d: &DictionaryArray<Int16Type>,
-    names: &mut Vec<String>,
-    index: &mut HashMap<String, u32>,
-) -> Vec<u32> {
-    let values = d.values().as_string::<i32>();
-    (0..values.len())
-        .map(|i| {
-            if values.is_null(i) {
-                return u32::MAX;
-            }
-            let v = values.value(i);
-            if let Some(&k) = index.get(v) {
-                return k;
-            }
-            names.push(v.to_string());
-            let k = (names.len() - 1) as u32;
-            index.insert(v.to_string(), k);
-            k
-        })
-        .collect()
+/// A text column's values mapped to numbers: through its dictionary, once
+/// per dictionary, when the page is dictionary-coded; value by value
+/// otherwise.
+struct TextMap<T> {
+    generation: u64,
+    map: Vec<T>,
 }
 
-fn dict_code(d: &DictionaryArray<Int16Type>, map: &[u32], i: usize) -> u32 {
-    if d.is_null(i) {
-        return u32::MAX;
+impl<T: Copy> Default for TextMap<T> {
+    fn default() -> Self {
+        TextMap {
+            generation: 0,
+            map: Vec::new(),
+        }
     }
-    map.get(d.keys().value(i) as usize)
-        .copied()
-        .unwrap_or(u32::MAX)
+}
+
+impl<T: Copy> TextMap<T> {
+    /// Per row of `c`, `f` of its text, or `null` where it has none.
+    fn rows(&mut self, c: &Col, null: T, mut f: impl FnMut(&[u8]) -> T, out: &mut Vec<T>) {
+        out.clear();
+        match c.codes() {
+            Some(codes) => {
+                let d = c.dictionary();
+                if d.generation() != self.generation {
+                    self.map = (0..d.len())
+                        .map(|k| d.text(k).map_or(null, &mut f))
+                        .collect();
+                    self.generation = d.generation();
+                }
+                let map = &self.map;
+                out.extend(codes.iter().enumerate().map(|(i, &k)| {
+                    if c.is_valid(i) {
+                        map.get(k as usize).copied().unwrap_or(null)
+                    } else {
+                        null
+                    }
+                }));
+            }
+            None => out.extend((0..c.rows()).map(|i| c.text(i).map_or(null, &mut f))),
+        }
+    }
+}
+
+/// Names, each kept once, by number.
+#[derive(Default)]
+struct Names {
+    names: Vec<String>,
+    index: HashMap<Vec<u8>, u32>,
+}
+
+impl Names {
+    fn intern(&mut self, v: &[u8]) -> u32 {
+        if let Some(&k) = self.index.get(v) {
+            return k;
+        }
+        self.names.push(String::from_utf8_lossy(v).into_owned());
+        let k = (self.names.len() - 1) as u32;
+        self.index.insert(v.to_vec(), k);
+        k
+    }
 }
 
 // ---- scan 1: nfs bytes per call and per handle ----
@@ -381,54 +336,42 @@ struct NfsPart {
     getfh: bool,
 }
 
-fn op_kind(values: &StringArray) -> Vec<u8> {
-    // 1: READ, 2: WRITE, 3: LOOKUP/OPEN/CREATE, 4: GETFH, 0: other.
-    (0..values.len())
-        .map(|i| match values.is_valid(i).then(|| values.value(i)) {
-            Some("READ") => 1,
-            Some("WRITE") => 2,
-            Some("LOOKUP" | "OPEN" | "CREATE") => 3,
-            Some("GETFH") => 4,
-            _ => 0,
-        })
-        .collect()
-}
-
-fn kinds_of(d: &DictionaryArray<Int16Type>) -> Vec<u8> {
-    op_kind(d.values().as_string::<i32>())
-}
-
-fn kind_at(d: &DictionaryArray<Int16Type>, kinds: &[u8], i: usize) -> u8 {
-    if d.is_null(i) {
-        return 0;
+/// An operation's kind: 1 READ, 2 WRITE, 3 LOOKUP/OPEN/CREATE, 4 GETFH,
+/// 0 any other.
+fn op_kind(name: &[u8]) -> u8 {
+    match name {
+        b"READ" => 1,
+        b"WRITE" => 2,
+        b"LOOKUP" | b"OPEN" | b"CREATE" => 3,
+        b"GETFH" => 4,
+        _ => 0,
     }
-    kinds.get(d.keys().value(i) as usize).copied().unwrap_or(0)
 }
 
 fn scan_nfs_io(path: &Path, window: TimeWindow) -> Result<NfsPart, AnalyzeError> {
     let cols = with_ts(&["rpc_id", "program", "op_name", "fh", "res_count"], window);
     let mut part = NfsPart::default();
-    for b in open(path, &cols, window, None)? {
-        let b = b.map_err(|e| engine(path, e))?;
-        let id = column::<UInt64Array>(&b, "rpc_id", path)?;
-        let ts = times(&b, path)?;
-        let program = column::<UInt32Array>(&b, "program", path)?;
-        let op = column::<DictionaryArray<Int16Type>>(&b, "op_name", path)?;
-        let fh = column::<UInt64Array>(&b, "fh", path)?;
-        let count = column::<UInt32Array>(&b, "res_count", path)?;
-        let kinds = kinds_of(op);
-        part.getfh |= kinds.contains(&4);
-        for i in 0..b.num_rows() {
-            let kind = kind_at(op, &kinds, i);
-            if !(kind == 1 || kind == 2) || program.is_null(i) || program.value(i) != NFS_PROGRAM {
+    let mut kinds = TextMap::default();
+    let mut kind = Vec::new();
+    let mut s = open(path, &cols, window)?;
+    while let Some(n) = s.advance()? {
+        s.load()?;
+        let (id, program, fh, count) = (s.column(0), s.column(1), s.column(3), s.column(4));
+        let ts = times(&s, &cols);
+        kinds.rows(&s.column(2), 0, op_kind, &mut kind);
+        part.getfh |= kind.contains(&4);
+        let (ids, programs, fhs, counts) = (id.ints(), program.ints(), fh.ints(), count.ints());
+        for i in 0..n {
+            let kind = kind[i];
+            if !(kind == 1 || kind == 2) || !program.is_valid(i) || programs[i] != NFS_PROGRAM {
                 continue;
             }
             if ts.is_some_and(|t| !in_window(window, t[i])) {
                 continue;
             }
-            let n = count.is_valid(i).then(|| count.value(i) as i64);
+            let n = count.is_valid(i).then(|| counts[i] as i64);
             let bytes = n.unwrap_or(0);
-            let id = id.value(i);
+            let id = ids[i];
             let c = match part.calls.last_mut() {
                 Some(c) if c.id == id => c,
                 _ => {
@@ -454,7 +397,7 @@ fn scan_nfs_io(path: &Path, window: TimeWindow) -> Result<NfsPart, AnalyzeError>
                 c.io.writes += 1;
             }
             if fh.is_valid(i) {
-                part.handles.entry(fh.value(i)).or_default().add(&h);
+                part.handles.entry(fhs[i]).or_default().add(&h);
             }
         }
     }
@@ -578,8 +521,11 @@ impl Default for ProcedureIndex {
 #[derive(Default)]
 struct RpcScan {
     part: RpcPart,
-    names: Vec<String>,
-    name_index: HashMap<String, u32>,
+    names: Names,
+    /// Per row of a batch, the numbers in `names` of its program and
+    /// procedure names (u32::MAX: none), and the maps that give them.
+    program_names: (TextMap<u32>, Vec<u32>),
+    procedure_names: (TextMap<u32>, Vec<u32>),
     procs: ProcedureIndex,
     /// The current second's count of each procedure, added to per_second
     /// when the second changes.
@@ -618,7 +564,8 @@ impl RpcScan {
         let RpcScan {
             part,
             names,
-            name_index,
+            program_names,
+            procedure_names,
             procs,
             second,
             last_lat,
@@ -631,27 +578,51 @@ impl RpcScan {
         let mut cursor = 0usize;
         let mut last_id: Option<u64> = None;
         let bounded = window != TimeWindow::default();
-        for b in open(path, RPC_READ, window, None)? {
-            let b = b.map_err(|e| engine(path, e))?;
-            let id = column::<UInt64Array>(&b, "id", path)?;
-            let ts = times(&b, path)?.ok_or_else(|| engine(path, "no column ts"))?;
-            let latency = column::<Int64Array>(&b, "latency_ns", path)?;
-            let client = addresses(column::<FixedSizeBinaryArray>(&b, "client", path)?, path)?;
-            let server = addresses(column::<FixedSizeBinaryArray>(&b, "server", path)?, path)?;
-            let program = column::<UInt32Array>(&b, "program", path)?;
-            let version = column::<UInt32Array>(&b, "version", path)?;
-            let procedure = column::<UInt32Array>(&b, "procedure", path)?;
-            let pname = column::<DictionaryArray<Int16Type>>(&b, "program_name", path)?;
-            let prname = column::<DictionaryArray<Int16Type>>(&b, "procedure_name", path)?;
-            let status = column::<UInt32Array>(&b, "status", path)?;
-            let retransmits = column::<UInt32Array>(&b, "retransmits", path)?;
-            let call_bytes = column::<UInt32Array>(&b, "call_bytes", path)?;
-            let reply_bytes = column::<UInt32Array>(&b, "reply_bytes", path)?;
-            let pname_map = intern_dictionary(pname, names, name_index);
-            let prname_map = intern_dictionary(prname, names, name_index);
-            let opt = |a: &UInt32Array, i: usize| if a.is_null(i) { u32::MAX } else { a.value(i) };
-            for (i, &t) in ts.iter().enumerate().take(b.num_rows()) {
-                if bounded && !in_window(window, t) {
+        let mut s = open(path, RPC_READ, window)?;
+        while let Some(n) = s.advance()? {
+            s.load()?;
+            let col = |k: usize| s.column(k);
+            let (id, ts, latency) = (col(0).ints(), col(1).ints(), col(2));
+            let (client, server) = (col(3).fixed(), col(4).fixed());
+            let (program, version, procedure) = (col(5), col(6), col(7));
+            let (status, retransmits) = (col(10), col(11).ints());
+            let (call_bytes, reply_bytes) = (col(12).ints(), col(13).ints());
+            let (latencies, programs, statuses) = (latency.ints(), program.ints(), status.ints());
+            let (pn, prn) = (&mut program_names.1, &mut procedure_names.1);
+            program_names
+                .0
+                .rows(&col(8), u32::MAX, |t| names.intern(t), pn);
+            procedure_names
+                .0
+                .rows(&col(9), u32::MAX, |t| names.intern(t), prn);
+            let ints = [
+                id,
+                ts,
+                latencies,
+                programs,
+                version.ints(),
+                procedure.ints(),
+            ];
+            let more = [statuses, retransmits, call_bytes, reply_bytes];
+            if (ints.iter().chain(&more).any(|c| c.len() != n))
+                || client.len() != n
+                || server.len() != n
+            {
+                return Err(engine(
+                    path,
+                    "a column of the rpc table has an unexpected type",
+                ));
+            }
+            let opt = |c: &Col, i: usize| {
+                if c.is_valid(i) {
+                    c.ints()[i] as u32
+                } else {
+                    u32::MAX
+                }
+            };
+            for i in 0..n {
+                let t = ts[i] as i64;
+                if bounded && !in_window(window, ts[i]) {
                     continue;
                 }
                 part.span = Some(match part.span {
@@ -664,11 +635,11 @@ impl RpcScan {
                 // share a key only if the rest agrees too, which the writer
                 // never produces).
                 let key = (
-                    opt(program, i),
-                    opt(version, i),
-                    opt(procedure, i),
-                    dict_code(pname, &pname_map, i),
-                    dict_code(prname, &prname_map, i),
+                    opt(&program, i),
+                    opt(&version, i),
+                    opt(&procedure, i),
+                    pn[i],
+                    prn[i],
                 );
                 let slot = ProcedureIndex::slot(&key);
                 let g = match procs.cache[slot] {
@@ -676,11 +647,13 @@ impl RpcScan {
                     _ => {
                         let n = procs.index.len() as u32;
                         let g = *procs.index.entry(key).or_insert_with(|| {
-                            let name = |c: u32| (c != u32::MAX).then(|| names[c as usize].clone());
+                            let name =
+                                |c: u32| (c != u32::MAX).then(|| names.names[c as usize].clone());
+                            let value = |c: &Col| c.is_valid(i).then(|| c.ints()[i] as u32);
                             part.procedures.push(Procedure {
-                                program: program.is_valid(i).then(|| program.value(i)),
-                                version: version.is_valid(i).then(|| version.value(i)),
-                                procedure: procedure.is_valid(i).then(|| procedure.value(i)),
+                                program: value(&program),
+                                version: value(&version),
+                                procedure: value(&procedure),
                                 program_name: name(key.3),
                                 procedure_name: name(key.4),
                             });
@@ -698,10 +671,10 @@ impl RpcScan {
                 tot.calls += 1;
                 tot.no_reply += (called && !answered) as i64;
                 tot.no_call += !called as i64;
-                tot.retransmitted += (retransmits.value(i) > 0) as i64;
-                tot.errors += (status.is_valid(i) && status.value(i) != 0) as i64;
-                tot.call_bytes += call_bytes.value(i) as u64;
-                tot.reply_bytes += reply_bytes.value(i) as u64;
+                tot.retransmitted += (retransmits[i] > 0) as i64;
+                tot.errors += (status.is_valid(i) && statuses[i] != 0) as i64;
+                tot.call_bytes += call_bytes[i];
+                tot.reply_bytes += reply_bytes[i];
                 let sec = t - t % 1_000_000_000;
                 let s = &mut second[g as usize];
                 if s.0 == sec {
@@ -713,7 +686,7 @@ impl RpcScan {
                     *s = (sec, 1);
                 }
                 if answered {
-                    let server = addr(server, i);
+                    let server = server[i];
                     let at = match last_lat[g as usize] {
                         Some((k, at)) if k == server => at,
                         _ => {
@@ -725,11 +698,11 @@ impl RpcScan {
                             at
                         }
                     };
-                    lat_groups[at].1.push(latency.value(i));
+                    lat_groups[at].1.push(latencies[i] as i64);
                 }
                 // Calls per client, with the bytes of the call's NFS
                 // operations (the SQL's `nfs JOIN rpc ON id`).
-                let a = addr(client, i);
+                let a = client[i];
                 let at = match *last_client {
                     Some((k, at)) if k == a => at,
                     _ => {
@@ -742,10 +715,10 @@ impl RpcScan {
                     }
                 };
                 let c = &mut client_rows[at].1;
-                if called && program.value(i) == NFS_PROGRAM {
+                if called && programs[i] == NFS_PROGRAM {
                     c.calls += 1;
                 }
-                let id = id.value(i);
+                let id = id[i];
                 match last_id {
                     Some(last) if last <= id => {
                         while cursor < calls.len() && calls[cursor].id < id {
@@ -762,26 +735,6 @@ impl RpcScan {
         }
         Ok(())
     }
-}
-
-/// The bytes of a non-null FixedSizeBinary(16) column of an rpc file.
-fn addresses<'a>(a: &'a FixedSizeBinaryArray, path: &Path) -> Result<&'a [u8], AnalyzeError> {
-    if a.value_length() != 16 || a.null_count() > 0 || a.value_data().len() < a.len() * 16 {
-        return Err(engine(
-            path,
-            "an address column is not 16 bytes in every row",
-        ));
-    }
-    Ok(a.value_data())
-}
-
-/// Row `i` of a FixedSizeBinary(16) address column, from its buffer
-/// directly (`value(i)` is not inlined: ~2 % of the pass).
-#[inline(always)]
-fn addr(data: &[u8], i: usize) -> u128 {
-    data.get(i * 16..i * 16 + 16)
-        .and_then(|b| <[u8; 16]>::try_from(b).ok())
-        .map_or(0, u128::from_be_bytes)
 }
 
 // ---- scan 3: names of the busiest handles ----
@@ -805,27 +758,27 @@ fn naming_rows(
     let mut row = 0usize;
     // The previous row, if it was an NFSv4 LOOKUP/OPEN/CREATE: (row,
     // rpc_id, op_index); a GETFH right after it gives its handle.
-    let mut prev: Option<(usize, u64, u16)> = None;
-    for b in open(path, &cols, window, None)? {
-        let b = b.map_err(|e| engine(path, e))?;
-        let id = column::<UInt64Array>(&b, "rpc_id", path)?;
-        let ts = times(&b, path)?;
-        let version = column::<UInt32Array>(&b, "version", path)?;
-        let op_index = column::<UInt16Array>(&b, "op_index", path)?;
-        let op = column::<DictionaryArray<Int16Type>>(&b, "op_name", path)?;
-        let res_fh = column::<UInt64Array>(&b, "res_fh", path)?;
-        let kinds = kinds_of(op);
-        for i in 0..b.num_rows() {
+    let mut prev: Option<(usize, u64, u64)> = None;
+    let mut kinds = TextMap::default();
+    let mut kind = Vec::new();
+    let mut s = open(path, &cols, window)?;
+    while let Some(n) = s.advance()? {
+        s.load()?;
+        let (id, version, op_index, res_fh) = (s.column(0), s.column(1), s.column(2), s.column(4));
+        let ts = times(&s, &cols);
+        kinds.rows(&s.column(3), 0, op_kind, &mut kind);
+        let (ids, versions, indexes, fhs) =
+            (id.ints(), version.ints(), op_index.ints(), res_fh.ints());
+        for i in 0..n {
             let r = row + i;
             let before = prev.take();
             if ts.is_some_and(|t| !in_window(window, t[i])) {
                 continue;
             }
-            let kind = kind_at(op, &kinds, i);
-            let fh = res_fh.is_valid(i).then(|| res_fh.value(i));
-            let (id, index) = (id.value(i), op_index.value(i));
+            let fh = res_fh.is_valid(i).then(|| fhs[i]);
+            let (id, index) = (ids[i], indexes[i]);
             if let Some(fh) = fh.filter(|f| top.contains(f)) {
-                if kind == 4
+                if kind[i] == 4
                     && let Some((pr, pid, pindex)) = before
                     && pid == id
                     && pindex.checked_add(1) == Some(index)
@@ -834,11 +787,11 @@ fn naming_rows(
                 }
                 out.push((r, fh));
             }
-            if kind == 3 && version.is_valid(i) && version.value(i) == 4 {
+            if kind[i] == 3 && version.is_valid(i) && versions[i] == 4 {
                 prev = Some((r, id, index));
             }
         }
-        row += b.num_rows();
+        row += n;
     }
     out.sort_unstable();
     out.dedup();
@@ -852,14 +805,16 @@ fn own_handle_rows(
     window: TimeWindow,
     top: &HashSet<u64>,
 ) -> Result<(Vec<(usize, u64)>, usize), AnalyzeError> {
+    let cols = with_ts(&["res_fh"], window);
     let mut out = Vec::new();
     let mut row = 0usize;
-    for b in open(path, &with_ts(&["res_fh"], window), window, None)? {
-        let b = b.map_err(|e| engine(path, e))?;
-        let ts = times(&b, path)?;
-        let res_fh = column::<UInt64Array>(&b, "res_fh", path)?;
-        let values = res_fh.values();
-        for i in 0..b.num_rows() {
+    let mut s = open(path, &cols, window)?;
+    while let Some(n) = s.advance()? {
+        s.load()?;
+        let ts = times(&s, &cols);
+        let res_fh = s.column(0);
+        let values = res_fh.ints();
+        for i in 0..n {
             if res_fh.is_valid(i)
                 && top.contains(&values[i])
                 && ts.is_none_or(|t| in_window(window, t[i]))
@@ -867,7 +822,7 @@ fn own_handle_rows(
                 out.push((row + i, values[i]));
             }
         }
-        row += b.num_rows();
+        row += n;
     }
     Ok((out, row))
 }
@@ -878,38 +833,29 @@ fn names_of(
     window: TimeWindow,
     top: &HashSet<u64>,
 ) -> Result<Vec<(u64, String)>, AnalyzeError> {
-    let (rows, total) = naming_rows(path, getfh, window, top)?;
-    if rows.is_empty() {
-        return Ok(Vec::new());
-    }
-    // One row may name two handles (its own res_fh and, for a LOOKUP, the
-    // following GETFH's); it is read once.
-    let mut distinct: Vec<usize> = rows.iter().map(|(r, _)| *r).collect();
-    distinct.dedup();
-    let mut ranges: Vec<std::ops::Range<usize>> = Vec::new();
-    for &r in &distinct {
-        match ranges.last_mut() {
-            Some(last) if last.end == r => last.end = r + 1,
-            _ => ranges.push(r..r + 1),
-        }
-    }
-    let selection = RowSelection::from_consecutive_ranges(ranges.into_iter(), total);
+    let (rows, _) = naming_rows(path, getfh, window, top)?;
     let mut out = Vec::new();
     let mut at = 0usize;
-    let mut k = 0usize;
-    for b in open(path, &["name"], window, Some(selection))? {
-        let b = b.map_err(|e| engine(path, e))?;
-        let name = b.column(0).as_string::<i32>();
-        for i in 0..b.num_rows() {
-            let Some(&r) = distinct.get(k) else { break };
-            k += 1;
-            while at < rows.len() && rows[at].0 == r {
-                if name.is_valid(i) {
-                    out.push((rows[at].1, name.value(i).to_string()));
-                }
-                at += 1;
-            }
+    let mut row = 0usize;
+    let mut s = open(path, &["name"], window)?;
+    // Only the batches that hold a naming row are decoded.
+    while at < rows.len()
+        && let Some(n) = s.advance()?
+    {
+        if rows[at].0 >= row + n {
+            row += n;
+            continue;
         }
+        s.load()?;
+        let name = s.column(0);
+        while at < rows.len() && rows[at].0 < row + n {
+            let (r, fh) = rows[at];
+            if let Some(t) = name.text(r - row) {
+                out.push((fh, String::from_utf8_lossy(t).into_owned()));
+            }
+            at += 1;
+        }
+        row += n;
     }
     Ok(out)
 }

@@ -16,6 +16,7 @@
 //! when complete, so a reader never sees half a file.
 
 pub mod dataset;
+pub mod decode;
 pub mod encode;
 mod error;
 pub mod files;

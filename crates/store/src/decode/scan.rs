@@ -1,0 +1,774 @@
+//! [`TableScan`]: the rows of some columns of a Parquet file, batch by
+//! batch. A batch is as many rows as every column has left in its current
+//! page (weir ends all columns' pages together, so its batches are whole
+//! pages); columns are decoded only when [`TableScan::load`] asks, so a
+//! caller that needs a column in a few batches skips the rest undecoded.
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use parquet::basic::{Compression, Encoding, Type as Physical};
+use parquet::file::metadata::{ParquetMetaData, ParquetMetaDataReader, RowGroupMetaData};
+
+use super::DecodeError;
+use super::thrift::{self, DATA_PAGE, DATA_PAGE_V2, DICTIONARY_PAGE, PageHeader};
+use super::values::{self, Bytes};
+use crate::error::StoreError;
+
+/// Pages claiming more rows or bytes are refused as corrupt (weir writes
+/// 64 Ki rows a page), so a hostile header cannot size a huge allocation.
+const MAX_PAGE_ROWS: usize = 1 << 24;
+const MAX_PAGE_BYTES: usize = 1 << 28;
+
+const PLAIN: i32 = 0;
+const PLAIN_DICTIONARY: i32 = 2;
+const RLE: i32 = 3;
+const DELTA_BINARY_PACKED: i32 = 5;
+const RLE_DICTIONARY: i32 = 8;
+
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Kind {
+    /// INT32 (values zero-extended) or INT64.
+    Int {
+        narrow: bool,
+    },
+    /// FIXED_LEN_BYTE_ARRAY of this many bytes (≤ 16), read big-endian.
+    Fixed(usize),
+    Text,
+}
+
+/// A column chunk's dictionary.
+#[derive(Default)]
+pub struct Dictionary {
+    ints: Vec<u64>,
+    fixed: Vec<u128>,
+    /// Text: value k is `text[spans[k].0..spans[k].1]`.
+    spans: Vec<(u32, u32)>,
+    text: Vec<u8>,
+    len: usize,
+    generation: u64,
+}
+
+impl Dictionary {
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// A number no other dictionary read in this process has, so a
+    /// caller may keep what it derived from a dictionary until the
+    /// generation changes.
+    pub fn generation(&self) -> u64 {
+        self.generation
+    }
+
+    /// Text value `k`.
+    pub fn text(&self, k: usize) -> Option<&[u8]> {
+        let &(a, b) = self.spans.get(k)?;
+        self.text.get(a as usize..b as usize)
+    }
+}
+
+/// One column's current page, decoded row by row: a row without a value
+/// holds 0 (or empty text) in the value vectors.
+#[derive(Default)]
+struct Decoded {
+    /// Per row whether it has a value; empty when every row does.
+    valid: Vec<bool>,
+    ints: Vec<u64>,
+    fixed: Vec<u128>,
+    /// Dictionary codes per row, when a text page is dictionary-coded.
+    codes: Vec<u32>,
+    coded: bool,
+    /// Text of PLAIN pages: the page's bytes, and per row the span of its
+    /// value in them.
+    spans: Vec<(u32, u32)>,
+    text: Vec<u8>,
+}
+
+struct Column {
+    name: String,
+    kind: Kind,
+    optional: bool,
+    codec: Compression,
+    /// The chunk's pages not yet read: [next, end) of the file.
+    next: usize,
+    end: usize,
+    page: Option<(PageHeader, usize, usize)>,
+    page_rows: usize,
+    /// The first row of the current batch within the page.
+    at: usize,
+    decoded: bool,
+    dict: Dictionary,
+    out: Decoded,
+    /// Decompressed page bytes.
+    buf: Vec<u8>,
+}
+
+/// The rows of some columns of one file, batch by batch.
+pub struct TableScan {
+    path: PathBuf,
+    data: bytes::Bytes,
+    meta: ParquetMetaData,
+    groups: Vec<usize>,
+    next_group: usize,
+    group_rows: (usize, usize),
+    leaves: Vec<usize>,
+    cols: Vec<Column>,
+    batch: usize,
+    zstd: Option<zstd::bulk::Decompressor<'static>>,
+}
+
+/// Why `meta`'s columns `names` cannot be scanned, if they cannot; and
+/// their leaf numbers.
+fn check(meta: &ParquetMetaData, names: &[&str]) -> Result<Vec<usize>, DecodeError> {
+    let schema = meta.file_metadata().schema_descr();
+    let mut leaves = Vec::with_capacity(names.len());
+    for name in names {
+        let leaf = (0..schema.num_columns())
+            .find(|&i| schema.column(i).path().parts() == [name.to_string()])
+            .ok_or_else(|| DecodeError::unsupported(format!("no column {name}")))?;
+        let d = schema.column(leaf);
+        if d.max_rep_level() != 0 || d.max_def_level() > 1 {
+            return Err(DecodeError::unsupported(format!("{name} is nested")));
+        }
+        kind_of(d.physical_type(), d.type_length())
+            .ok_or_else(|| DecodeError::unsupported(format!("{name}'s type")))?;
+        for rg in meta.row_groups() {
+            let c = rg.column(leaf);
+            if !matches!(
+                c.compression(),
+                Compression::UNCOMPRESSED | Compression::ZSTD(_)
+            ) {
+                return Err(DecodeError::unsupported(format!(
+                    "{name} is compressed with {}",
+                    c.compression()
+                )));
+            }
+            if let Some(e) = c.encodings().find(|e| {
+                !matches!(
+                    e,
+                    Encoding::PLAIN
+                        | Encoding::RLE
+                        | Encoding::RLE_DICTIONARY
+                        | Encoding::PLAIN_DICTIONARY
+                        | Encoding::DELTA_BINARY_PACKED
+                )
+            }) {
+                return Err(DecodeError::unsupported(format!("{name} is encoded {e}")));
+            }
+        }
+        leaves.push(leaf);
+    }
+    Ok(leaves)
+}
+
+fn kind_of(t: Physical, length: i32) -> Option<Kind> {
+    match t {
+        Physical::INT32 => Some(Kind::Int { narrow: true }),
+        Physical::INT64 => Some(Kind::Int { narrow: false }),
+        Physical::FIXED_LEN_BYTE_ARRAY if (1..=16).contains(&length) => {
+            Some(Kind::Fixed(length as usize))
+        }
+        Physical::BYTE_ARRAY => Some(Kind::Text),
+        _ => None,
+    }
+}
+
+/// The file's bytes, mapped: pages are read in place.
+pub fn map_file(path: &Path) -> Result<bytes::Bytes, StoreError> {
+    let f = std::fs::File::open(path).map_err(|e| StoreError::io(path, e))?;
+    // SAFETY: the map is only read, and a dataset's files are complete
+    // when renamed into place and never written again; the one hazard is
+    // a file truncated by someone else while it is read (SIGBUS), as for
+    // the traces `weir convert` maps.
+    let map = unsafe { memmap2::Mmap::map(&f) }.map_err(|e| StoreError::io(path, e))?;
+    Ok(bytes::Bytes::from_owner(map))
+}
+
+fn metadata(path: &Path, data: &bytes::Bytes) -> Result<ParquetMetaData, StoreError> {
+    ParquetMetaDataReader::new()
+        .parse_and_finish(data)
+        .map_err(|e| StoreError::parquet(path, e))
+}
+
+/// Whether the file at `path` has the columns `names` in a form
+/// [`TableScan`] reads (`Ok(false)` for a missing column or an encoding,
+/// codec or type it does not handle).
+pub fn readable(path: &Path, names: &[&str]) -> Result<bool, StoreError> {
+    let data = map_file(path)?;
+    Ok(check(&metadata(path, &data)?, names).is_ok())
+}
+
+impl TableScan {
+    /// A scan of the columns `names` of the file at `path`, over the row
+    /// groups `keep` accepts.
+    pub fn open(
+        path: &Path,
+        names: &[&str],
+        keep: impl Fn(&RowGroupMetaData) -> bool,
+    ) -> Result<TableScan, StoreError> {
+        TableScan::of_bytes(path, map_file(path)?, names, keep)
+    }
+
+    /// [`TableScan::open`] of a file already in memory (`path` names it in
+    /// errors).
+    pub fn of_bytes(
+        path: &Path,
+        data: bytes::Bytes,
+        names: &[&str],
+        keep: impl Fn(&RowGroupMetaData) -> bool,
+    ) -> Result<TableScan, StoreError> {
+        let meta = metadata(path, &data)?;
+        let invalid = |e: DecodeError| StoreError::Invalid {
+            path: path.into(),
+            message: e.to_string(),
+        };
+        let leaves = check(&meta, names).map_err(invalid)?;
+        let schema = meta.file_metadata().schema_descr();
+        let cols = leaves
+            .iter()
+            .zip(names)
+            .map(|(&leaf, name)| {
+                let d = schema.column(leaf);
+                Column {
+                    name: name.to_string(),
+                    kind: kind_of(d.physical_type(), d.type_length()).expect("checked"),
+                    optional: d.max_def_level() == 1,
+                    codec: Compression::UNCOMPRESSED,
+                    next: 0,
+                    end: 0,
+                    page: None,
+                    page_rows: 0,
+                    at: 0,
+                    decoded: false,
+                    dict: Dictionary::default(),
+                    out: Decoded::default(),
+                    buf: Vec::new(),
+                }
+            })
+            .collect();
+        let groups = (meta.row_groups().iter().enumerate())
+            .filter(|(_, rg)| keep(rg))
+            .map(|(i, _)| i)
+            .collect();
+        Ok(TableScan {
+            path: path.into(),
+            data,
+            meta,
+            groups,
+            next_group: 0,
+            group_rows: (0, 0),
+            leaves,
+            cols,
+            batch: 0,
+            zstd: None,
+        })
+    }
+
+    fn corrupt(&self, message: impl std::fmt::Display) -> StoreError {
+        StoreError::Invalid {
+            path: self.path.clone(),
+            message: message.to_string(),
+        }
+    }
+
+    /// Moves to the next batch; its row count, or None at the end.
+    pub fn advance(&mut self) -> Result<Option<usize>, StoreError> {
+        self.advance_inner().map_err(|e| self.corrupt(e))
+    }
+
+    fn advance_inner(&mut self) -> Result<Option<usize>, DecodeError> {
+        let step = std::mem::take(&mut self.batch);
+        // A decoded page stays decoded while the window moves through it.
+        for c in &mut self.cols {
+            c.at += step;
+        }
+        loop {
+            let mut ended = 0;
+            for k in 0..self.cols.len() {
+                if self.cols[k].at >= self.cols[k].page_rows && !self.next_page(k)? {
+                    ended += 1;
+                }
+            }
+            if ended == 0 {
+                break;
+            }
+            if ended < self.cols.len() {
+                return Err(DecodeError::corrupt(
+                    "the columns of a row group hold different numbers of rows",
+                ));
+            }
+            if self.group_rows.0 != self.group_rows.1 {
+                return Err(DecodeError::corrupt(format!(
+                    "a row group of {} rows whose pages hold {}",
+                    self.group_rows.1, self.group_rows.0
+                )));
+            }
+            let Some(&g) = self.groups.get(self.next_group) else {
+                return Ok(None);
+            };
+            self.next_group += 1;
+            let rg = self.meta.row_group(g);
+            self.group_rows = (0, usize::try_from(rg.num_rows()).unwrap_or(usize::MAX));
+            for (c, &leaf) in self.cols.iter_mut().zip(&self.leaves) {
+                let m = rg.column(leaf);
+                let start = m.dictionary_page_offset().unwrap_or(m.data_page_offset());
+                let start = usize::try_from(start)
+                    .map_err(|_| DecodeError::corrupt("a negative page offset"))?;
+                let len = usize::try_from(m.compressed_size())
+                    .map_err(|_| DecodeError::corrupt("a negative chunk size"))?;
+                let end = start
+                    .checked_add(len)
+                    .filter(|&e| e <= self.data.len())
+                    .ok_or_else(|| DecodeError::corrupt("a column chunk past the file's end"))?;
+                (c.next, c.end, c.codec) = (start, end, m.compression());
+                (c.page, c.page_rows, c.at, c.decoded) = (None, 0, 0, false);
+                // A chunk's pages refer to its own dictionary only.
+                (c.dict.generation, c.dict.len) = (0, 0);
+            }
+        }
+        self.batch = (self.cols.iter())
+            .map(|c| c.page_rows - c.at)
+            .min()
+            .unwrap_or(0);
+        self.group_rows.0 += self.batch;
+        Ok(Some(self.batch))
+    }
+
+    /// Reads column `k`'s next data page header (decoding a dictionary
+    /// page on the way); false at the end of its chunk.
+    fn next_page(&mut self, k: usize) -> Result<bool, DecodeError> {
+        loop {
+            let c = &mut self.cols[k];
+            if c.next >= c.end {
+                c.page = None;
+                return Ok(false);
+            }
+            let mut src = Bytes::new(&self.data[c.next..c.end]);
+            let h = thrift::page_header(&mut src)?;
+            let body_start = c.end - src.rest().len();
+            let body_end = body_start
+                .checked_add(h.compressed_size as usize)
+                .filter(|&e| e <= c.end)
+                .ok_or_else(|| DecodeError::corrupt("a page past its column chunk"))?;
+            c.next = body_end;
+            if h.uncompressed_size as usize > MAX_PAGE_BYTES {
+                return Err(DecodeError::corrupt("a page of more than 256 MiB"));
+            }
+            match h.kind {
+                DICTIONARY_PAGE => self.dictionary(k, &h, body_start, body_end)?,
+                DATA_PAGE | DATA_PAGE_V2 => {
+                    let rows = match h.v2 {
+                        Some(v2) => v2.num_rows,
+                        None => h.num_values,
+                    };
+                    let rows = usize::try_from(rows)
+                        .ok()
+                        .filter(|&r| r <= MAX_PAGE_ROWS)
+                        .ok_or_else(|| DecodeError::corrupt("a page of impossibly many rows"))?;
+                    if rows == 0 {
+                        continue;
+                    }
+                    let c = &mut self.cols[k];
+                    (c.page, c.page_rows, c.at, c.decoded) =
+                        (Some((h, body_start, body_end)), rows, 0, false);
+                    return Ok(true);
+                }
+                // Index pages and any future kind: not needed to decode.
+                _ => {}
+            }
+        }
+    }
+
+    /// The page's bytes, decompressed if they are compressed (`skip`
+    /// leading bytes are stored raw, as a v2 page's levels are).
+    fn page_bytes<'a>(
+        data: &'a [u8],
+        codec: Compression,
+        compressed: bool,
+        uncompressed: usize,
+        skip: usize,
+        zstd: &mut Option<zstd::bulk::Decompressor<'static>>,
+        buf: &'a mut Vec<u8>,
+    ) -> Result<&'a [u8], DecodeError> {
+        if codec == Compression::UNCOMPRESSED || !compressed {
+            return Ok(data);
+        }
+        if skip > data.len() || skip > uncompressed {
+            return Err(DecodeError::corrupt("page levels longer than the page"));
+        }
+        buf.clear();
+        buf.reserve(uncompressed);
+        buf.extend_from_slice(&data[..skip]);
+        let want = uncompressed - skip;
+        if want > 0 {
+            let z = match zstd {
+                Some(z) => z,
+                None => zstd.insert(
+                    zstd::bulk::Decompressor::new()
+                        .map_err(|e| DecodeError::corrupt(format!("zstd: {e}")))?,
+                ),
+            };
+            // Decompresses after the raw prefix, into the reserved room
+            // (no more: a frame that would grow past it is an error).
+            let mut cursor = std::io::Cursor::new(&mut *buf);
+            cursor.set_position(skip as u64);
+            let n = z
+                .decompress_to_buffer(&data[skip..], &mut cursor)
+                .map_err(|e| DecodeError::corrupt(format!("zstd: {e}")))?;
+            if n != want {
+                return Err(DecodeError::corrupt(
+                    "a page that decompresses to another size than its header says",
+                ));
+            }
+        }
+        if buf.len() != uncompressed {
+            return Err(DecodeError::corrupt(
+                "a page that decompresses to another size than its header says",
+            ));
+        }
+        Ok(buf)
+    }
+
+    fn dictionary(
+        &mut self,
+        k: usize,
+        h: &PageHeader,
+        start: usize,
+        end: usize,
+    ) -> Result<(), DecodeError> {
+        // Unique in the process, so a caller that keeps maps across files
+        // never mistakes one file's dictionary for another's.
+        static GENERATIONS: AtomicU64 = AtomicU64::new(0);
+        let generation = GENERATIONS.fetch_add(1, Ordering::Relaxed) + 1;
+        let c = &mut self.cols[k];
+        if h.encoding != PLAIN && h.encoding != PLAIN_DICTIONARY {
+            return Err(DecodeError::unsupported("a dictionary not stored PLAIN"));
+        }
+        let n = usize::try_from(h.num_values)
+            .ok()
+            .filter(|&n| n <= MAX_PAGE_ROWS)
+            .ok_or_else(|| DecodeError::corrupt("a dictionary of impossibly many values"))?;
+        let bytes = Self::page_bytes(
+            &self.data[start..end],
+            c.codec,
+            true,
+            h.uncompressed_size as usize,
+            0,
+            &mut self.zstd,
+            &mut c.buf,
+        )?;
+        let mut src = Bytes::new(bytes);
+        let d = &mut c.dict;
+        d.generation = generation;
+        d.len = n;
+        match c.kind {
+            Kind::Int { narrow } => values::plain_ints(&mut src, narrow, n, &mut d.ints)?,
+            Kind::Fixed(w) => values::plain_fixed(&mut src, w, n, &mut d.fixed)?,
+            Kind::Text => {
+                d.text.clear();
+                d.text.extend_from_slice(src.rest());
+                values::plain_spans(&d.text, n, &[], &mut d.spans)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Decodes the current batch's pages of every column not yet decoded.
+    pub fn load(&mut self) -> Result<(), StoreError> {
+        for k in 0..self.cols.len() {
+            if !self.cols[k].decoded {
+                self.decode(k).map_err(|e| {
+                    let name = &self.cols[k].name;
+                    self.corrupt(format!("column {name}: {e}"))
+                })?;
+                self.cols[k].decoded = true;
+            }
+        }
+        Ok(())
+    }
+
+    fn decode(&mut self, k: usize) -> Result<(), DecodeError> {
+        let c = &mut self.cols[k];
+        let Some((h, start, end)) = c.page.clone() else {
+            return Err(DecodeError::corrupt("no page to decode"));
+        };
+        let rows = c.page_rows;
+        let (skip, compressed) = match h.v2 {
+            Some(v2) => {
+                if v2.rep_bytes != 0 {
+                    return Err(DecodeError::unsupported("repetition levels"));
+                }
+                let skip = usize::try_from(v2.def_bytes)
+                    .map_err(|_| DecodeError::corrupt("negative level bytes"))?;
+                (skip, v2.compressed)
+            }
+            None => (0, true),
+        };
+        let bytes = Self::page_bytes(
+            &self.data[start..end],
+            c.codec,
+            compressed,
+            h.uncompressed_size as usize,
+            skip,
+            &mut self.zstd,
+            &mut c.buf,
+        )?;
+        let out = &mut c.out;
+        let mut src = Bytes::new(bytes);
+        // Definition levels: which rows have values.
+        out.valid.clear();
+        let mut present = rows;
+        if c.optional {
+            let levels = match h.v2 {
+                Some(_) => src.take(skip)?,
+                None => {
+                    if h.def_encoding != RLE {
+                        return Err(DecodeError::unsupported("levels not RLE-encoded"));
+                    }
+                    let len = u32::from_le_bytes(src.take(4)?.try_into().expect("4 bytes"));
+                    src.take(len as usize)?
+                }
+            };
+            values::hybrid_map(&mut Bytes::new(levels), 1, rows, 2, &mut out.valid, |l| {
+                l == 1
+            })?;
+            present = out.valid.iter().filter(|&&v| v).count();
+            if present == rows {
+                out.valid.clear();
+            }
+        } else if skip > 0 {
+            return Err(DecodeError::corrupt("levels in a required column"));
+        }
+        out.coded = false;
+        match (h.encoding, c.kind) {
+            (RLE_DICTIONARY | PLAIN_DICTIONARY, kind) => {
+                if c.dict.generation == 0 {
+                    return Err(DecodeError::corrupt(
+                        "a dictionary-coded page without a dictionary",
+                    ));
+                }
+                let width = u32::from(src.byte()?);
+                let (d, bound) = (&c.dict, c.dict.len as u64);
+                // Numbers and addresses are looked up as they are decoded;
+                // text keeps its codes (callers map a dictionary once).
+                match kind {
+                    Kind::Int { .. } => {
+                        let map = |x: u32| d.ints[x as usize];
+                        values::hybrid_map(&mut src, width, present, bound, &mut out.ints, map)?;
+                        spread(&mut out.ints, &out.valid);
+                    }
+                    Kind::Fixed(_) => {
+                        let map = |x: u32| d.fixed[x as usize];
+                        values::hybrid_map(&mut src, width, present, bound, &mut out.fixed, map)?;
+                        spread(&mut out.fixed, &out.valid);
+                    }
+                    Kind::Text => {
+                        values::hybrid_map(&mut src, width, present, bound, &mut out.codes, |x| x)?;
+                        spread(&mut out.codes, &out.valid);
+                        out.coded = true;
+                    }
+                }
+            }
+            (PLAIN, Kind::Int { narrow }) => {
+                values::plain_ints(&mut src, narrow, present, &mut out.ints)?;
+                spread(&mut out.ints, &out.valid);
+            }
+            (DELTA_BINARY_PACKED, Kind::Int { narrow }) => {
+                values::delta(&mut src, narrow, present, &mut out.ints)?;
+                if out.ints.len() != present {
+                    return Err(DecodeError::corrupt(
+                        "fewer delta values than the page's rows",
+                    ));
+                }
+                spread(&mut out.ints, &out.valid);
+            }
+            (PLAIN, Kind::Fixed(w)) => {
+                values::plain_fixed(&mut src, w, present, &mut out.fixed)?;
+                spread(&mut out.fixed, &out.valid);
+            }
+            (PLAIN, Kind::Text) => {
+                // The values' bytes in one copy, the rows pointing into it
+                // (not a copy per value).
+                out.text.clear();
+                out.text.extend_from_slice(src.rest());
+                values::plain_spans(&out.text, rows, &out.valid, &mut out.spans)?;
+            }
+            (e, kind) => {
+                return Err(DecodeError::unsupported(format!(
+                    "encoding {e} for {kind:?} values"
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    /// Column `k` (in the order they were named) of the current batch;
+    /// [`TableScan::load`] must have decoded it.
+    pub fn column(&self, k: usize) -> Col<'_> {
+        let c = &self.cols[k];
+        debug_assert!(c.decoded, "column {} read before load", c.name);
+        let (at, n) = (c.at, self.batch);
+        let o = &c.out;
+        Col {
+            rows: n,
+            valid: o.valid.get(at..at + n).unwrap_or(&[]),
+            ints: if matches!(c.kind, Kind::Int { .. }) {
+                o.ints.get(at..at + n).unwrap_or(&[])
+            } else {
+                &[]
+            },
+            fixed: if matches!(c.kind, Kind::Fixed(_)) {
+                o.fixed.get(at..at + n).unwrap_or(&[])
+            } else {
+                &[]
+            },
+            codes: o.coded.then(|| o.codes.get(at..at + n).unwrap_or(&[])),
+            spans: if c.kind == Kind::Text && !o.coded {
+                o.spans.get(at..at + n).unwrap_or(&[])
+            } else {
+                &[]
+            },
+            text: &o.text,
+            dict: &c.dict,
+        }
+    }
+}
+
+/// Moves `v`'s values (one per present row) to their rows; rows without a
+/// value get the default. `valid` empty means every row is present.
+fn spread<T: Copy + Default>(v: &mut Vec<T>, valid: &[bool]) {
+    if valid.is_empty() {
+        return;
+    }
+    let mut k = v.len();
+    v.resize(valid.len(), T::default());
+    // Backwards, 64 rows at a time: a stretch with every value present
+    // (most, where nulls are rare) moves as one copy, one with none (most,
+    // where values are rare) is a fill; others go row by row without a
+    // branch (row r ≥ k - 1, so a value is read before its place is
+    // written).
+    let mut end = valid.len();
+    while end > 0 {
+        let start = end.saturating_sub(64);
+        let present = valid[start..end].iter().filter(|&&b| b).count();
+        if present == end - start {
+            v.copy_within(k - present..k, start);
+            k -= present;
+        } else if present == 0 {
+            v[start..end].fill(T::default());
+        } else {
+            for r in (start..end).rev() {
+                let has = valid[r];
+                let x = v[k.saturating_sub(1)];
+                v[r] = if has { x } else { T::default() };
+                k -= has as usize;
+            }
+        }
+        end = start;
+    }
+}
+
+/// One column of a batch.
+pub struct Col<'a> {
+    rows: usize,
+    valid: &'a [bool],
+    ints: &'a [u64],
+    fixed: &'a [u128],
+    codes: Option<&'a [u32]>,
+    spans: &'a [(u32, u32)],
+    text: &'a [u8],
+    dict: &'a Dictionary,
+}
+
+impl<'a> Col<'a> {
+    pub fn rows(&self) -> usize {
+        self.rows
+    }
+
+    /// Whether row `i` has a value.
+    #[inline(always)]
+    pub fn is_valid(&self, i: usize) -> bool {
+        self.valid.is_empty() || self.valid[i]
+    }
+
+    /// Per row whether it has a value; empty when every row does.
+    pub fn validity(&self) -> &'a [bool] {
+        self.valid
+    }
+
+    /// Integer values per row (0 where a row has none); empty for other
+    /// columns.
+    pub fn ints(&self) -> &'a [u64] {
+        self.ints
+    }
+
+    /// Fixed-size values per row, read big-endian.
+    pub fn fixed(&self) -> &'a [u128] {
+        self.fixed
+    }
+
+    /// Dictionary codes per row, when a text page is dictionary-coded
+    /// (numbers and addresses come looked up, in [`Col::ints`] and
+    /// [`Col::fixed`]).
+    pub fn codes(&self) -> Option<&'a [u32]> {
+        self.codes
+    }
+
+    pub fn dictionary(&self) -> &'a Dictionary {
+        self.dict
+    }
+
+    /// Text of row `i` (None where it has no value).
+    pub fn text(&self, i: usize) -> Option<&'a [u8]> {
+        if !self.is_valid(i) {
+            return None;
+        }
+        match self.codes {
+            Some(codes) => self.dict.text(codes[i] as usize),
+            None => {
+                let &(a, b) = self.spans.get(i)?;
+                self.text.get(a as usize..b as usize)
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::spread;
+
+    /// Stretches of 64 rows all present, none present, and mixed, at
+    /// every alignment, against the plain definition.
+    #[test]
+    fn spread_puts_each_value_on_its_row() {
+        let mut s = 5u64;
+        for case in 0..200 {
+            let rows = case * 7 % 700 + 1;
+            let valid: Vec<bool> = (0..rows)
+                .map(|r| {
+                    s = s.wrapping_mul(6364136223846793005).wrapping_add(1);
+                    match (r / 64 + case) % 3 {
+                        0 => true,
+                        1 => false,
+                        _ => (s >> 40) % 3 != 0,
+                    }
+                })
+                .collect();
+            let dense: Vec<u64> = (1..=valid.iter().filter(|&&b| b).count() as u64).collect();
+            let mut want = Vec::new();
+            let mut k = 0;
+            for &b in &valid {
+                want.push(if b { dense[k] } else { 0 });
+                k += b as usize;
+            }
+            let mut got = dense.clone();
+            spread(&mut got, &valid);
+            assert_eq!(got, want, "case {case}");
+        }
+    }
+}
