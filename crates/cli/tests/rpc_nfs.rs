@@ -277,6 +277,49 @@ fn nfsv3_transactions_match_tshark() {
     let n = |r: &Value| r["handles"].as_array().map_or(0, |a| a.len());
     assert_eq!(n(&top20), 20);
     assert!(n(&every) > 20, "--limit 0 gave {} handles", n(&every));
+    falls_back_to_sql_on_files_it_cannot_scan(&s, &ds);
+}
+
+/// A copy of `ds` whose rpc files another writer re-encoded, latency_ns
+/// in BYTE_STREAM_SPLIT (valid Parquet that weir's column scan does not
+/// read): the analysis runs its SQL instead and gives the same report.
+fn falls_back_to_sql_on_files_it_cannot_scan(s: &Scratch, ds: &Path) {
+    use parquet::arrow::ArrowWriter;
+    use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+    use parquet::basic::Encoding;
+    use parquet::file::properties::WriterProperties;
+    let copy = s.join("ds-foreign");
+    let mut cp = std::process::Command::new("cp");
+    cp.arg("-r").arg(ds).arg(&copy);
+    assert_eq!(run_bounded(cp, Duration::from_secs(60)).code(), 0);
+    for e in std::fs::read_dir(copy.join("rpc")).unwrap().flatten() {
+        let path = e.path();
+        let batches: Vec<_> =
+            ParquetRecordBatchReaderBuilder::try_new(std::fs::File::open(&path).unwrap())
+                .unwrap()
+                .build()
+                .unwrap()
+                .collect::<Result<_, _>>()
+                .unwrap();
+        let col = parquet::schema::types::ColumnPath::from("latency_ns");
+        let props = WriterProperties::builder()
+            .set_column_dictionary_enabled(col.clone(), false)
+            .set_column_encoding(col, Encoding::BYTE_STREAM_SPLIT)
+            .build();
+        let out = std::fs::File::create(&path).unwrap();
+        let mut w = ArrowWriter::try_new(out, batches[0].schema(), Some(props)).unwrap();
+        batches.iter().for_each(|b| w.write(b).unwrap());
+        w.close().unwrap();
+        assert!(!store::decode::scan::readable(&path, &["latency_ns"]).unwrap());
+    }
+    let report = |d: &Path| {
+        let mut a = weir();
+        a.arg("analyze").arg(d).arg("rpc").arg("--json");
+        let r = run_bounded(a, Duration::from_secs(120));
+        assert_eq!(r.code(), 0, "{}", r.stderr());
+        serde_json::from_str::<Value>(&r.stdout()).unwrap()
+    };
+    assert_eq!(report(&copy), report(ds));
 }
 
 #[test]
