@@ -205,6 +205,27 @@ fn with_ts<'a>(cols: &[&'a str], window: TimeWindow) -> Vec<&'a str> {
     v
 }
 
+/// Decodes the batch's columns `cols` and checks they have the types the
+/// pass reads them as (a foreign file may store a column otherwise).
+fn load(s: &mut TableScan, cols: &[&str], path: &Path) -> Result<(), AnalyzeError> {
+    s.load()?;
+    for (k, name) in cols.iter().enumerate() {
+        let c = s.column(k);
+        let ok = match *name {
+            "op_name" | "program_name" | "procedure_name" | "name" => true,
+            "client" | "server" => c.fixed().len() == c.rows(),
+            _ => c.ints().len() == c.rows(),
+        };
+        if !ok {
+            return Err(engine(
+                path,
+                format!("column {name} has an unexpected type"),
+            ));
+        }
+    }
+    Ok(())
+}
+
 /// The batch's times if it has them (see [`with_ts`]): the last column of
 /// `cols`.
 fn times<'a>(s: &'a TableScan, cols: &[&str]) -> Option<&'a [u64]> {
@@ -355,7 +376,7 @@ fn scan_nfs_io(path: &Path, window: TimeWindow) -> Result<NfsPart, AnalyzeError>
     let mut kind = Vec::new();
     let mut s = open(path, &cols, window)?;
     while let Some(n) = s.advance()? {
-        s.load()?;
+        load(&mut s, &cols, path)?;
         let (id, program, fh, count) = (s.column(0), s.column(1), s.column(3), s.column(4));
         let ts = times(&s, &cols);
         kinds.rows(&s.column(2), 0, op_kind, &mut kind);
@@ -580,7 +601,7 @@ impl RpcScan {
         let bounded = window != TimeWindow::default();
         let mut s = open(path, RPC_READ, window)?;
         while let Some(n) = s.advance()? {
-            s.load()?;
+            load(&mut s, RPC_READ, path)?;
             let col = |k: usize| s.column(k);
             let (id, ts, latency) = (col(0).ints(), col(1).ints(), col(2));
             let (client, server) = (col(3).fixed(), col(4).fixed());
@@ -595,24 +616,6 @@ impl RpcScan {
             procedure_names
                 .0
                 .rows(&col(9), u32::MAX, |t| names.intern(t), prn);
-            let ints = [
-                id,
-                ts,
-                latencies,
-                programs,
-                version.ints(),
-                procedure.ints(),
-            ];
-            let more = [statuses, retransmits, call_bytes, reply_bytes];
-            if (ints.iter().chain(&more).any(|c| c.len() != n))
-                || client.len() != n
-                || server.len() != n
-            {
-                return Err(engine(
-                    path,
-                    "a column of the rpc table has an unexpected type",
-                ));
-            }
             let opt = |c: &Col, i: usize| {
                 if c.is_valid(i) {
                     c.ints()[i] as u32
@@ -763,7 +766,7 @@ fn naming_rows(
     let mut kind = Vec::new();
     let mut s = open(path, &cols, window)?;
     while let Some(n) = s.advance()? {
-        s.load()?;
+        load(&mut s, &cols, path)?;
         let (id, version, op_index, res_fh) = (s.column(0), s.column(1), s.column(2), s.column(4));
         let ts = times(&s, &cols);
         kinds.rows(&s.column(3), 0, op_kind, &mut kind);
@@ -810,7 +813,7 @@ fn own_handle_rows(
     let mut row = 0usize;
     let mut s = open(path, &cols, window)?;
     while let Some(n) = s.advance()? {
-        s.load()?;
+        load(&mut s, &cols, path)?;
         let ts = times(&s, &cols);
         let res_fh = s.column(0);
         let values = res_fh.ints();
@@ -846,7 +849,7 @@ fn names_of(
             row += n;
             continue;
         }
-        s.load()?;
+        load(&mut s, &["name"], path)?;
         let name = s.column(0);
         while at < rows.len() && rows[at].0 < row + n {
             let (r, fh) = rows[at];
