@@ -8,15 +8,8 @@ use store::read::read_packet_file;
 use store::{PacketWriter, PacketWriterOptions, RowOrder};
 use wire::{Has, PacketRecord, ParseError};
 
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-}
+mod common;
+use common::Rng;
 
 /// Zeroes the fields that `has` says are absent, as a reader returns them.
 fn normalize(mut r: PacketRecord) -> PacketRecord {
