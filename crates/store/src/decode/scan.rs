@@ -282,6 +282,10 @@ impl TableScan {
     }
 
     fn advance_inner(&mut self) -> Result<Option<usize>, DecodeError> {
+        if self.cols.is_empty() {
+            // No column to say how many rows there are.
+            return Ok(None);
+        }
         let step = std::mem::take(&mut self.batch);
         // A decoded page stays decoded while the window moves through it.
         for c in &mut self.cols {
@@ -464,8 +468,8 @@ impl TableScan {
         )?;
         let mut src = Bytes::new(bytes);
         let d = &mut c.dict;
-        d.generation = generation;
-        d.len = n;
+        // Until it is whole, no page may refer to it.
+        (d.generation, d.len) = (0, 0);
         match c.kind {
             Kind::Int { narrow } => values::plain_ints(&mut src, narrow, n, &mut d.ints)?,
             Kind::Fixed(w) => values::plain_fixed(&mut src, w, n, &mut d.fixed)?,
@@ -475,6 +479,7 @@ impl TableScan {
                 values::plain_spans(&d.text, n, &[], &mut d.spans)?;
             }
         }
+        (d.generation, d.len) = (generation, n);
         Ok(())
     }
 
