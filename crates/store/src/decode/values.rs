@@ -144,18 +144,8 @@ pub fn unpack32(buf: &[u8], width: u32, out: &mut [u32]) -> Result<(), DecodeErr
 }
 
 /// Decodes `n` values of the RLE / bit-packing hybrid at `width` bits
-/// (≤ 32) into `out` (cleared first).
-pub fn hybrid(
-    src: &mut Bytes,
-    width: u32,
-    n: usize,
-    out: &mut Vec<u32>,
-) -> Result<(), DecodeError> {
-    hybrid_map(src, width, n, u64::MAX, out, |v| v)
-}
-
-/// [`hybrid`] with each value checked to be under `bound` and passed
-/// through `map` on the way (dictionary codes to values, levels to flags):
+/// (≤ 32) into `out` (cleared first), each checked to be under `bound` and
+/// passed through `map` on the way (dictionary codes to values, levels to flags):
 /// a run is checked and mapped once, however long.
 pub fn hybrid_map<T: Copy>(
     src: &mut Bytes,
@@ -432,10 +422,10 @@ mod tests {
             let mut buf = Vec::new();
             encode_runs(&runs, width, &mut buf);
             let mut out = Vec::new();
-            hybrid(&mut Bytes::new(&buf), width, n, &mut out).unwrap();
+            hybrid_map(&mut Bytes::new(&buf), width, n, u64::MAX, &mut out, |v| v).unwrap();
             assert_eq!(out, want, "width {width}");
             let cut = &buf[..buf.len() - 1];
-            assert!(hybrid(&mut Bytes::new(cut), width, n, &mut out).is_err());
+            assert!(hybrid_map(&mut Bytes::new(cut), width, n, u64::MAX, &mut out, |v| v).is_err());
         }
     }
 
