@@ -192,10 +192,15 @@ impl Op {
     }
 }
 
+/// A call's operations. NFSv3 and MOUNT calls have one, kept inline: a
+/// heap block per call cost an allocation and a free, and the writer a
+/// cache miss on a block the tracker's thread wrote.
+pub type Ops = smallvec::SmallVec<[Op; 1]>;
+
 /// What a call asked, as far as weir decodes it.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct CallDetail {
-    pub ops: Vec<Op>,
+    pub ops: Ops,
     /// The arguments ended before the last operation was decoded (a cut
     /// message, or an operation weir cannot walk past).
     pub incomplete: bool,
@@ -296,7 +301,7 @@ fn name(x: &mut Xdr) -> Option<String> {
 
 // ---- NFSv3 (RFC 1813) ----
 
-fn v3_call(procedure: u32, x: &mut Xdr, ops: &mut Vec<Op>) -> Option<()> {
+fn v3_call(procedure: u32, x: &mut Xdr, ops: &mut Ops) -> Option<()> {
     ops.push(Op::new(0, procedure));
     let op = ops.last_mut()?;
     if procedure == 0 {
@@ -420,7 +425,7 @@ fn v3_reply(procedure: u32, status: u32, x: &mut Xdr, op: &mut Op) -> Option<()>
 
 // ---- MOUNT (RFC 1813 appendix I) ----
 
-fn mount_call(procedure: u32, x: &mut Xdr, ops: &mut Vec<Op>) -> Option<()> {
+fn mount_call(procedure: u32, x: &mut Xdr, ops: &mut Ops) -> Option<()> {
     ops.push(Op::new(0, procedure));
     if matches!(procedure, 1 | 3) {
         let op = ops.last_mut()?;
@@ -524,7 +529,7 @@ fn attr4(mask: &[u32], vals: &[u8]) -> Attr {
     a
 }
 
-fn v4_call(x: &mut Xdr, ops: &mut Vec<Op>) -> Option<()> {
+fn v4_call(x: &mut Xdr, ops: &mut Ops) -> Option<()> {
     x.opaque_max(MAX_NAME)?; // tag
     let _minor = x.u32()?;
     let n = x.u32()? as usize;
