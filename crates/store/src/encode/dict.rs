@@ -24,12 +24,26 @@ impl DictKey for u32 {
 impl DictKey for &'static str {
     #[inline]
     fn hash(self) -> u64 {
-        self.bytes()
-            .fold(self.len() as u64, |h, b| {
-                (h.rotate_left(5) ^ b as u64).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95)
-            })
-            .hash()
+        hash_bytes(self.as_bytes())
     }
+}
+
+/// A hash of a text, eight bytes at a time.
+#[inline]
+pub fn hash_bytes(b: &[u8]) -> u64 {
+    let mut words = b.chunks_exact(8);
+    let mut h = b.len() as u64;
+    for w in &mut words {
+        let w = u64::from_le_bytes(w.try_into().unwrap_or_default());
+        h = (h.rotate_left(5) ^ w).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
+    }
+    let rest = words.remainder();
+    if !rest.is_empty() {
+        let mut w = [0u8; 8];
+        w[..rest.len()].copy_from_slice(rest);
+        h = (h.rotate_left(5) ^ u64::from_le_bytes(w)).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
+    }
+    h.hash()
 }
 
 impl DictKey for bool {
@@ -115,6 +129,87 @@ impl<K: DictKey> Dict<K> {
     }
 }
 
+/// A dictionary of texts being built: the distinct texts in first-seen
+/// order, stored as the dictionary page holds them (PLAIN: each after its
+/// length), found again by an open-addressing hash table.
+#[derive(Clone, Debug)]
+pub struct TextDict {
+    /// The dictionary page's bytes.
+    pub plain: Vec<u8>,
+    /// Per index, where its text starts in `plain` and its length.
+    spans: Vec<(u32, u32)>,
+    slots: Vec<u32>,
+}
+
+impl Default for TextDict {
+    fn default() -> Self {
+        TextDict {
+            plain: Vec::new(),
+            spans: Vec::new(),
+            slots: vec![EMPTY; 256],
+        }
+    }
+}
+
+impl TextDict {
+    pub fn clear(&mut self) {
+        self.plain.clear();
+        self.spans.clear();
+        self.slots.fill(EMPTY);
+    }
+
+    pub fn len(&self) -> usize {
+        self.spans.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.spans.is_empty()
+    }
+
+    fn text(&self, i: u32) -> &[u8] {
+        let (at, len) = self.spans[i as usize];
+        &self.plain[at as usize..(at + len) as usize]
+    }
+
+    /// The index of `v`, and whether it was added (new).
+    #[inline]
+    pub fn index(&mut self, v: &[u8]) -> (u32, bool) {
+        let mask = self.slots.len() - 1;
+        let mut at = hash_bytes(v) as usize & mask;
+        loop {
+            let s = self.slots[at];
+            if s == EMPTY {
+                let idx = self.spans.len() as u32;
+                self.plain
+                    .extend_from_slice(&(v.len() as u32).to_le_bytes());
+                self.spans.push((self.plain.len() as u32, v.len() as u32));
+                self.plain.extend_from_slice(v);
+                self.slots[at] = idx;
+                if self.spans.len() * 2 > self.slots.len() {
+                    self.grow();
+                }
+                return (idx, true);
+            }
+            if self.text(s) == v {
+                return (s, false);
+            }
+            at = (at + 1) & mask;
+        }
+    }
+
+    fn grow(&mut self) {
+        self.slots = vec![EMPTY; self.slots.len() * 2];
+        let mask = self.slots.len() - 1;
+        for i in 0..self.spans.len() as u32 {
+            let mut a = hash_bytes(self.text(i)) as usize & mask;
+            while self.slots[a] != EMPTY {
+                a = (a + 1) & mask;
+            }
+            self.slots[a] = i;
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -135,5 +230,37 @@ mod tests {
         d.clear();
         assert!(d.is_empty());
         assert_eq!(d.index(9), 0);
+    }
+
+    #[test]
+    fn texts_are_found_again_and_laid_out_as_the_page_holds_them() {
+        // Prefixes of one another, equal in their first eight bytes, empty.
+        let texts: Vec<Vec<u8>> = (0..3000u32)
+            .map(|i| {
+                let mut t = b"abcdefgh".repeat((i % 3) as usize);
+                t.extend_from_slice(format!("{}", i % 1234).as_bytes());
+                t.truncate((i % 23) as usize);
+                t
+            })
+            .collect();
+        let mut d = TextDict::default();
+        let mut first: Vec<&[u8]> = Vec::new();
+        for t in &texts {
+            let (i, new) = d.index(t);
+            assert_eq!(new, i as usize == first.len());
+            if new {
+                first.push(t);
+            }
+            assert_eq!(first[i as usize], &t[..]);
+        }
+        assert_eq!(d.len(), first.len());
+        let mut plain = Vec::new();
+        for t in &first {
+            plain.extend_from_slice(&(t.len() as u32).to_le_bytes());
+            plain.extend_from_slice(t);
+        }
+        assert_eq!(d.plain, plain);
+        d.clear();
+        assert_eq!((d.is_empty(), d.index(b"x")), (true, (0, true)));
     }
 }

@@ -726,24 +726,58 @@ impl ChunkCodec {
     }
 }
 
-/// A nullable UTF-8 column written PLAIN: file names, mostly null and
-/// unlike one another, where a dictionary would not pay.
-#[derive(Default)]
+/// A nullable UTF-8 column: file names. Dictionary-coded while the
+/// dictionary stays small (names repeat: a workload looks up the same
+/// files again and again; on the shared NFSv3 trace 99 k names are 2.2 k
+/// texts, and the codes are a sixth of the PLAIN bytes and need no text
+/// walk to read), PLAIN once it outgrows `dict_limit` texts or
+/// [`TEXT_DICT_BYTES`], for the rest of the column chunk.
 pub struct TextEncoder {
     levels: LevelRuns,
+    dict_limit: usize,
+    dictionary: bool,
+    dict: dict::TextDict,
+    /// Runs of dictionary indices in the current page.
+    runs: Vec<(u32, u32)>,
+    cur_idx: u32,
+    cur_len: u32,
+    used_dict: bool,
     plain: Vec<u8>,
     rows_in_page: u32,
     min: Option<Vec<u8>>,
     max: Option<Vec<u8>>,
     nulls: u64,
+    encodings: Vec<Encoding>,
     pages: Vec<CompressedPage>,
     raw: Vec<u8>,
     codec: ChunkCodec,
 }
 
+/// Bytes of text a dictionary may hold before the column goes PLAIN: a
+/// dictionary page is read whole before any of its codes.
+pub const TEXT_DICT_BYTES: usize = 1 << 20;
+
 impl TextEncoder {
-    pub fn new() -> Self {
-        TextEncoder::default()
+    pub fn new(opts: &EncodeOptions) -> Self {
+        TextEncoder {
+            levels: LevelRuns::default(),
+            dict_limit: opts.dict_limit,
+            dictionary: true,
+            dict: dict::TextDict::default(),
+            runs: Vec::new(),
+            cur_idx: 0,
+            cur_len: 0,
+            used_dict: false,
+            plain: Vec::new(),
+            rows_in_page: 0,
+            min: None,
+            max: None,
+            nulls: 0,
+            encodings: Vec::new(),
+            pages: Vec::new(),
+            raw: Vec::new(),
+            codec: ChunkCodec::default(),
+        }
     }
 
     #[inline]
@@ -756,9 +790,26 @@ impl TextEncoder {
         };
         self.levels.push(true);
         let b = v.as_bytes();
-        self.plain
-            .extend_from_slice(&(b.len() as u32).to_le_bytes());
-        self.plain.extend_from_slice(b);
+        if self.dictionary {
+            let (idx, new) = self.dict.index(b);
+            if self.cur_len > 0 && idx == self.cur_idx {
+                self.cur_len += 1;
+                return;
+            }
+            if self.cur_len > 0 {
+                self.runs.push((self.cur_idx, self.cur_len));
+            }
+            (self.cur_idx, self.cur_len) = (idx, 1);
+            // Every text is a dictionary entry once: bounds are found
+            // among the new ones.
+            if !new {
+                return;
+            }
+        } else {
+            self.plain
+                .extend_from_slice(&(b.len() as u32).to_le_bytes());
+            self.plain.extend_from_slice(b);
+        }
         if self.min.as_deref().is_none_or(|m| b < m) {
             self.min = Some(b.to_vec());
         }
@@ -775,14 +826,35 @@ impl TextEncoder {
         let mut raw = std::mem::take(&mut self.raw);
         raw.clear();
         self.levels.finish(&mut raw);
-        raw.extend_from_slice(&self.plain);
-        self.plain.clear();
+        let encoding = if self.dictionary && !self.dict.is_empty() {
+            if self.cur_len > 0 {
+                self.runs.push((self.cur_idx, self.cur_len));
+                self.cur_len = 0;
+            }
+            let width = bit_width(self.dict.len().saturating_sub(1) as u64).max(1);
+            raw.push(width as u8);
+            encode_runs(&self.runs, width, &mut raw);
+            self.runs.clear();
+            self.used_dict = true;
+            if self.dict.len() > self.dict_limit || self.dict.plain.len() > TEXT_DICT_BYTES {
+                self.dictionary = false;
+            }
+            Encoding::RLE_DICTIONARY
+        } else {
+            // PLAIN, or a page of nulls alone before any text.
+            raw.extend_from_slice(&self.plain);
+            self.plain.clear();
+            Encoding::PLAIN
+        };
+        if !self.encodings.contains(&encoding) {
+            self.encodings.push(encoding);
+        }
         let buf = self.codec.page(zstd, &raw)?;
         self.pages.push(CompressedPage::new(
             Page::DataPage {
                 buf,
                 num_values: self.rows_in_page,
-                encoding: Encoding::PLAIN,
+                encoding,
                 def_level_encoding: Encoding::RLE,
                 rep_level_encoding: Encoding::RLE,
                 statistics: None,
@@ -804,13 +876,36 @@ impl TextEncoder {
             Some(std::mem::take(&mut self.nulls)),
             false,
         );
-        Ok(EncodedChunk {
-            dict_page: None,
+        let dict_page = if self.used_dict {
+            let plain = &self.dict.plain;
+            Some(CompressedPage::new(
+                Page::DictionaryPage {
+                    buf: self.codec.page(zstd, plain)?,
+                    num_values: self.dict.len() as u32,
+                    encoding: Encoding::PLAIN,
+                    is_sorted: false,
+                },
+                plain.len(),
+            ))
+        } else {
+            None
+        };
+        let mut encodings = vec![Encoding::RLE];
+        encodings.append(&mut self.encodings);
+        if dict_page.is_some() && !encodings.contains(&Encoding::PLAIN) {
+            encodings.push(Encoding::PLAIN);
+        }
+        let chunk = EncodedChunk {
+            dict_page,
             data_pages: std::mem::take(&mut self.pages),
-            encodings: vec![Encoding::RLE, Encoding::PLAIN],
+            encodings,
             statistics,
             bloom: None,
             compressed: self.codec.finish(),
-        })
+        };
+        self.dictionary = true;
+        self.dict.clear();
+        self.used_dict = false;
+        Ok(chunk)
     }
 }
