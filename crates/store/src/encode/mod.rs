@@ -631,7 +631,7 @@ impl<K: Value> ColumnEncoder<K> {
     /// group afterwards.
     pub fn finish(&mut self, zstd: &mut zstd::bulk::Compressor<'static>) -> Result<EncodedChunk> {
         self.end_page(zstd)?;
-        let dict_page = if self.used_dict {
+        let dict_plain = if self.used_dict {
             let mut plain = Vec::with_capacity(self.dict.len() * 8);
             for v in &self.dict.values {
                 v.put_plain(self.spec.width, &mut plain);
@@ -643,23 +643,16 @@ impl<K: Value> ColumnEncoder<K> {
                     self.bloom_insert(v, ndv);
                 }
             }
-            Some(CompressedPage::new(
-                Page::DictionaryPage {
-                    buf: self.codec.page(zstd, &plain)?,
-                    num_values: self.dict.len() as u32,
-                    encoding: Encoding::PLAIN,
-                    is_sorted: false,
-                },
-                plain.len(),
-            ))
+            Some(plain)
         } else {
             None
         };
-        let mut encodings = vec![Encoding::RLE];
-        encodings.extend(self.encodings.iter().copied());
-        if dict_page.is_some() && !encodings.contains(&Encoding::PLAIN) {
-            encodings.push(Encoding::PLAIN);
-        }
+        let (dict_page, encodings) = chunk_pages(
+            &mut self.codec,
+            zstd,
+            dict_plain.as_deref().map(|p| (p, self.dict.len())),
+            &self.encodings,
+        )?;
         let statistics = self.statistics();
         let chunk = EncodedChunk {
             dict_page,
@@ -689,6 +682,35 @@ impl<K: Value> ColumnEncoder<K> {
         self.used_dict = false;
         self.encodings.clear();
     }
+}
+
+/// A chunk's dictionary page, from `dict` (its values PLAIN, and how
+/// many), and the encodings its metadata lists, given those of its data
+/// pages.
+fn chunk_pages(
+    codec: &mut ChunkCodec,
+    zstd: &mut zstd::bulk::Compressor<'static>,
+    dict: Option<(&[u8], usize)>,
+    data: &[Encoding],
+) -> Result<(Option<CompressedPage>, Vec<Encoding>)> {
+    let page = match dict {
+        Some((plain, n)) => Some(CompressedPage::new(
+            Page::DictionaryPage {
+                buf: codec.page(zstd, plain)?,
+                num_values: n as u32,
+                encoding: Encoding::PLAIN,
+                is_sorted: false,
+            },
+            plain.len(),
+        )),
+        None => None,
+    };
+    let mut encodings = vec![Encoding::RLE];
+    encodings.extend_from_slice(data);
+    if page.is_some() && !encodings.contains(&Encoding::PLAIN) {
+        encodings.push(Encoding::PLAIN);
+    }
+    Ok((page, encodings))
 }
 
 /// Whether a column chunk's pages are compressed, decided by its first
@@ -876,25 +898,14 @@ impl TextEncoder {
             Some(std::mem::take(&mut self.nulls)),
             false,
         );
-        let dict_page = if self.used_dict {
-            let plain = &self.dict.plain;
-            Some(CompressedPage::new(
-                Page::DictionaryPage {
-                    buf: self.codec.page(zstd, plain)?,
-                    num_values: self.dict.len() as u32,
-                    encoding: Encoding::PLAIN,
-                    is_sorted: false,
-                },
-                plain.len(),
-            ))
-        } else {
-            None
-        };
-        let mut encodings = vec![Encoding::RLE];
-        encodings.append(&mut self.encodings);
-        if dict_page.is_some() && !encodings.contains(&Encoding::PLAIN) {
-            encodings.push(Encoding::PLAIN);
-        }
+        let (dict_page, encodings) = chunk_pages(
+            &mut self.codec,
+            zstd,
+            self.used_dict
+                .then(|| (&self.dict.plain[..], self.dict.len())),
+            &self.encodings,
+        )?;
+        self.encodings.clear();
         let chunk = EncodedChunk {
             dict_page,
             data_pages: std::mem::take(&mut self.pages),
