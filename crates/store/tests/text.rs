@@ -43,8 +43,12 @@ fn groups() -> Vec<Vec<Option<String>>> {
     vec![few, many]
 }
 
+fn dir() -> std::path::PathBuf {
+    std::env::temp_dir().join(format!("weir-text-{}", std::process::id()))
+}
+
 fn write(groups: &[Vec<Option<String>>], limit: usize) -> std::path::PathBuf {
-    let dir = std::env::temp_dir().join(format!("weir-text-{}", std::process::id()));
+    let dir = dir();
     std::fs::create_dir_all(&dir).unwrap();
     let path = dir.join(format!("text-{limit}.parquet"));
     let schema = Schema::new(vec![Field::new("name", DataType::Utf8, true)]);
@@ -133,4 +137,5 @@ fn texts_round_trip_through_dictionary_and_fallback() {
         assert_eq!(plain > 0, limit == 100, "{coded} coded, {plain} plain");
         std::fs::remove_file(&path).unwrap();
     }
+    std::fs::remove_dir_all(dir()).unwrap();
 }
