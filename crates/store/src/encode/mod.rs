@@ -567,17 +567,8 @@ impl<K: Value> ColumnEncoder<K> {
                 Encoding::PLAIN
             }
             Mode::Dictionary => {
-                if self.cur_len > 0 {
-                    self.runs.push((self.cur_idx, self.cur_len));
-                    // The next page starts a new run even for the same value.
-                    self.cur_len = 0;
-                }
-                // A one-entry dictionary still uses one bit: some readers
-                // mishandle a zero bit width.
-                let width = bit_width(self.dict.len().saturating_sub(1) as u64).max(1);
-                raw.push(width as u8);
-                encode_runs(&self.runs, width, &mut raw);
-                self.runs.clear();
+                let open_run = (self.cur_idx, &mut self.cur_len);
+                write_indices(&mut self.runs, open_run, self.dict.len(), &mut raw);
                 self.used_dict = true;
                 if self.dict.len() > self.dict_limit {
                     self.mode = self.spec.fallback;
@@ -682,6 +673,27 @@ impl<K: Value> ColumnEncoder<K> {
         self.used_dict = false;
         self.encodings.clear();
     }
+}
+
+/// A dictionary-coded page's values: the bit width, then the page's runs
+/// of indices, the open one (index, length) closed too: the next page
+/// starts a new run even for the same value.
+fn write_indices(
+    runs: &mut Vec<(u32, u32)>,
+    (cur_idx, cur_len): (u32, &mut u32),
+    dict_len: usize,
+    raw: &mut Vec<u8>,
+) {
+    if *cur_len > 0 {
+        runs.push((cur_idx, *cur_len));
+        *cur_len = 0;
+    }
+    // A one-entry dictionary still uses one bit: some readers mishandle a
+    // zero bit width.
+    let width = bit_width(dict_len.saturating_sub(1) as u64).max(1);
+    raw.push(width as u8);
+    encode_runs(runs, width, raw);
+    runs.clear();
 }
 
 /// A chunk's dictionary page, from `dict` (its values PLAIN, and how
@@ -849,14 +861,8 @@ impl TextEncoder {
         raw.clear();
         self.levels.finish(&mut raw);
         let encoding = if self.dictionary && !self.dict.is_empty() {
-            if self.cur_len > 0 {
-                self.runs.push((self.cur_idx, self.cur_len));
-                self.cur_len = 0;
-            }
-            let width = bit_width(self.dict.len().saturating_sub(1) as u64).max(1);
-            raw.push(width as u8);
-            encode_runs(&self.runs, width, &mut raw);
-            self.runs.clear();
+            let open_run = (self.cur_idx, &mut self.cur_len);
+            write_indices(&mut self.runs, open_run, self.dict.len(), &mut raw);
             self.used_dict = true;
             if self.dict.len() > self.dict_limit || self.dict.plain.len() > TEXT_DICT_BYTES {
                 self.dictionary = false;
