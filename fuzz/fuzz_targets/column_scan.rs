@@ -83,6 +83,10 @@ fuzz_target!(|data: &[u8]| {
     ) else {
         return;
     };
+    // The first byte's top bit: integer columns give dictionary codes.
+    if pick & 0x80 != 0 {
+        (0..COLUMNS.len()).for_each(|k| scan.keep_codes(k));
+    }
     let mut batches = 0;
     while let Ok(Some(rows)) = scan.advance() {
         batches += 1;
@@ -97,6 +101,10 @@ fuzz_target!(|data: &[u8]| {
             for i in 0..rows {
                 let _ = c.is_valid(i);
                 let _ = c.text(i);
+                let _ = c.int(i);
+                if let Some(codes) = c.codes() {
+                    let _ = codes[i];
+                }
                 if !ints.is_empty() {
                     let _ = ints[i];
                 }

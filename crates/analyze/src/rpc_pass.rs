@@ -32,7 +32,7 @@ use datafusion::arrow::compute::cast;
 use datafusion::arrow::datatypes::SchemaRef;
 use datafusion::parquet::file::statistics::Statistics;
 use foldhash::{HashMap, HashMapExt, HashSet};
-use store::decode::scan::{Col, TableScan};
+use store::decode::scan::{Col, Dictionary, TableScan};
 
 use crate::analyses::Table;
 use crate::error::AnalyzeError;
@@ -214,7 +214,7 @@ fn load(s: &mut TableScan, cols: &[&str], path: &Path) -> Result<(), AnalyzeErro
         let ok = match *name {
             "op_name" | "program_name" | "procedure_name" | "name" => true,
             "client" | "server" => c.fixed().len() == c.rows(),
-            _ => c.ints().len() == c.rows(),
+            _ => c.is_int() && (c.ints().len() == c.rows() || c.codes().is_some()),
         };
         if !ok {
             return Err(engine(
@@ -237,37 +237,41 @@ fn in_window(w: TimeWindow, ts: u64) -> bool {
     w.from_ns.is_none_or(|f| ts >= f) && w.to_ns.is_none_or(|t| ts < t)
 }
 
-/// A text column's values mapped to numbers: through its dictionary, once
-/// per dictionary, when the page is dictionary-coded; value by value
-/// otherwise.
-struct TextMap<T> {
+/// Something derived from each entry of a column chunk's dictionary, kept
+/// while the chunk lasts: a column's values mapped once per dictionary
+/// entry rather than once per row.
+struct DictMap<T> {
     generation: u64,
     map: Vec<T>,
 }
 
-impl<T: Copy> Default for TextMap<T> {
+impl<T: Copy> Default for DictMap<T> {
     fn default() -> Self {
-        TextMap {
+        DictMap {
             generation: 0,
             map: Vec::new(),
         }
     }
 }
 
-impl<T: Copy> TextMap<T> {
-    /// Per row of `c`, `f` of its text, or `null` where it has none.
+impl<T: Copy> DictMap<T> {
+    /// Per entry of `d`, `f` of it (computed when `d` is new).
+    fn of(&mut self, d: &Dictionary, f: impl FnMut(usize) -> T) -> &[T] {
+        if d.generation() != self.generation {
+            self.map = (0..d.len()).map(f).collect();
+            self.generation = d.generation();
+        }
+        &self.map
+    }
+
+    /// Per row of text column `c`, `f` of its text, or `null` where it has
+    /// none.
     fn rows(&mut self, c: &Col, null: T, mut f: impl FnMut(&[u8]) -> T, out: &mut Vec<T>) {
         out.clear();
         match c.codes() {
             Some(codes) => {
                 let d = c.dictionary();
-                if d.generation() != self.generation {
-                    self.map = (0..d.len())
-                        .map(|k| d.text(k).map_or(null, &mut f))
-                        .collect();
-                    self.generation = d.generation();
-                }
-                let map = &self.map;
+                let map = self.of(d, |k| d.text(k).map_or(null, &mut f));
                 out.extend(codes.iter().enumerate().map(|(i, &k)| {
                     if c.is_valid(i) {
                         map.get(k as usize).copied().unwrap_or(null)
@@ -372,16 +376,20 @@ fn op_kind(name: &[u8]) -> u8 {
 fn scan_nfs_io(path: &Path, window: TimeWindow) -> Result<NfsPart, AnalyzeError> {
     let cols = with_ts(&["rpc_id", "program", "op_name", "fh", "res_count"], window);
     let mut part = NfsPart::default();
-    let mut kinds = TextMap::default();
+    let mut kinds = DictMap::default();
     let mut kind = Vec::new();
     let mut s = open(path, &cols, window)?;
+    // Handles and counts are read for READ and WRITE rows only (a few per
+    // cent): looked up from their codes there, not for every row.
+    s.keep_codes(3);
+    s.keep_codes(4);
     while let Some(n) = s.advance()? {
         load(&mut s, &cols, path)?;
         let (id, program, fh, count) = (s.column(0), s.column(1), s.column(3), s.column(4));
         let ts = times(&s, &cols);
         kinds.rows(&s.column(2), 0, op_kind, &mut kind);
         part.getfh |= kind.contains(&4);
-        let (ids, programs, fhs, counts) = (id.ints(), program.ints(), fh.ints(), count.ints());
+        let (ids, programs) = (id.ints(), program.ints());
         for i in 0..n {
             let kind = kind[i];
             if !(kind == 1 || kind == 2) || !program.is_valid(i) || programs[i] != NFS_PROGRAM {
@@ -390,7 +398,7 @@ fn scan_nfs_io(path: &Path, window: TimeWindow) -> Result<NfsPart, AnalyzeError>
             if ts.is_some_and(|t| !in_window(window, t[i])) {
                 continue;
             }
-            let n = count.is_valid(i).then(|| counts[i] as i64);
+            let n = count.int(i).map(|c| c as i64);
             let bytes = n.unwrap_or(0);
             let id = ids[i];
             let c = match part.calls.last_mut() {
@@ -417,8 +425,8 @@ fn scan_nfs_io(path: &Path, window: TimeWindow) -> Result<NfsPart, AnalyzeError>
                 c.io.written += bytes;
                 c.io.writes += 1;
             }
-            if fh.is_valid(i) {
-                part.handles.entry(fhs[i]).or_default().add(&h);
+            if let Some(fh) = fh.int(i) {
+                part.handles.entry(fh).or_default().add(&h);
             }
         }
     }
@@ -545,8 +553,8 @@ struct RpcScan {
     names: Names,
     /// Per row of a batch, the numbers in `names` of its program and
     /// procedure names (u32::MAX: none), and the maps that give them.
-    program_names: (TextMap<u32>, Vec<u32>),
-    procedure_names: (TextMap<u32>, Vec<u32>),
+    program_names: (DictMap<u32>, Vec<u32>),
+    procedure_names: (DictMap<u32>, Vec<u32>),
     procs: ProcedureIndex,
     /// The current second's count of each procedure, added to per_second
     /// when the second changes.
@@ -762,7 +770,7 @@ fn naming_rows(
     // The previous row, if it was an NFSv4 LOOKUP/OPEN/CREATE: (row,
     // rpc_id, op_index); a GETFH right after it gives its handle.
     let mut prev: Option<(usize, u64, u64)> = None;
-    let mut kinds = TextMap::default();
+    let mut kinds = DictMap::default();
     let mut kind = Vec::new();
     let mut s = open(path, &cols, window)?;
     while let Some(n) = s.advance()? {
@@ -812,17 +820,34 @@ fn own_handle_rows(
     let mut out = Vec::new();
     let mut row = 0usize;
     let mut s = open(path, &cols, window)?;
+    // Most rows name a handle (LOOKUP results): whether it is a top one is
+    // asked once per dictionary entry, not once per row.
+    s.keep_codes(0);
+    let mut in_top = DictMap::default();
     while let Some(n) = s.advance()? {
         load(&mut s, &cols, path)?;
         let ts = times(&s, &cols);
         let res_fh = s.column(0);
-        let values = res_fh.ints();
-        for i in 0..n {
-            if res_fh.is_valid(i)
-                && top.contains(&values[i])
-                && ts.is_none_or(|t| in_window(window, t[i]))
-            {
-                out.push((row + i, values[i]));
+        let keep = |i: usize| res_fh.is_valid(i) && ts.is_none_or(|t| in_window(window, t[i]));
+        match res_fh.codes() {
+            Some(codes) => {
+                let d = res_fh.dictionary();
+                let top_code = in_top.of(d, |k| d.int(k).is_some_and(|v| top.contains(&v)));
+                for (i, &k) in codes.iter().enumerate() {
+                    if top_code.get(k as usize) == Some(&true)
+                        && keep(i)
+                        && let Some(v) = d.int(k as usize)
+                    {
+                        out.push((row + i, v));
+                    }
+                }
+            }
+            None => {
+                for (i, &v) in res_fh.ints().iter().enumerate() {
+                    if keep(i) && top.contains(&v) {
+                        out.push((row + i, v));
+                    }
+                }
             }
         }
         row += n;

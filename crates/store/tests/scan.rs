@@ -88,14 +88,24 @@ fn write(rows: &Rows, props: WriterProperties) -> Vec<u8> {
     out
 }
 
+/// How the scan is asked to give the integer columns a and b.
+#[derive(Clone, Copy, PartialEq)]
+enum Ints {
+    Values,
+    /// Dictionary codes where pages are dictionary-coded
+    /// (`TableScan::keep_codes`; asked of c, d and e too, which ignore it).
+    Codes,
+}
+
 /// Every row of the kept row groups, through the scan, as `Rows`; the
 /// columns are loaded only in the batches `load_batch` picks (the other
-/// rows are left out).
+/// rows are left out). Also how many batches gave codes for a or b.
 fn scan(
     file: &[u8],
     keep_group: impl Fn(usize) -> bool,
     load_batch: impl Fn(usize) -> bool,
-) -> (Rows, usize) {
+    ints: Ints,
+) -> (Rows, usize, usize) {
     let data = bytes::Bytes::copy_from_slice(file);
     let groups = std::cell::Cell::new(0usize);
     let mut s = TableScan::of_bytes(
@@ -109,6 +119,10 @@ fn scan(
         },
     )
     .unwrap();
+    if ints == Ints::Codes {
+        (0..5).for_each(|k| s.keep_codes(k));
+    }
+    let mut coded = 0;
     let mut out = Rows {
         a: Vec::new(),
         b: Vec::new(),
@@ -132,9 +146,17 @@ fn scan(
             s.column(3),
             s.column(4),
         );
+        if ints == Ints::Codes {
+            coded += usize::from(a.codes().is_some()) + usize::from(b.codes().is_some());
+        }
         for i in 0..n {
-            out.a.push(a.is_valid(i).then(|| a.ints()[i] as i64));
-            out.b.push(b.ints()[i] as u32);
+            if ints == Ints::Values {
+                out.a.push(a.is_valid(i).then(|| a.ints()[i] as i64));
+                out.b.push(b.ints()[i] as u32);
+            } else {
+                out.a.push(a.int(i).map(|v| v as i64));
+                out.b.push(b.int(i).unwrap() as u32);
+            }
             out.c.push(c.is_valid(i).then(|| c.fixed()[i]));
             out.d
                 .push(d.text(i).map(|t| String::from_utf8(t.to_vec()).unwrap()));
@@ -142,7 +164,7 @@ fn scan(
                 .push(String::from_utf8(e.text(i).unwrap().to_vec()).unwrap());
         }
     }
-    (out, skipped)
+    (out, skipped, coded)
 }
 
 fn layouts() -> Vec<(String, WriterProperties)> {
@@ -187,17 +209,25 @@ fn scan_reads_what_the_parquet_crate_writes_in_every_layout() {
     let want = rows(10_000, 42);
     for (name, props) in layouts() {
         let file = write(&want, props);
-        let (got, skipped) = scan(&file, |_| true, |_| true);
-        assert_eq!(skipped, 0);
-        assert_eq!(got.a, want.a, "{name}: a");
-        assert_eq!(got.b, want.b, "{name}: b");
-        assert_eq!(got.c, want.c, "{name}: c");
-        assert_eq!(got.d, want.d, "{name}: d");
-        assert_eq!(got.e, want.e, "{name}: e");
+        for ints in [Ints::Values, Ints::Codes] {
+            let (got, skipped, coded) = scan(&file, |_| true, |_| true, ints);
+            assert_eq!(skipped, 0);
+            assert_eq!(got.a, want.a, "{name}: a");
+            assert_eq!(got.b, want.b, "{name}: b");
+            assert_eq!(got.c, want.c, "{name}: c");
+            assert_eq!(got.d, want.d, "{name}: d");
+            assert_eq!(got.e, want.e, "{name}: e");
+            // Codes come exactly where there are dictionaries.
+            assert_eq!(
+                coded > 0,
+                ints == Ints::Codes && name.contains("dictionary true"),
+                "{name}"
+            );
+        }
 
         // Row groups left out, and batches read without decoding: the
         // rows that are decoded are still the right ones.
-        let (got, skipped) = scan(&file, |g| g % 2 == 1, |b| b % 3 == 0);
+        let (got, skipped, _) = scan(&file, |g| g % 2 == 1, |b| b % 3 == 0, Ints::Codes);
         let mut expect = Vec::new();
         for (g, at) in (0..want.a.len()).step_by(3000).enumerate() {
             if g % 2 == 1 {
@@ -235,6 +265,10 @@ fn damaged_files_are_errors_not_panics() {
             ) else {
                 continue;
             };
+            if r.next() % 2 == 0 {
+                s.keep_codes(0);
+                s.keep_codes(1);
+            }
             while let Ok(Some(_)) = s.advance() {
                 if s.load().is_err() {
                     break;
@@ -242,7 +276,7 @@ fn damaged_files_are_errors_not_panics() {
                 for k in 0..5 {
                     let c = s.column(k);
                     for i in 0..c.rows() {
-                        let _ = c.text(i);
+                        let _ = (c.text(i), c.int(i));
                     }
                 }
             }

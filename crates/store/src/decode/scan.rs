@@ -65,6 +65,12 @@ impl Dictionary {
         self.generation
     }
 
+    /// Integer value `k` (of an integer column's dictionary).
+    #[inline]
+    pub fn int(&self, k: usize) -> Option<u64> {
+        self.ints.get(..self.len)?.get(k).copied()
+    }
+
     /// Text value `k`.
     pub fn text(&self, k: usize) -> Option<&[u8]> {
         let &(a, b) = self.spans.get(k)?;
@@ -80,7 +86,8 @@ struct Decoded {
     valid: Vec<bool>,
     ints: Vec<u64>,
     fixed: Vec<u128>,
-    /// Dictionary codes per row, when a text page is dictionary-coded.
+    /// Dictionary codes per row, when a text page (or a page of a column
+    /// that keeps codes) is dictionary-coded.
     codes: Vec<u32>,
     coded: bool,
     /// Text of PLAIN pages: the page's bytes, and per row the span of its
@@ -102,6 +109,9 @@ struct Column {
     /// The first row of the current batch within the page.
     at: usize,
     decoded: bool,
+    /// Integer pages that are dictionary-coded give their codes, not
+    /// values (see [`TableScan::keep_codes`]).
+    keep_codes: bool,
     dict: Dictionary,
     out: Decoded,
     /// Decompressed page bytes.
@@ -245,6 +255,7 @@ impl TableScan {
                     page_rows: 0,
                     at: 0,
                     decoded: false,
+                    keep_codes: false,
                     dict: Dictionary::default(),
                     out: Decoded::default(),
                     buf: Vec::new(),
@@ -483,6 +494,19 @@ impl TableScan {
         Ok(())
     }
 
+    /// Makes integer column `k`'s dictionary-coded pages give their codes
+    /// ([`Col::codes`], values through [`Dictionary::int`]) instead of
+    /// values: a caller that derives something from each dictionary entry
+    /// once then skips both the lookup per row and its own work per row.
+    /// Pages stored PLAIN or delta-coded still give values.
+    pub fn keep_codes(&mut self, k: usize) {
+        if let Some(c) = self.cols.get_mut(k)
+            && matches!(c.kind, Kind::Int { .. })
+        {
+            c.keep_codes = true;
+        }
+    }
+
     /// Decodes the current batch's pages of every column not yet decoded.
     pub fn load(&mut self) -> Result<(), StoreError> {
         for k in 0..self.cols.len() {
@@ -562,6 +586,11 @@ impl TableScan {
                 // Numbers and addresses are looked up as they are decoded;
                 // text keeps its codes (callers map a dictionary once).
                 match kind {
+                    Kind::Int { .. } if c.keep_codes => {
+                        values::hybrid_map(&mut src, width, present, bound, &mut out.codes, |x| x)?;
+                        spread(&mut out.codes, &out.valid);
+                        out.coded = true;
+                    }
                     Kind::Int { .. } => {
                         let map = |x: u32| d.ints[x as usize];
                         values::hybrid_map(&mut src, width, present, bound, &mut out.ints, map)?;
@@ -621,8 +650,9 @@ impl TableScan {
         let o = &c.out;
         Col {
             rows: n,
+            int: matches!(c.kind, Kind::Int { .. }),
             valid: o.valid.get(at..at + n).unwrap_or(&[]),
-            ints: if matches!(c.kind, Kind::Int { .. }) {
+            ints: if matches!(c.kind, Kind::Int { .. }) && !o.coded {
                 o.ints.get(at..at + n).unwrap_or(&[])
             } else {
                 &[]
@@ -681,6 +711,7 @@ fn spread<T: Copy + Default>(v: &mut Vec<T>, valid: &[bool]) {
 /// One column of a batch.
 pub struct Col<'a> {
     rows: usize,
+    int: bool,
     valid: &'a [bool],
     ints: &'a [u64],
     fixed: &'a [u128],
@@ -701,15 +732,34 @@ impl<'a> Col<'a> {
         self.valid.is_empty() || self.valid[i]
     }
 
+    /// Whether the column holds integers (given as values, or as codes
+    /// where it keeps them).
+    pub fn is_int(&self) -> bool {
+        self.int
+    }
+
     /// Per row whether it has a value; empty when every row does.
     pub fn validity(&self) -> &'a [bool] {
         self.valid
     }
 
     /// Integer values per row (0 where a row has none); empty for other
-    /// columns.
+    /// columns, and for pages that give codes instead.
     pub fn ints(&self) -> &'a [u64] {
         self.ints
+    }
+
+    /// Integer value of row `i` (None where it has none), whether the
+    /// page gives values or codes.
+    #[inline]
+    pub fn int(&self, i: usize) -> Option<u64> {
+        if !self.is_valid(i) {
+            return None;
+        }
+        match self.codes {
+            Some(codes) if self.int => self.dict.int(*codes.get(i)? as usize),
+            _ => self.ints.get(i).copied(),
+        }
     }
 
     /// Fixed-size values per row, read big-endian.
@@ -717,9 +767,10 @@ impl<'a> Col<'a> {
         self.fixed
     }
 
-    /// Dictionary codes per row, when a text page is dictionary-coded
-    /// (numbers and addresses come looked up, in [`Col::ints`] and
-    /// [`Col::fixed`]).
+    /// Dictionary codes per row, when a text page is dictionary-coded, or
+    /// an integer page of a column that keeps codes
+    /// ([`TableScan::keep_codes`]; other numbers and addresses come looked
+    /// up, in [`Col::ints`] and [`Col::fixed`]).
     pub fn codes(&self) -> Option<&'a [u32]> {
         self.codes
     }
