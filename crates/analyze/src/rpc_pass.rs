@@ -636,10 +636,8 @@ impl RpcScan {
                 if bounded && !in_window(window, ts[i]) {
                     continue;
                 }
-                part.span = Some(match part.span {
-                    None => (t, t),
-                    Some((lo, hi)) => (lo.min(t), hi.max(t)),
-                });
+                let (lo, hi) = part.span.get_or_insert((i64::MAX, i64::MIN));
+                (*lo, *hi) = ((*lo).min(t), (*hi).max(t));
                 let called = program.is_valid(i);
                 // u32::MAX stands for NULL in the key; Procedure keeps the
                 // real Options (a program number of u32::MAX and a NULL one
@@ -686,15 +684,16 @@ impl RpcScan {
                 tot.errors += (status.is_valid(i) && statuses[i] != 0) as i64;
                 tot.call_bytes += call_bytes[i];
                 tot.reply_bytes += reply_bytes[i];
-                let sec = t - t % 1_000_000_000;
                 let s = &mut second[g as usize];
-                if s.0 == sec {
+                // Most calls fall in their procedure's current second
+                // (a second starting at s.0 ≥ 0 holds [s.0, s.0 + 1 s)).
+                if s.0 >= 0 && (t.wrapping_sub(s.0) as u64) < 1_000_000_000 {
                     s.1 += 1;
                 } else {
                     if s.1 > 0 {
                         *part.per_second.entry((g, s.0)).or_default() += s.1;
                     }
-                    *s = (sec, 1);
+                    *s = (t - t % 1_000_000_000, 1);
                 }
                 if answered {
                     let server = server[i];
