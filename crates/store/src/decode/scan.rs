@@ -682,28 +682,34 @@ fn spread<T: Copy + Default>(v: &mut Vec<T>, valid: &[bool]) {
     }
     let mut k = v.len();
     v.resize(valid.len(), T::default());
-    // Backwards, 64 rows at a time: a stretch with every value present
-    // (most, where nulls are rare) moves as one copy, one with none (most,
-    // where values are rare) is a fill; others go row by row without a
-    // branch (row r ≥ k - 1, so a value is read before its place is
-    // written).
+    // Backwards, 64 rows at a time (row r's value sits at or before r, so
+    // a stretch's values are read before anything is written over them): a
+    // stretch with every value present (most, where nulls are rare) moves
+    // as one copy; in others (a fill, where values are rare) the stretch's
+    // values are set aside, the stretch cleared, and each value put on its
+    // row by the bits of a mask.
+    let mut held = [T::default(); 64];
     let mut end = valid.len();
     while end > 0 {
         let start = end.saturating_sub(64);
-        let present = valid[start..end].iter().filter(|&&b| b).count();
+        let mut mask = 0u64;
+        for (b, &x) in valid[start..end].iter().enumerate() {
+            mask |= u64::from(x) << b;
+        }
+        let present = mask.count_ones() as usize;
+        let from = k - present;
         if present == end - start {
-            v.copy_within(k - present..k, start);
-            k -= present;
-        } else if present == 0 {
-            v[start..end].fill(T::default());
+            v.copy_within(from..k, start);
         } else {
-            for r in (start..end).rev() {
-                let has = valid[r];
-                let x = v[k.saturating_sub(1)];
-                v[r] = if has { x } else { T::default() };
-                k -= has as usize;
+            held[..present].copy_from_slice(&v[from..k]);
+            let stretch = &mut v[start..end];
+            stretch.fill(T::default());
+            for &x in &held[..present] {
+                stretch[mask.trailing_zeros() as usize] = x;
+                mask &= mask - 1;
             }
         }
+        k = from;
         end = start;
     }
 }
