@@ -60,6 +60,18 @@ impl<'a> Bytes<'a> {
 /// constant, the shifts and masks are constants too and the loop unrolls.
 #[inline(always)]
 fn group<const W: usize, T: Copy>(src: &[u8], out: &mut [T], from: impl Fn(u64) -> T) {
+    // Read in place where 8 bytes from each value's first byte are there
+    // (values up to 56 bits: one load each); a padded copy otherwise.
+    if W <= 56 && src.len() >= W + 8 {
+        let mask = (1u64 << W) - 1;
+        for (j, o) in out.iter_mut().enumerate().take(8) {
+            let bit = j * W;
+            let at = bit / 8;
+            let x = u64::from_le_bytes(src[at..at + 8].try_into().expect("8 bytes"));
+            *o = from((x >> (bit % 8)) & mask);
+        }
+        return;
+    }
     let mut b = [0u8; 80];
     b[..W].copy_from_slice(&src[..W]);
     let mask = if W == 64 { u64::MAX } else { (1u64 << W) - 1 };
