@@ -266,15 +266,21 @@ pub fn delta(
             let packed = src.take(per_mini * w as usize / 8)?;
             unpack(packed, w, &mut residuals)?;
             let take = (total - out.len()).min(per_mini);
-            for &r in &residuals[..take] {
-                prev = if narrow {
-                    (prev as i32)
+            // One loop per width, each value one add (a running sum cannot
+            // be vectorised, but it need not branch or check capacity).
+            let residuals = &residuals[..take];
+            if narrow {
+                out.extend(residuals.iter().map(|&r| {
+                    prev = (prev as i32)
                         .wrapping_add(min as i32)
-                        .wrapping_add(r as u32 as i32) as i64
-                } else {
-                    prev.wrapping_add(min).wrapping_add(r as i64)
-                };
-                out.push(wrap(prev));
+                        .wrapping_add(r as u32 as i32) as i64;
+                    wrap(prev)
+                }));
+            } else {
+                out.extend(residuals.iter().map(|&r| {
+                    prev = prev.wrapping_add(min).wrapping_add(r as i64);
+                    prev as u64
+                }));
             }
         }
     }
