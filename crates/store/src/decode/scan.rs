@@ -674,20 +674,22 @@ impl TableScan {
     }
 }
 
-/// Moves `v`'s values (one per present row) to their rows; rows without a
-/// value get the default. `valid` empty means every row is present.
+/// Moves `v`'s values (one per present row: every decoder gives exactly
+/// that many or an error) to their rows; rows without a value get the
+/// default. `valid` empty means every row is present.
 fn spread<T: Copy + Default>(v: &mut Vec<T>, valid: &[bool]) {
     if valid.is_empty() {
         return;
     }
     let mut k = v.len();
+    debug_assert_eq!(k, valid.iter().filter(|&&b| b).count());
     v.resize(valid.len(), T::default());
     // Backwards, 64 rows at a time (row r's value sits at or before r, so
     // a stretch's values are read before anything is written over them): a
     // stretch with every value present (most, where nulls are rare) moves
-    // as one copy; in others (a fill, where values are rare) the stretch's
-    // values are set aside, the stretch cleared, and each value put on its
-    // row by the bits of a mask.
+    // as one copy; in any other the stretch's values (none, most often,
+    // where values are rare) are set aside, the stretch cleared, and each
+    // value put back on its row by the bits of a validity mask.
     let mut held = [T::default(); 64];
     let mut end = valid.len();
     while end > 0 {
