@@ -433,23 +433,72 @@ fn scan_nfs_io(path: &Path, window: TimeWindow) -> Result<NfsPart, AnalyzeError>
     Ok(part)
 }
 
-/// The calls' bytes sorted by id, one entry per id.
-fn sorted_calls(parts: &mut [NfsPart]) -> Vec<CallIo> {
-    let mut calls: Vec<CallIo> = Vec::with_capacity(parts.iter().map(|p| p.calls.len()).sum());
-    for p in parts.iter_mut() {
-        calls.append(&mut p.calls);
+/// The calls' bytes by id, one entry per id: in runs, each rising and
+/// each above the one before. Each nfs file's calls are one, as the files
+/// hold them (tens of MB at 20 M calls: not copied into one vector on a
+/// single thread while the others wait), unless they are out of order.
+struct CallsById {
+    runs: Vec<Vec<CallIo>>,
+}
+
+/// Where the last lookup in [`CallsById`] ended: run, place in it, the
+/// run's last id, and the id looked up.
+#[derive(Default)]
+struct CallCursor {
+    run: usize,
+    at: usize,
+    run_end: u64,
+    last: Option<u64>,
+}
+
+impl CallsById {
+    fn of(parts: &mut [NfsPart]) -> CallsById {
+        let mut runs: Vec<Vec<CallIo>> = (parts.iter_mut())
+            .map(|p| std::mem::take(&mut p.calls))
+            .filter(|c| !c.is_empty())
+            .collect();
+        let rising = runs.iter().all(|r| r.windows(2).all(|w| w[0].id < w[1].id))
+            && runs
+                .windows(2)
+                .all(|w| w[0][w[0].len() - 1].id < w[1][0].id);
+        if !rising {
+            let mut calls: Vec<CallIo> = runs.concat();
+            calls.sort_by_key(|c| c.id);
+            calls.dedup_by(|b, a| {
+                if a.id != b.id {
+                    return false;
+                }
+                a.io.add(&b.io);
+                true
+            });
+            runs = vec![calls];
+        }
+        CallsById { runs }
     }
-    if !calls.windows(2).all(|w| w[0].id < w[1].id) {
-        calls.sort_by_key(|c| c.id);
-        calls.dedup_by(|b, a| {
-            if a.id != b.id {
-                return false;
+
+    /// The call `id`'s bytes, if it has any. Ids that rise from one lookup
+    /// to the next (the rows of an rpc file) are found by walking on.
+    #[inline]
+    fn find(&self, id: u64, cur: &mut CallCursor) -> Option<&CallIo> {
+        let walk = cur.last.is_some_and(|l| l <= id) && id <= cur.run_end;
+        cur.last = Some(id);
+        if walk {
+            let run = &self.runs[cur.run];
+            while cur.at < run.len() && run[cur.at].id < id {
+                cur.at += 1;
             }
-            a.io.add(&b.io);
-            true
-        });
+        } else {
+            cur.run = (self.runs).partition_point(|r| r.last().is_some_and(|c| c.id < id));
+            let Some(run) = self.runs.get(cur.run) else {
+                // Past every run: the next lookup searches again.
+                cur.last = None;
+                return None;
+            };
+            cur.at = run.partition_point(|c| c.id < id);
+            cur.run_end = run.last().map_or(0, |c| c.id);
+        }
+        self.runs.get(cur.run)?.get(cur.at).filter(|c| c.id == id)
     }
-    calls
 }
 
 // ---- scan 2: the rpc table ----
@@ -588,7 +637,7 @@ impl RpcScan {
         &mut self,
         path: &Path,
         window: TimeWindow,
-        calls: &[CallIo],
+        calls: &CallsById,
     ) -> Result<(), AnalyzeError> {
         let RpcScan {
             part,
@@ -604,8 +653,7 @@ impl RpcScan {
             client_index,
             last_client,
         } = self;
-        let mut cursor = 0usize;
-        let mut last_id: Option<u64> = None;
+        let mut cursor = CallCursor::default();
         let bounded = window != TimeWindow::default();
         let mut s = open(path, RPC_READ, window)?;
         while let Some(n) = s.advance()? {
@@ -728,17 +776,7 @@ impl RpcScan {
                 if called && programs[i] == NFS_PROGRAM {
                     c.calls += 1;
                 }
-                let id = id[i];
-                match last_id {
-                    Some(last) if last <= id => {
-                        while cursor < calls.len() && calls[cursor].id < id {
-                            cursor += 1;
-                        }
-                    }
-                    _ => cursor = calls.partition_point(|c| c.id < id),
-                }
-                last_id = Some(id);
-                if let Some(io) = calls.get(cursor).filter(|io| io.id == id) {
+                if let Some(io) = calls.find(id[i], &mut cursor) {
                     c.io.add(&io.io);
                 }
             }
@@ -901,13 +939,12 @@ struct LatencyRow {
     program: Option<String>,
     version: Option<u32>,
     procedure: Option<String>,
-    values: Latencies,
+    /// Each scan thread's latencies: merged by the thread that works out
+    /// the row's quantiles.
+    values: Vec<Latencies>,
+    count: usize,
 }
 
-/// DataFusion's `percentile_cont` at each of `ps` (rising) over `v`:
-/// linear between the neighbours at p × (n − 1), the weight quantised to
-/// 1e-6 as it does. Each selection works on the part above the previous
-/// one, and the upper neighbour is the least value above the lower.
 /// The latencies of one server and procedure in ns: those under 2^32 ns
 /// (4.3 s: nearly all) in half the memory, the rest apart. 20 M calls'
 /// latencies are written once into fresh pages and selected from, so their
@@ -957,6 +994,10 @@ impl Latencies {
     }
 }
 
+/// DataFusion's `percentile_cont` at each of `ps` (rising) over `v`:
+/// linear between the neighbours at p × (n − 1), the weight quantised to
+/// 1e-6 as it does. Each selection works on the part above the previous
+/// one, and the upper neighbour is the least value above the lower.
 fn percentiles_cont<T: Copy + Ord + Into<i64>>(v: &mut [T], ps: &[f64]) -> Vec<f64> {
     let n = v.len();
     let mut out = Vec::with_capacity(ps.len());
@@ -1024,7 +1065,7 @@ pub(crate) fn run(
                 handles.entry(*fh).or_default().add(h);
             }
         }
-        let calls = sorted_calls(&mut nfs);
+        let calls = CallsById::of(&mut nfs);
         drop(nfs);
         let scans = &mut scans[..threads.min(d.rpc.len()).max(1)];
         par_fold(scans, &d.rpc, |scan, _, p| scan.file(p, window, &calls))?;
@@ -1043,10 +1084,8 @@ pub(crate) fn run(
     let mut totals: BTreeMap<Label, Totals> = BTreeMap::new();
     let mut per_second: HashMap<(Label, i64), i64> = HashMap::new();
     let mut span: Option<(i64, i64)> = None;
-    // Latencies per (server, procedure): a thread's vector kept, the other
-    // threads' added to the longest (20 M calls are 160 MB: no copy more
-    // than needed).
-    let mut latencies: BTreeMap<(u128, Procedure), Latencies> = BTreeMap::new();
+    // Latencies per (server, procedure), as each thread kept them.
+    let mut latencies: BTreeMap<(u128, Procedure), Vec<Latencies>> = BTreeMap::new();
     let mut clients: BTreeMap<u128, ClientIo> = BTreeMap::new();
     for part in rpc_parts {
         let labels: Vec<Label> = part.procedures.iter().map(label_of).collect();
@@ -1061,19 +1100,9 @@ pub(crate) fn run(
         if let Some((lo, hi)) = part.span {
             span = Some(span.map_or((lo, hi), |(a, b)| (a.min(lo), b.max(hi))));
         }
-        for ((server, g), mut v) in part.latencies {
+        for ((server, g), v) in part.latencies {
             let key = (server, part.procedures[g as usize].clone());
-            match latencies.get_mut(&key) {
-                Some(all) => {
-                    if all.len() < v.len() {
-                        std::mem::swap(all, &mut v);
-                    }
-                    all.append(&v);
-                }
-                None => {
-                    latencies.insert(key, v);
-                }
-            }
+            latencies.entry(key).or_default().push(v);
         }
         for (a, c) in part.clients {
             let e = clients.entry(a).or_default();
@@ -1130,30 +1159,47 @@ pub(crate) fn run(
             program: p.program_label(),
             version: p.version,
             procedure: p.procedure_label(),
+            count: values.iter().map(Latencies::len).sum(),
             values,
         })
         .collect();
     rows.sort_by(|a, b| {
         a.server
             .cmp(&b.server)
-            .then(b.values.len().cmp(&a.values.len()))
+            .then(b.count.cmp(&a.count))
             .then_with(|| a.program.cmp(&b.program))
             .then(a.version.cmp(&b.version))
             .then_with(|| a.procedure.cmp(&b.procedure))
     });
-    let mut stats: Vec<[i64; 6]> = Vec::with_capacity(rows.len());
-    let mut samples: BTreeMap<String, Vec<i64>> = BTreeMap::new();
-    for r in &mut rows {
-        let v = &mut r.values;
+    // The rows' quantiles over the threads (a few procedures hold most
+    // calls, so two threads take ~0.7 of one's time): each merges its
+    // row's latencies (the other threads' added to the longest) and
+    // selects from them.
+    let parts: Vec<std::sync::Mutex<Vec<Latencies>>> = (rows.iter_mut())
+        .map(|r| std::sync::Mutex::new(std::mem::take(&mut r.values)))
+        .collect();
+    let mut order: Vec<usize> = (0..rows.len()).collect();
+    order.sort_by_key(|&k| std::cmp::Reverse(rows[k].count));
+    let done = par_map(threads, &order, |&k| {
+        let mut parts = std::mem::take(&mut *parts[k].lock().unwrap_or_else(|p| p.into_inner()));
+        parts.sort_by_key(Latencies::len);
+        let mut v = parts.pop().unwrap_or_default();
+        parts.iter().for_each(|o| v.append(o));
+        drop(parts);
         let n = v.len();
         let mean = (v.sum() as f64 / n as f64) as i64;
         let max = v.max();
         let q = v.percentiles(&[0.5, 0.9, 0.99]);
         let q = |k: usize| q[k].round() as i64;
-        stats.push([n as i64, mean, q(0), q(1), q(2), max]);
-        if !want_samples {
-            continue;
-        }
+        Ok((k, [n as i64, mean, q(0), q(1), q(2), max], v))
+    })?;
+    let mut stats: Vec<[i64; 6]> = vec![[0; 6]; rows.len()];
+    let mut merged: Vec<Latencies> = (0..rows.len()).map(|_| Latencies::default()).collect();
+    for (k, s, v) in done {
+        (stats[k], merged[k]) = (s, v);
+    }
+    let mut samples: BTreeMap<String, Vec<i64>> = BTreeMap::new();
+    for (r, v) in rows.iter().zip(&merged).filter(|_| want_samples) {
         let label = format!(
             "{} v{} {}",
             r.program.as_deref().unwrap_or(""),
@@ -1414,8 +1460,45 @@ mod tests {
                 ..NfsPart::default()
             },
         ];
-        let c = sorted_calls(&mut parts);
-        let got: Vec<(u64, i64, i64)> = c.iter().map(|c| (c.id, c.io.read, c.io.reads)).collect();
+        let c = CallsById::of(&mut parts);
+        let got: Vec<(u64, i64, i64)> = (c.runs.iter().flatten())
+            .map(|c| (c.id, c.io.read, c.io.reads))
+            .collect();
         assert_eq!(got, vec![(2, 4, 1), (5, 9, 2), (9, 2, 1)]);
+    }
+
+    /// Lookups rising, falling, between runs and past the last, against
+    /// a search of every call.
+    #[test]
+    fn calls_are_found_across_runs() {
+        let io = |id| CallIo {
+            id,
+            io: Io {
+                read: id as i64,
+                ..Io::default()
+            },
+        };
+        let runs: Vec<Vec<u64>> = vec![vec![3, 4, 8], vec![], vec![10, 20], vec![21, 40, 41]];
+        let mut parts: Vec<NfsPart> = (runs.iter())
+            .map(|r| NfsPart {
+                calls: r.iter().map(|&id| io(id)).collect(),
+                ..NfsPart::default()
+            })
+            .collect();
+        let c = CallsById::of(&mut parts);
+        assert_eq!(c.runs.len(), 3, "kept as they were, the empty one left out");
+        let all: Vec<u64> = runs.concat();
+        let mut cur = CallCursor::default();
+        let mut x = 7u64;
+        for step in 0..2000 {
+            // Mostly rising, as an rpc file's rows are; sometimes anywhere.
+            x = if step % 13 == 0 {
+                (x * 7919 + 3) % 45
+            } else {
+                (x + step % 3) % 45
+            };
+            let want = all.contains(&x).then_some(x as i64);
+            assert_eq!(c.find(x, &mut cur).map(|c| c.io.read), want, "id {x}");
+        }
     }
 }
