@@ -1180,7 +1180,7 @@ pub(crate) fn run(
         .collect();
     let mut order: Vec<usize> = (0..rows.len()).collect();
     order.sort_by_key(|&k| std::cmp::Reverse(rows[k].count));
-    let done = par_map(threads, &order, |&k| {
+    let mut done = par_map(threads, &order, |&k| {
         let mut parts = std::mem::take(&mut *parts[k].lock().unwrap_or_else(|p| p.into_inner()));
         parts.sort_by_key(Latencies::len);
         let mut v = parts.pop().unwrap_or_default();
@@ -1193,13 +1193,11 @@ pub(crate) fn run(
         let q = |k: usize| q[k].round() as i64;
         Ok((k, [n as i64, mean, q(0), q(1), q(2), max], v))
     })?;
-    let mut stats: Vec<[i64; 6]> = vec![[0; 6]; rows.len()];
-    let mut merged: Vec<Latencies> = (0..rows.len()).map(|_| Latencies::default()).collect();
-    for (k, s, v) in done {
-        (stats[k], merged[k]) = (s, v);
-    }
+    // Back in the rows' order.
+    done.sort_unstable_by_key(|d| d.0);
+    let stats: Vec<[i64; 6]> = done.iter().map(|d| d.1).collect();
     let mut samples: BTreeMap<String, Vec<i64>> = BTreeMap::new();
-    for (r, v) in rows.iter().zip(&merged).filter(|_| want_samples) {
+    for (r, (_, _, v)) in rows.iter().zip(&done).filter(|_| want_samples) {
         let label = format!(
             "{} v{} {}",
             r.program.as_deref().unwrap_or(""),
