@@ -84,6 +84,81 @@ fn writer_round_trip_in_small_chunks() {
     }
 }
 
+/// Resident kB of the mappings of `path` in this process (`/proc/self/smaps`).
+fn mapped_kb(path: &std::path::Path) -> u64 {
+    let path = std::fs::canonicalize(path).unwrap();
+    let name = path.to_str().unwrap();
+    let smaps = std::fs::read_to_string("/proc/self/smaps").unwrap();
+    let mut inside = false;
+    let mut kb = 0;
+    for line in smaps.lines() {
+        let first = line.split_whitespace().next().unwrap_or("");
+        if first.contains('-') && !first.ends_with(':') {
+            // A mapping's header: "start-end perms offset dev inode path".
+            inside = line.ends_with(name);
+        } else if inside && first == "Rss:" {
+            kb += line
+                .split_whitespace()
+                .nth(1)
+                .unwrap()
+                .parse::<u64>()
+                .unwrap();
+        }
+    }
+    kb
+}
+
+#[test]
+fn mapped_chunks_let_go_of_their_pages() {
+    let path = tmp("let-go.pcap");
+    let input = frames(6000);
+    let mut w = PcapWriter::new(
+        std::fs::File::create(&path).unwrap(),
+        LinkType::ETHERNET,
+        65535,
+    )
+    .unwrap();
+    for (ts, d) in &input {
+        w.write_frame(*ts, d.len() as u32, d).unwrap();
+    }
+    w.into_inner().unwrap();
+    let file_kb = std::fs::metadata(&path).unwrap().len() / 1024;
+    let opts = |mmap| ReaderOptions {
+        chunk_bytes: 256 * 1024,
+        mmap,
+    };
+    let (_, streamed) = read_all(&path, opts(false));
+
+    let mut r = TraceReader::open(&path, opts(true)).unwrap();
+    let mut chunks = Vec::new();
+    while let Some(c) = r.next_chunk().unwrap() {
+        chunks.push(c);
+    }
+    assert!(chunks.len() > 8, "{} chunks", chunks.len());
+    let held = mapped_kb(&path);
+    assert!(held >= file_kb * 9 / 10, "{held} kB mapped of {file_kb}");
+
+    // Every chunk but one let go, from the last: the one kept still reads
+    // its frames, including where its pages meet its neighbours'.
+    let kept = chunks.remove(chunks.len() / 2);
+    while let Some(c) = chunks.pop() {
+        drop(c);
+    }
+    let first = kept.first_frame as usize;
+    for (i, (f, bytes)) in kept.iter().enumerate() {
+        let want = &streamed[first + i];
+        assert_eq!((f.ts_ns, bytes), (want.0, want.4.as_slice()));
+    }
+    let left = mapped_kb(&path);
+    assert!(
+        left < file_kb / 4,
+        "{left} kB still mapped of {file_kb} after the chunks were dropped"
+    );
+    drop(kept);
+    drop(r);
+    assert_eq!(mapped_kb(&path), 0);
+}
+
 /// A pcap file written by hand in either byte order and resolution.
 fn legacy_pcap(big_endian: bool, nanos: bool, recs: &[(u32, u32, &[u8])]) -> Vec<u8> {
     let w32 = |v: u32| {
