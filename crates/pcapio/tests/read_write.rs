@@ -43,21 +43,24 @@ fn read_all(path: &PathBuf, opts: ReaderOptions) -> (TraceReader, Vec<Got>) {
     (r, out)
 }
 
+/// Writes `input` as a pcap file (each frame cut 4 bytes short of the
+/// wire); returns each record's offset.
+fn write_trace(path: &PathBuf, input: &[(i64, Vec<u8>)]) -> Vec<u64> {
+    let file = std::fs::File::create(path).unwrap();
+    let mut w = PcapWriter::new(file, LinkType::ETHERNET, 65535).unwrap();
+    let offsets = input
+        .iter()
+        .map(|(ts, d)| w.write_frame(*ts, d.len() as u32 + 4, d).unwrap())
+        .collect();
+    w.into_inner().unwrap();
+    offsets
+}
+
 #[test]
 fn writer_round_trip_in_small_chunks() {
     let path = tmp("rt.pcap");
     let input = frames(3000);
-    let mut w = PcapWriter::new(
-        std::fs::File::create(&path).unwrap(),
-        LinkType::ETHERNET,
-        65535,
-    )
-    .unwrap();
-    let mut offsets = Vec::new();
-    for (ts, d) in &input {
-        offsets.push(w.write_frame(*ts, d.len() as u32 + 4, d).unwrap());
-    }
-    w.into_inner().unwrap();
+    let offsets = write_trace(&path, &input);
     let small = |mmap| ReaderOptions {
         chunk_bytes: 64 * 1024,
         mmap,
@@ -111,17 +114,7 @@ fn mapped_kb(path: &std::path::Path) -> u64 {
 #[test]
 fn mapped_chunks_let_go_of_their_pages() {
     let path = tmp("let-go.pcap");
-    let input = frames(6000);
-    let mut w = PcapWriter::new(
-        std::fs::File::create(&path).unwrap(),
-        LinkType::ETHERNET,
-        65535,
-    )
-    .unwrap();
-    for (ts, d) in &input {
-        w.write_frame(*ts, d.len() as u32, d).unwrap();
-    }
-    w.into_inner().unwrap();
+    write_trace(&path, &frames(6000));
     let file_kb = std::fs::metadata(&path).unwrap().len() / 1024;
     let opts = |mmap| ReaderOptions {
         chunk_bytes: 256 * 1024,
