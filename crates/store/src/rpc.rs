@@ -23,7 +23,8 @@ use crate::table::table_metadata;
 pub const RPC_DIR: &str = "rpc";
 pub const NFS_DIR: &str = "nfs";
 /// Version of the rpc and nfs tables' columns.
-pub const RPC_SCHEMA_VERSION: u32 = 1;
+/// 2: file handles hashed with XXH3-64 (1: FNV-1a).
+pub const RPC_SCHEMA_VERSION: u32 = 2;
 
 /// One column: name, type, nullable, what it holds.
 pub struct TableColumn {
@@ -198,7 +199,7 @@ pub const NFS_COLUMNS: &[TableColumn] = &[
         "fh",
         u64t,
         true,
-        "file handle the operation acts on, hashed (64-bit FNV-1a)"
+        "file handle the operation acts on, hashed (XXH3-64, seed 0)"
     ),
     col!(
         "name",
