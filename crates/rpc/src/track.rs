@@ -276,16 +276,6 @@ struct Whole<'a> {
     ts: i64,
 }
 
-struct Pending {
-    first_ts: i64,
-    last_ts: i64,
-    retransmits: u32,
-    call: Call,
-    bytes: u32,
-    gap: bool,
-    detail: CallDetail,
-}
-
 /// Turns packets into RPC transactions. Feed it every TCP and UDP packet
 /// of a capture in time order ([`Tracker::segment`]); it hands back each
 /// transaction once it is complete, and the rest at [`Tracker::finish`].
@@ -301,7 +291,15 @@ pub struct Tracker {
 /// its map while these change).
 struct Calls {
     opts: TrackerOptions,
-    pending: FastMap<CallKey, Pending>,
+    /// The calls awaiting replies, by key: their slot in `open`.
+    pending: FastMap<CallKey, u32>,
+    /// The open calls' transactions, their reply fields still empty; the
+    /// reply is filled in where the call lies. A transaction is a few
+    /// hundred bytes: kept in the map it was copied on every insert and
+    /// remove, and that copying was a sixth of the tracker's time.
+    open: Vec<Option<Transaction>>,
+    /// Slots of `open` that are free.
+    free: Vec<u32>,
     counters: Counters,
 }
 
@@ -312,6 +310,8 @@ impl Tracker {
             calls: Calls {
                 opts,
                 pending: FastMap::default(),
+                open: Vec::new(),
+                free: Vec::new(),
                 counters: Counters::default(),
             },
             last_sweep: i64::MIN,
@@ -351,29 +351,32 @@ impl Tracker {
             .filter(|s| s.mode == Mode::Synced && s.msg_started)
             .count() as u64;
         self.streams.clear();
-        let mut open: Vec<(CallKey, Pending)> = calls.pending.drain().collect();
-        open.sort_by_key(|(_, p)| p.first_ts);
-        for (k, p) in open {
-            calls.counters.calls_without_reply += 1;
-            out.push(unanswered(k, p));
-        }
+        calls.pending.clear();
+        calls.free.clear();
+        let mut open: Vec<Transaction> = calls.open.drain(..).flatten().collect();
+        open.sort_by_key(|t| t.call_ts);
+        calls.counters.calls_without_reply += open.len() as u64;
+        out.append(&mut open);
     }
 
     fn sweep(&mut self, now: i64, out: &mut Vec<Transaction>) {
         self.last_sweep = now;
         let calls = &mut self.calls;
         let call_limit = now.saturating_sub(calls.opts.call_timeout_ns);
-        let mut expired: Vec<CallKey> = calls
+        let mut expired: Vec<(i64, CallKey)> = calls
             .pending
             .iter()
-            .filter(|(_, p)| p.last_ts < call_limit)
-            .map(|(k, _)| *k)
+            .filter_map(|(k, &i)| {
+                let t = calls.open[i as usize].as_ref()?;
+                let last = t.last_call_ts.unwrap_or(i64::MIN);
+                (last < call_limit).then(|| (t.call_ts.unwrap_or(i64::MIN), *k))
+            })
             .collect();
-        expired.sort_by_key(|k| calls.pending[k].first_ts);
-        for k in expired {
-            if let Some(p) = calls.pending.remove(&k) {
+        expired.sort_by_key(|(first, _)| *first);
+        for (_, k) in expired {
+            if let Some(t) = calls.take(&k) {
                 calls.counters.calls_without_reply += 1;
-                out.push(unanswered(k, p));
+                out.push(t);
             }
         }
         let idle_limit = now.saturating_sub(calls.opts.stream_idle_ns);
@@ -438,6 +441,38 @@ impl Tracker {
 }
 
 impl Calls {
+    /// The open call under `key`.
+    #[inline]
+    fn call(&self, key: &CallKey) -> Option<&Transaction> {
+        let i = *self.pending.get(key)?;
+        self.open.get(i as usize)?.as_ref()
+    }
+
+    /// Takes the open call under `key` out of the open calls.
+    #[inline]
+    fn take(&mut self, key: &CallKey) -> Option<Transaction> {
+        let i = self.pending.remove(key)?;
+        self.free.push(i);
+        self.open.get_mut(i as usize)?.take()
+    }
+
+    /// Opens a call under `key` (none is open under it); returns its slot.
+    #[inline]
+    fn open_call(&mut self, key: CallKey, t: Transaction) -> usize {
+        let i = match self.free.pop() {
+            Some(i) => {
+                self.open[i as usize] = Some(t);
+                i
+            }
+            None => {
+                self.open.push(Some(t));
+                (self.open.len() - 1) as u32
+            }
+        };
+        self.pending.insert(key, i);
+        i as usize
+    }
+
     /// Places a segment's bytes in its stream: drops what was seen
     /// before, turns missing bytes into a gap, and feeds the rest.
     fn stream_data(&mut self, seg: &Segment, st: &mut Stream, out: &mut Vec<Transaction>) {
@@ -646,9 +681,9 @@ impl Calls {
                 nfs::call_prefix(c.program, c.version, c.procedure).map(|n| c.args_at + n)
             }
             Some(Message::Reply(r)) => self
-                .pending
-                .get(&reply_key(seg, r.xid))
-                .and_then(|p| nfs::reply_prefix(p.call.program, p.call.version))
+                .call(&reply_key(seg, r.xid))
+                .and_then(|t| t.call)
+                .and_then(|c| nfs::reply_prefix(c.program, c.version))
                 .map(|n| r.results_at + n),
             // Past HEADER_MAX the message will not parse: keep the usual.
             None if msg.len() < HEADER_MAX.min(max) => return None,
@@ -704,48 +739,73 @@ impl Calls {
                     proto: seg.proto,
                     xid: c.xid,
                 };
-                if let Some(p) = self.pending.get_mut(&key) {
-                    let same = (p.call.program, p.call.version, p.call.procedure)
-                        == (c.program, c.version, c.procedure);
+                if let Some(p) = self
+                    .pending
+                    .get(&key)
+                    .and_then(|&i| self.open[i as usize].as_mut())
+                {
+                    let same = p.call.is_some_and(|o| {
+                        (o.program, o.version, o.procedure) == (c.program, c.version, c.procedure)
+                    });
                     if same {
                         p.retransmits += 1;
-                        p.last_ts = w.ts;
+                        p.last_call_ts = Some(w.ts);
                         self.counters.retransmitted_calls += 1;
                         return;
                     }
                     // The xid was used again for another call: the first
                     // got no reply.
-                    if let Some(old) = self.pending.remove(&key) {
+                    if let Some(old) = self.take(&key) {
                         self.counters.calls_without_reply += 1;
-                        out.push(unanswered(key, old));
+                        out.push(old);
                     }
                 }
-                let args = w.bytes.get(c.args_at..).unwrap_or(&[]);
-                let detail = nfs::decode_call(c.program, c.version, c.procedure, args);
-                self.pending.insert(
+                let slot = self.open_call(
                     key,
-                    Pending {
-                        first_ts: w.ts,
-                        last_ts: w.ts,
+                    Transaction {
+                        call_ts: Some(w.ts),
+                        last_call_ts: Some(w.ts),
+                        reply_ts: None,
+                        client: key.client,
+                        client_port: key.client_port,
+                        server: key.server,
+                        server_port: key.server_port,
+                        proto: key.proto,
+                        xid: key.xid,
+                        call: Some(c),
+                        reply: None,
+                        status: None,
+                        call_bytes: w.len.min(u32::MAX as u64) as u32,
+                        reply_bytes: 0,
                         retransmits: 0,
-                        call: c,
-                        bytes: w.len.min(u32::MAX as u64) as u32,
                         gap: w.gap,
-                        detail,
+                        detail: CallDetail::default(),
                     },
                 );
+                if let Some(t) = self.open[slot].as_mut() {
+                    let args = w.bytes.get(c.args_at..).unwrap_or(&[]);
+                    nfs::decode_call_into(c.program, c.version, c.procedure, args, &mut t.detail);
+                }
             }
             Message::Reply(r) => {
                 self.counters.replies += 1;
                 let key = reply_key(seg, r.xid);
-                let mut t = match self.pending.remove(&key) {
-                    Some(p) => {
+                match self.pending.remove(&key) {
+                    Some(i) => {
                         self.counters.matched += 1;
-                        unanswered(key, p)
+                        self.free.push(i);
+                        // Filled in where it lies, then moved out once.
+                        let slot = &mut self.open[i as usize];
+                        if let Some(t) = slot.as_mut() {
+                            fill_reply(t, &r, &w);
+                        }
+                        if let Some(t) = slot.take() {
+                            out.push(t);
+                        }
                     }
                     None => {
                         self.counters.replies_without_call += 1;
-                        Transaction {
+                        let mut t = Transaction {
                             call_ts: None,
                             last_call_ts: None,
                             reply_ts: None,
@@ -763,26 +823,31 @@ impl Calls {
                             retransmits: 0,
                             gap: false,
                             detail: CallDetail::default(),
-                        }
+                        };
+                        fill_reply(&mut t, &r, &w);
+                        out.push(t);
                     }
-                };
-                t.reply_ts = Some(w.ts);
-                t.reply = Some(r.status);
-                t.reply_bytes = w.len.min(u32::MAX as u64) as u32;
-                t.gap |= w.gap;
-                if let (Some(c), ReplyStatus::Accepted(0)) = (t.call, r.status) {
-                    let results = w.bytes.get(r.results_at..).unwrap_or(&[]);
-                    t.status = nfs::decode_reply(
-                        c.program,
-                        c.version,
-                        c.procedure,
-                        &mut t.detail.ops,
-                        results,
-                    );
                 }
-                out.push(t);
             }
         }
+    }
+}
+
+/// A reply's fields, and its results decoded for its call.
+fn fill_reply(t: &mut Transaction, r: &msg::Reply, w: &Whole) {
+    t.reply_ts = Some(w.ts);
+    t.reply = Some(r.status);
+    t.reply_bytes = w.len.min(u32::MAX as u64) as u32;
+    t.gap |= w.gap;
+    if let (Some(c), ReplyStatus::Accepted(0)) = (t.call, r.status) {
+        let results = w.bytes.get(r.results_at..).unwrap_or(&[]);
+        t.status = nfs::decode_reply(
+            c.program,
+            c.version,
+            c.procedure,
+            &mut t.detail.ops,
+            results,
+        );
     }
 }
 
@@ -807,27 +872,5 @@ fn udp_believable(seg: &Segment, m: &Message) -> bool {
     match m {
         Message::Call(c) => msg::program_name(c.program).is_some() || well_known(seg.dst_port),
         Message::Reply(_) => well_known(seg.src_port),
-    }
-}
-
-fn unanswered(k: CallKey, p: Pending) -> Transaction {
-    Transaction {
-        call_ts: Some(p.first_ts),
-        last_call_ts: Some(p.last_ts),
-        reply_ts: None,
-        client: k.client,
-        client_port: k.client_port,
-        server: k.server,
-        server_port: k.server_port,
-        proto: k.proto,
-        xid: k.xid,
-        call: Some(p.call),
-        reply: None,
-        status: None,
-        call_bytes: p.bytes,
-        reply_bytes: 0,
-        retransmits: p.retransmits,
-        gap: p.gap,
-        detail: p.detail,
     }
 }
