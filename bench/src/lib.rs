@@ -706,44 +706,43 @@ pub fn read_trace(path: &Path) -> Result<Vec<pcapio::Chunk>, String> {
     Ok(chunks)
 }
 
-/// The TCP and UDP segments of `chunks` in capture order, decoded (as the
-/// workers decode them before the RPC stage): (chunk, segment).
-pub fn segments_of(chunks: &[pcapio::Chunk]) -> Vec<(usize, ingest::SegmentAt)> {
-    let mut segments = Vec::new();
-    for (ci, c) in chunks.iter().enumerate() {
-        for (i, (f, b)) in c.iter().enumerate() {
-            let mut rec = wire::PacketRecord::new(f.ts_ns, f.wire_len, f.cap_len);
-            let payload = wire::decode(f.link, b, &mut rec);
-            if let Some(s) = ingest::SegmentAt::new(i as u32, &rec, payload) {
-                segments.push((ci, s));
+/// Each chunk's TCP and UDP segments, as a conversion's workers find them.
+pub fn segments_of(chunks: &[pcapio::Chunk]) -> Vec<Vec<ingest::SegmentAt>> {
+    chunks
+        .iter()
+        .map(|c| {
+            let mut segments = Vec::new();
+            for (i, (f, b)) in c.iter().enumerate() {
+                let mut rec = wire::PacketRecord::new(f.ts_ns, f.wire_len, f.cap_len);
+                let payload = wire::decode(f.link, b, &mut rec);
+                segments.extend(ingest::SegmentAt::new(i as u32, &rec, payload));
             }
-        }
-    }
-    segments
+            segments
+        })
+        .collect()
 }
 
-/// Runs the RPC tracker over `segments`, taking its transactions in
-/// batches as the stage does; `keep` collects them (else each batch is
-/// dropped once taken). Returns how many there were.
+/// Runs the RPC tracker over each chunk's `segments` as a conversion's
+/// RPC stage does, taking its transactions in batches; `keep` collects
+/// them (else each batch is dropped once taken). Returns how many there
+/// were.
 pub fn track(
     chunks: &[pcapio::Chunk],
-    segments: &[(usize, ingest::SegmentAt)],
+    segments: &[Vec<ingest::SegmentAt>],
     mut keep: Option<&mut Vec<rpc::Transaction>>,
 ) -> usize {
-    let frame_bytes: Vec<Vec<&[u8]>> = chunks
-        .iter()
-        .map(|c| c.iter().map(|(_, b)| b).collect())
-        .collect();
     let mut tracker = rpc::Tracker::new(rpc::TrackerOptions::default());
     let mut batch = Vec::with_capacity(1024);
     let mut count = 0;
-    for (ci, s) in segments {
-        tracker.segment(&s.segment(frame_bytes[*ci][s.frame as usize]), &mut batch);
-        if batch.len() >= 1024 {
-            count += batch.len();
-            match keep.as_deref_mut() {
-                Some(k) => k.append(&mut batch),
-                None => batch.clear(),
+    for (c, segs) in chunks.iter().zip(segments) {
+        for seg in ingest::chunk_segments(c, segs) {
+            tracker.segment(&seg, &mut batch);
+            if batch.len() >= 1024 {
+                count += batch.len();
+                match keep.as_deref_mut() {
+                    Some(k) => k.append(&mut batch),
+                    None => batch.clear(),
+                }
             }
         }
     }

@@ -11,7 +11,7 @@ use pcapio::{Chunk, ReaderOptions, TraceReader};
 use store::manifest::{Files, InterfaceEntry, Manifest, RpcInfo, RunInfo, SourceInfo, TimeSpan};
 use store::{Dataset, StoreError};
 
-use crate::rpc::{RpcMode, RpcOptions, RpcStage, SegmentAt};
+use crate::rpc::{RpcMode, RpcOptions, RpcStage, SegmentAt, TablesOn, chunk_segments};
 use crate::stats::FrameStats;
 use crate::worker::{FrameMeta, Worker, WorkerOptions};
 
@@ -188,6 +188,7 @@ pub fn convert(
                                     dataset,
                                     i.min(u16::MAX as usize) as u16,
                                     rpc_opts,
+                                    TablesOn::Caller,
                                 );
                                 read(start_rpc_stage(s, i, rpc, registry));
                             }
@@ -373,9 +374,7 @@ fn start_rpc_stage<'scope>(
             while let Some(job) = early.remove(&next) {
                 next += 1;
                 if error.is_none() {
-                    for s in &job.segments {
-                        let f = &job.chunk.frames[s.frame as usize];
-                        let seg = s.segment(job.chunk.frame_bytes(f));
+                    for seg in chunk_segments(&job.chunk, &job.segments) {
                         if let Err(e) = rpc.segment(&seg) {
                             error = Some(e);
                             break;

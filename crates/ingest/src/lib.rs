@@ -16,6 +16,6 @@ mod stats;
 mod worker;
 
 pub use convert::{ConvertError, ConvertOptions, ConvertReport, Input, Progress, convert};
-pub use rpc::{RpcMode, RpcOptions, RpcStage, SegmentAt};
+pub use rpc::{RpcMode, RpcOptions, RpcStage, SegmentAt, TablesOn, chunk_segments};
 pub use stats::{FrameStats, ProtocolClass};
 pub use worker::{FrameMeta, RecordTap, StatsTap, Taps, Worker, WorkerOptions};

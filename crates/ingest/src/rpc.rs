@@ -99,6 +99,13 @@ impl SegmentAt {
         })
     }
 
+    /// Asks the CPU to fetch the first lines of the payload (the RPC
+    /// header and the call's arguments) from the frame's `bytes`.
+    #[inline(always)]
+    fn prefetch(&self, bytes: &[u8]) {
+        wire::hint::prefetch(bytes.as_ptr().wrapping_add(self.payload_start as usize), 3);
+    }
+
     /// The segment, its payload taken from the frame's `bytes`.
     #[inline]
     pub fn segment<'a>(&self, bytes: &'a [u8]) -> Segment<'a> {
@@ -119,13 +126,59 @@ impl SegmentAt {
     }
 }
 
+/// Which thread encodes a stage's tables.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TablesOn {
+    /// A writer thread of the stage's own: for a stage inside a capture
+    /// worker, whose thread must get back to its ring.
+    WriterThread,
+    /// The thread that feeds the stage: for a conversion's stage, which
+    /// has a thread to itself. Handing the transactions to another thread
+    /// there only added their copying from core to core (they are a few
+    /// hundred bytes each): 4 % of a conversion's CPU time.
+    Caller,
+}
+
+/// Where transactions go once complete.
+enum Tables {
+    /// Nothing written yet.
+    NotStarted,
+    Thread(WriterThread),
+    /// Boxed: the encoders are a few hundred KiB.
+    Inline(Box<RpcWriter>),
+}
+
+/// The segments a worker found in `chunk`, in order, each ready for the
+/// tracker; the payloads of the next few are fetched into the cache
+/// meanwhile (the worker read only the frames' headers, and the tracker
+/// waits on every payload it reads otherwise).
+pub fn chunk_segments<'a>(
+    chunk: &'a pcapio::Chunk,
+    segments: &'a [SegmentAt],
+) -> impl Iterator<Item = Segment<'a>> + 'a {
+    const AHEAD: usize = 4;
+    let bytes = |s: &SegmentAt| {
+        chunk
+            .frames
+            .get(s.frame as usize)
+            .map_or(&[][..], |f| chunk.frame_bytes(f))
+    };
+    segments.iter().enumerate().map(move |(k, s)| {
+        if let Some(next) = segments.get(k + AHEAD) {
+            next.prefetch(bytes(next));
+        }
+        s.segment(bytes(s))
+    })
+}
+
 /// One tracker and its writer.
 pub struct RpcStage {
     opts: RpcOptions,
     /// Running (Auto turns it on at the first NFS or portmapper frame).
     active: bool,
     tracker: Tracker,
-    writer: Option<WriterThread>,
+    tables_on: TablesOn,
+    tables: Tables,
     dataset: Dataset,
     writer_id: u16,
     done: Vec<Transaction>,
@@ -133,12 +186,18 @@ pub struct RpcStage {
 
 impl RpcStage {
     /// A stage writing as `writer_id` (unique among the dataset's stages).
-    pub fn new(dataset: &Dataset, writer_id: u16, opts: RpcOptions) -> RpcStage {
+    pub fn new(
+        dataset: &Dataset,
+        writer_id: u16,
+        opts: RpcOptions,
+        tables_on: TablesOn,
+    ) -> RpcStage {
         RpcStage {
             opts,
             active: opts.mode == RpcMode::On,
             tracker: Tracker::new(opts.tracker),
-            writer: None,
+            tables_on,
+            tables: Tables::NotStarted,
             dataset: dataset.clone(),
             writer_id,
             done: Vec::new(),
@@ -173,15 +232,27 @@ impl RpcStage {
         self.flush(false)
     }
 
-    /// Hands the completed transactions to the writer once there are
-    /// enough of them (`all`: whatever there is).
+    /// Writes the completed transactions: at once where the tables are
+    /// encoded on this thread (while they are still in the cache), else
+    /// handed to the writer thread once there are enough of them (`all`:
+    /// whatever there is).
     #[inline]
     fn flush(&mut self, all: bool) -> Result<(), StoreError> {
-        let due = self.done.len() >= WRITE_BATCH || (all && !self.done.is_empty());
-        if !due {
+        if self.done.is_empty() {
             return Ok(());
         }
-        self.hand_over()
+        match &mut self.tables {
+            Tables::Inline(w) => {
+                for t in &self.done {
+                    w.push(t)?;
+                }
+                self.done.clear();
+                Ok(())
+            }
+            Tables::NotStarted if self.tables_on == TablesOn::Caller => self.hand_over(),
+            _ if self.done.len() >= WRITE_BATCH || all => self.hand_over(),
+            _ => Ok(()),
+        }
     }
 
     /// Out of line: starting the writer puts its encoders (a few hundred
@@ -189,16 +260,28 @@ impl RpcStage {
     /// page of it on each call.
     #[inline(never)]
     fn hand_over(&mut self) -> Result<(), StoreError> {
-        if self.writer.is_none() {
+        if let Tables::NotStarted = self.tables {
             self.dataset.subdir(RPC_DIR)?;
             self.dataset.subdir(NFS_DIR)?;
             let w = RpcWriter::new(self.dataset.root(), self.writer_id, 1 << 22);
-            self.writer = Some(WriterThread::start(w)?);
+            self.tables = match self.tables_on {
+                TablesOn::WriterThread => Tables::Thread(WriterThread::start(w)?),
+                TablesOn::Caller => Tables::Inline(Box::new(w)),
+            };
         }
-        let batch = std::mem::replace(&mut self.done, Vec::with_capacity(WRITE_BATCH));
-        match self.writer.as_mut() {
-            Some(w) => w.send(batch),
-            None => Ok(()),
+        match &mut self.tables {
+            Tables::Thread(w) => {
+                let batch = std::mem::replace(&mut self.done, Vec::with_capacity(WRITE_BATCH));
+                w.send(batch)
+            }
+            Tables::Inline(w) => {
+                for t in &self.done {
+                    w.push(t)?;
+                }
+                self.done.clear();
+                Ok(())
+            }
+            Tables::NotStarted => Ok(()),
         }
     }
 
@@ -210,9 +293,10 @@ impl RpcStage {
         }
         self.tracker.finish(&mut self.done);
         self.flush(true)?;
-        let (rpc_files, nfs_files) = match self.writer.take() {
-            Some(w) => w.finish()?,
-            None => (Vec::new(), Vec::new()),
+        let (rpc_files, nfs_files) = match std::mem::replace(&mut self.tables, Tables::NotStarted) {
+            Tables::Thread(w) => w.finish()?,
+            Tables::Inline(w) => w.finish()?,
+            Tables::NotStarted => (Vec::new(), Vec::new()),
         };
         let c = self.tracker.counters();
         let counters: BTreeMap<String, u64> = [

@@ -5,7 +5,7 @@ use store::{
 };
 use wire::{Has, LinkType, decode};
 
-use crate::rpc::{RpcMode, RpcOptions, RpcStage, SegmentAt};
+use crate::rpc::{RpcMode, RpcOptions, RpcStage, SegmentAt, TablesOn};
 use crate::stats::FrameStats;
 use store::manifest::RpcInfo;
 
@@ -102,7 +102,7 @@ impl Worker {
         let rpc = opts
             .rpc
             .filter(|o| o.mode != RpcMode::Off)
-            .map(|o| RpcStage::new(&dataset, id, o));
+            .map(|o| RpcStage::new(&dataset, id, o, TablesOn::WriterThread));
         Worker {
             id,
             dataset,

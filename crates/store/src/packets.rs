@@ -216,7 +216,8 @@ impl PacketWriter {
             let order = &self.order;
             for (k, &i) in order.iter().enumerate() {
                 if let Some(&next) = order.get(k + AHEAD) {
-                    prefetch(&rows[next as usize]);
+                    // A record spans up to three cache lines.
+                    wire::hint::prefetch(&rows[next as usize], 3);
                 }
                 let row = &rows[i as usize];
                 match head {
@@ -470,25 +471,6 @@ fn populate(start: usize, bytes: usize) {
     }
     #[cfg(not(target_os = "linux"))]
     let _ = (start, bytes);
-}
-
-#[inline(always)]
-fn prefetch(r: &PacketRecord) {
-    #[cfg(target_arch = "x86_64")]
-    {
-        use std::arch::x86_64::{_MM_HINT_T0, _mm_prefetch};
-        let p = r as *const PacketRecord as *const i8;
-        // SAFETY: a prefetch is only a hint to the cache; it reads nothing
-        // and cannot fault, and SSE is part of the x86_64 baseline. A record
-        // spans up to three cache lines.
-        unsafe {
-            _mm_prefetch::<_MM_HINT_T0>(p);
-            _mm_prefetch::<_MM_HINT_T0>(p.wrapping_add(64));
-            _mm_prefetch::<_MM_HINT_T0>(p.wrapping_add(128));
-        }
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = r;
 }
 
 fn mac_num(m: &[u8; 6]) -> u128 {

@@ -21,6 +21,7 @@ mod bytes;
 pub mod decode;
 pub mod fasthash;
 pub mod flow;
+pub mod hint;
 pub mod ip;
 pub mod link;
 pub mod linktype;
