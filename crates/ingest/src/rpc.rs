@@ -4,7 +4,8 @@
 //! Calls and replies must meet in one tracker, so the stage sits where a
 //! flow's packets arrive in order: in each capture worker (the fanout
 //! group's flow hash keeps both directions of a flow on one worker), and
-//! in each reader of a conversion (its workers take chunks in any order).
+//! in a conversion on a thread per source, which takes the chunks back
+//! from the workers in the reader's order (they finish them in any order).
 
 use std::collections::BTreeMap;
 use std::ops::Range;

@@ -765,21 +765,10 @@ impl Calls {
                     Transaction {
                         call_ts: Some(w.ts),
                         last_call_ts: Some(w.ts),
-                        reply_ts: None,
-                        client: key.client,
-                        client_port: key.client_port,
-                        server: key.server,
-                        server_port: key.server_port,
-                        proto: key.proto,
-                        xid: key.xid,
                         call: Some(c),
-                        reply: None,
-                        status: None,
                         call_bytes: w.len.min(u32::MAX as u64) as u32,
-                        reply_bytes: 0,
-                        retransmits: 0,
                         gap: w.gap,
-                        detail: CallDetail::default(),
+                        ..blank(&key)
                     },
                 );
                 if let Some(t) = self.open[slot].as_mut() {
@@ -805,31 +794,36 @@ impl Calls {
                     }
                     None => {
                         self.counters.replies_without_call += 1;
-                        let mut t = Transaction {
-                            call_ts: None,
-                            last_call_ts: None,
-                            reply_ts: None,
-                            client: key.client,
-                            client_port: key.client_port,
-                            server: key.server,
-                            server_port: key.server_port,
-                            proto: key.proto,
-                            xid: key.xid,
-                            call: None,
-                            reply: None,
-                            status: None,
-                            call_bytes: 0,
-                            reply_bytes: 0,
-                            retransmits: 0,
-                            gap: false,
-                            detail: CallDetail::default(),
-                        };
+                        let mut t = blank(&key);
                         fill_reply(&mut t, &r, &w);
                         out.push(t);
                     }
                 }
             }
         }
+    }
+}
+
+/// A transaction between the key's ends with nothing seen yet.
+fn blank(k: &CallKey) -> Transaction {
+    Transaction {
+        call_ts: None,
+        last_call_ts: None,
+        reply_ts: None,
+        client: k.client,
+        client_port: k.client_port,
+        server: k.server,
+        server_port: k.server_port,
+        proto: k.proto,
+        xid: k.xid,
+        call: None,
+        reply: None,
+        status: None,
+        call_bytes: 0,
+        reply_bytes: 0,
+        retransmits: 0,
+        gap: false,
+        detail: CallDetail::default(),
     }
 }
 
