@@ -243,13 +243,7 @@ impl RpcStage {
             return Ok(());
         }
         match &mut self.tables {
-            Tables::Inline(w) => {
-                for t in &self.done {
-                    w.push(t)?;
-                }
-                self.done.clear();
-                Ok(())
-            }
+            Tables::Inline(w) => write_all(w, &mut self.done),
             Tables::NotStarted if self.tables_on == TablesOn::Caller => self.hand_over(),
             _ if self.done.len() >= WRITE_BATCH || all => self.hand_over(),
             _ => Ok(()),
@@ -275,13 +269,7 @@ impl RpcStage {
                 let batch = std::mem::replace(&mut self.done, Vec::with_capacity(WRITE_BATCH));
                 w.send(batch)
             }
-            Tables::Inline(w) => {
-                for t in &self.done {
-                    w.push(t)?;
-                }
-                self.done.clear();
-                Ok(())
-            }
+            Tables::Inline(w) => write_all(w, &mut self.done),
             Tables::NotStarted => Ok(()),
         }
     }
@@ -330,6 +318,15 @@ impl RpcStage {
             nfs_files,
         }))
     }
+}
+
+/// Writes `done` into the tables on this thread and empties it.
+fn write_all(w: &mut RpcWriter, done: &mut Vec<Transaction>) -> Result<(), StoreError> {
+    for t in done.iter() {
+        w.push(t)?;
+    }
+    done.clear();
+    Ok(())
 }
 
 /// Transactions handed to the writer at a time.
