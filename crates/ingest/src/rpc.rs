@@ -239,15 +239,16 @@ impl RpcStage {
     /// whatever there is).
     #[inline]
     fn flush(&mut self, all: bool) -> Result<(), StoreError> {
-        if self.done.is_empty() {
+        let due = match self.tables_on {
+            TablesOn::Caller => !self.done.is_empty(),
+            TablesOn::WriterThread => {
+                self.done.len() >= WRITE_BATCH || (all && !self.done.is_empty())
+            }
+        };
+        if !due {
             return Ok(());
         }
-        match &mut self.tables {
-            Tables::Inline(w) => write_all(w, &mut self.done),
-            Tables::NotStarted if self.tables_on == TablesOn::Caller => self.hand_over(),
-            _ if self.done.len() >= WRITE_BATCH || all => self.hand_over(),
-            _ => Ok(()),
-        }
+        self.hand_over()
     }
 
     /// Out of line: starting the writer puts its encoders (a few hundred
