@@ -753,3 +753,40 @@ pub fn track(
     }
     count
 }
+
+/// The tracker over `segments` as a conversion's RPC stage runs it:
+/// transactions written into the rpc and nfs tables under `root` from
+/// where the tracker keeps them, every `batch` of them (1: each as it
+/// completes). Returns the transactions written.
+pub fn track_and_write(
+    chunks: &[pcapio::Chunk],
+    segments: &[Vec<ingest::SegmentAt>],
+    root: &std::path::Path,
+    batch: usize,
+) -> u64 {
+    let _ = std::fs::remove_dir_all(root);
+    for d in [store::rpc::RPC_DIR, store::rpc::NFS_DIR] {
+        std::fs::create_dir_all(root.join(d)).expect("making the table directories");
+    }
+    let mut w = Box::new(store::rpc::RpcWriter::new(root, 0, 1 << 22));
+    let mut tracker = rpc::Tracker::new(rpc::TrackerOptions::default());
+    let mut write = |tracker: &mut rpc::Tracker| {
+        for t in tracker.ready() {
+            w.push(t).expect("writing the rpc tables");
+        }
+        tracker.release();
+    };
+    for (c, segs) in chunks.iter().zip(segments) {
+        for seg in ingest::chunk_segments(c, segs) {
+            tracker.track(&seg);
+            if tracker.ready().len() >= batch {
+                write(&mut tracker);
+            }
+        }
+    }
+    tracker.end();
+    write(&mut tracker);
+    let rows = w.rows();
+    w.finish().expect("closing the rpc tables");
+    rows
+}

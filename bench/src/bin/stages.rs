@@ -102,6 +102,7 @@ fn main() {
     let per_tx = |ns_per_frame: f64| ns_per_frame * n as f64 / txs.len().max(1) as f64;
     let root = std::env::temp_dir().join("weir-stages-rpc");
     let (mut tracks, mut writes) = (Vec::new(), Vec::new());
+    let (mut each, mut batched) = (Vec::new(), Vec::new());
     for _ in 0..reps {
         let t = Instant::now();
         let count = track(&chunks, &segments, None);
@@ -127,6 +128,17 @@ fn main() {
             "rpc write       {write_ns:6.1} ns/frame  ({:.0} ns per transaction)",
             per_tx(write_ns)
         );
+        for (batch, into) in [(1, &mut each), (256, &mut batched)] {
+            let t = Instant::now();
+            let rows = weir_bench::track_and_write(&chunks, &segments, &root, batch);
+            let ns = per(t.elapsed());
+            assert_eq!(rows as usize, txs.len());
+            println!(
+                "rpc stage, written {batch:3} at a time  {ns:6.1} ns/frame  ({:.0} ns per transaction)",
+                per_tx(ns)
+            );
+            into.push(ns);
+        }
         tracks.push(track_ns);
         writes.push(write_ns);
     }
@@ -136,6 +148,12 @@ fn main() {
             "median of {reps}: rpc track {t:.1} ns/frame ({:.0} per transaction), rpc write {w:.1} ns/frame ({:.0} per transaction)",
             per_tx(t),
             per_tx(w)
+        );
+        let (e, b) = (spread(&each).median, spread(&batched).median);
+        println!(
+            "median of {reps}: rpc stage (track and write), each transaction written as it completes {e:.1} ns/frame ({:.0} per transaction), 256 at a time {b:.1} ns/frame ({:.0} per transaction)",
+            per_tx(e),
+            per_tx(b)
         );
     }
     let _ = std::fs::remove_dir_all(&root);

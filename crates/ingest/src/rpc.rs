@@ -182,7 +182,6 @@ pub struct RpcStage {
     tables: Tables,
     dataset: Dataset,
     writer_id: u16,
-    done: Vec<Transaction>,
 }
 
 impl RpcStage {
@@ -201,7 +200,6 @@ impl RpcStage {
             tables: Tables::NotStarted,
             dataset: dataset.clone(),
             writer_id,
-            done: Vec::new(),
         }
     }
 
@@ -229,24 +227,27 @@ impl RpcStage {
             }
             self.active = true;
         }
-        self.tracker.segment(seg, &mut self.done);
+        self.tracker.track(seg);
         self.flush(false)
     }
 
-    /// Writes the completed transactions: at once where the tables are
-    /// encoded on this thread (while they are still in the cache), else
-    /// handed to the writer thread once there are enough of them (`all`:
-    /// whatever there is).
+    /// Writes the completed transactions once there are enough of them
+    /// (`all`: whatever there is): read where the tracker keeps them where
+    /// the tables are encoded on this thread, else moved to the writer
+    /// thread.
     #[inline]
     fn flush(&mut self, all: bool) -> Result<(), StoreError> {
-        if self.done.is_empty() {
+        let ready = self.tracker.ready().len();
+        let batch = match self.tables_on {
+            TablesOn::Caller => INLINE_BATCH,
+            TablesOn::WriterThread => WRITE_BATCH,
+        };
+        if ready == 0 || (ready < batch && !all) {
             return Ok(());
         }
         match &mut self.tables {
-            Tables::Inline(w) => write_all(w, &mut self.done),
-            Tables::NotStarted if self.tables_on == TablesOn::Caller => self.hand_over(),
-            _ if self.done.len() >= WRITE_BATCH || all => self.hand_over(),
-            _ => Ok(()),
+            Tables::Inline(w) => write_ready(w, &mut self.tracker),
+            _ => self.hand_over(),
         }
     }
 
@@ -269,10 +270,11 @@ impl RpcStage {
         }
         match &mut self.tables {
             Tables::Thread(w) => {
-                let batch = std::mem::replace(&mut self.done, Vec::with_capacity(WRITE_BATCH));
+                let mut batch = Vec::with_capacity(WRITE_BATCH);
+                self.tracker.take_ready(&mut batch);
                 w.send(batch)
             }
-            Tables::Inline(w) => write_all(w, &mut self.done),
+            Tables::Inline(w) => write_ready(w, &mut self.tracker),
             Tables::NotStarted => Ok(()),
         }
     }
@@ -283,7 +285,7 @@ impl RpcStage {
         if !self.active {
             return Ok(None);
         }
-        self.tracker.finish(&mut self.done);
+        self.tracker.end();
         self.flush(true)?;
         let (rpc_files, nfs_files) = match std::mem::replace(&mut self.tables, Tables::NotStarted) {
             Tables::Thread(w) => w.finish()?,
@@ -323,17 +325,21 @@ impl RpcStage {
     }
 }
 
-/// Writes `done` into the tables on this thread and empties it.
-fn write_all(w: &mut RpcWriter, done: &mut Vec<Transaction>) -> Result<(), StoreError> {
-    for t in done.iter() {
+/// Writes the tracker's completed transactions into the tables on this
+/// thread, where the tracker keeps them, and lets go of them.
+fn write_ready(w: &mut RpcWriter, tracker: &mut Tracker) -> Result<(), StoreError> {
+    for t in tracker.ready() {
         w.push(t)?;
     }
-    done.clear();
+    tracker.release();
     Ok(())
 }
 
-/// Transactions handed to the writer at a time.
+/// Transactions handed to the writer thread at a time.
 const WRITE_BATCH: usize = 1024;
+/// Transactions written at a time on the tracker's thread: see
+/// [`Tracker::track`] (64 and 1,024 were slower).
+const INLINE_BATCH: usize = 256;
 
 /// An [`RpcWriter`] on a thread of its own: encoding the tables costs about
 /// as much as tracking does, and only the tracker must see every segment

@@ -312,6 +312,92 @@ fn unanswered_calls_time_out_and_retransmissions_are_counted() {
     assert_eq!((k.calls_without_reply, k.retransmitted_calls), (2, 1));
 }
 
+/// A caller that reads completed transactions where the tracker keeps
+/// them, a few at a time, sees what one taking them segment by segment
+/// does: slots are not reused before they are released.
+#[test]
+fn transactions_read_in_place_equal_those_taken() {
+    // Calls over several UDP ports, most answered late and out of order,
+    // some retransmitted, some never answered, replies to calls never
+    // seen, an xid used again for another call, and a jump past the call
+    // timeout.
+    let mut segs: Vec<(i64, bool, u16, Vec<u8>)> = Vec::new();
+    let mut ts = 1_000_000_000i64;
+    for i in 0..400u32 {
+        ts += 1_000_000;
+        let port = 700 + (i % 5) as u16;
+        segs.push((ts, true, port, getattr(i)));
+        if i % 9 == 0 {
+            segs.push((ts + 10, true, port, getattr(i)));
+        }
+        if i % 13 == 0 {
+            segs.push((ts + 20, true, port, read(i, 4096, 512)));
+        }
+        if i >= 3 && i % 11 != 0 {
+            let j = i - 3;
+            segs.push((
+                ts + 30,
+                false,
+                700 + (j % 5) as u16,
+                getattr_reply(j, j as u64),
+            ));
+        }
+        if i % 17 == 0 {
+            segs.push((ts + 40, false, 799, getattr_reply(90_000 + i, 1)));
+        }
+        if i == 200 {
+            ts += 40_000_000_000;
+        }
+    }
+    fn seg((ts, call, port, payload): &(i64, bool, u16, Vec<u8>)) -> Segment<'_> {
+        let (src, dst, sp, dp) = if *call {
+            (CLIENT, SERVER, *port, 2049)
+        } else {
+            (SERVER, CLIENT, 2049, *port)
+        };
+        Segment {
+            ts_ns: *ts,
+            src,
+            dst,
+            src_port: sp,
+            dst_port: dp,
+            proto: UDP,
+            tcp_seq: 0,
+            tcp_flags: 0,
+            payload: &payload[..],
+            payload_wire: payload.len() as u32,
+        }
+    }
+    let mut taken = Vec::new();
+    let mut a = Tracker::new(TrackerOptions::default());
+    for s in &segs {
+        a.segment(&seg(s), &mut taken);
+    }
+    a.finish(&mut taken);
+    for batch in [1, 7, 64] {
+        let mut read = Vec::new();
+        let mut b = Tracker::new(TrackerOptions::default());
+        for s in &segs {
+            b.track(&seg(s));
+            if b.ready().len() >= batch {
+                read.extend(b.ready().cloned());
+                b.release();
+            }
+        }
+        b.end();
+        read.extend(b.ready().cloned());
+        b.release();
+        assert_eq!(read, taken, "batches of {batch}");
+        assert_eq!(b.counters(), a.counters());
+    }
+    let k = a.counters();
+    assert!(k.matched > 300 && k.calls_without_reply > 30, "{k:?}");
+    assert!(
+        k.replies_without_call > 20 && k.retransmitted_calls > 40,
+        "{k:?}"
+    );
+}
+
 #[test]
 fn nothing_panics_on_hostile_streams() {
     let mut t = Tracker::new(TrackerOptions::default());

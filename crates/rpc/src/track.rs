@@ -76,7 +76,7 @@ pub struct Segment<'a> {
 
 /// One call with its reply, or a call that got none, or a reply whose call
 /// was not seen.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Transaction {
     /// First and last time the call was seen (they differ when the call
     /// was retransmitted); `None` for a reply without its call.
@@ -293,11 +293,17 @@ struct Calls {
     opts: TrackerOptions,
     /// The calls awaiting replies, by key: their slot in `open`.
     pending: FastMap<CallKey, u32>,
-    /// The open calls' transactions, their reply fields still empty; the
-    /// reply is filled in where the call lies. A transaction is a few
-    /// hundred bytes: kept in the map it was copied on every insert and
-    /// remove, and that copying was a sixth of the tracker's time.
-    open: Vec<Option<Transaction>>,
+    /// The transactions: open calls (their reply fields still empty; the
+    /// reply is filled in where the call lies), then completed ones,
+    /// which the caller reads there ([`Tracker::ready`]) before the slot
+    /// is used again. A transaction is a few hundred bytes: kept in the
+    /// map it was copied on every insert and remove (a sixth of the
+    /// tracker's time), and moving it out to the caller cost 5 % of a
+    /// conversion's RPC stage.
+    open: Vec<Transaction>,
+    /// Slots of `open` holding completed transactions, in the order they
+    /// completed, until [`Tracker::release`].
+    ready: Vec<u32>,
     /// Slots of `open` that are free.
     free: Vec<u32>,
     counters: Counters,
@@ -311,6 +317,7 @@ impl Tracker {
                 opts,
                 pending: FastMap::default(),
                 open: Vec::new(),
+                ready: Vec::new(),
                 free: Vec::new(),
                 counters: Counters::default(),
             },
@@ -324,11 +331,56 @@ impl Tracker {
 
     /// Takes one packet; completed transactions are appended to `out`.
     pub fn segment(&mut self, seg: &Segment, out: &mut Vec<Transaction>) {
+        self.track(seg);
+        self.take_ready(out);
+    }
+
+    /// Ends the capture: calls still open are given up on, and appended
+    /// to `out` with every completed transaction not yet taken.
+    pub fn finish(&mut self, out: &mut Vec<Transaction>) {
+        self.end();
+        self.take_ready(out);
+    }
+
+    /// Moves the completed transactions to `out` and frees their slots.
+    pub fn take_ready(&mut self, out: &mut Vec<Transaction>) {
+        let calls = &mut self.calls;
+        out.extend(
+            calls
+                .ready
+                .iter()
+                .map(|&i| std::mem::take(&mut calls.open[i as usize])),
+        );
+        self.release();
+    }
+
+    /// The transactions completed since the last [`Tracker::release`], in
+    /// the order they completed, read where the tracker built them.
+    pub fn ready(&self) -> impl ExactSizeIterator<Item = &Transaction> {
+        self.calls
+            .ready
+            .iter()
+            .map(|&i| &self.calls.open[i as usize])
+    }
+
+    /// Lets go of the transactions [`Tracker::ready`] gave.
+    pub fn release(&mut self) {
+        let calls = &mut self.calls;
+        calls.free.append(&mut calls.ready);
+    }
+
+    /// Takes one packet; completed transactions wait in
+    /// [`Tracker::ready`]. A caller that reads them there does best to
+    /// take a batch at a time: tracking a few hundred transactions, then
+    /// writing them, keeps the tracker's and the writer's code and data
+    /// each in the cache in turn; a conversion's RPC stage ran 12 % faster
+    /// so than writing each transaction as it completed.
+    pub fn track(&mut self, seg: &Segment) {
         if seg.ts_ns.saturating_sub(self.last_sweep) >= 1_000_000_000 {
-            self.sweep(seg.ts_ns, out);
+            self.sweep(seg.ts_ns);
         }
         match seg.proto {
-            TCP => self.tcp(seg, out),
+            TCP => self.tcp(seg),
             UDP if !seg.payload.is_empty() => {
                 let whole = Whole {
                     bytes: seg.payload,
@@ -336,14 +388,15 @@ impl Tracker {
                     gap: (seg.payload.len() as u32) < seg.payload_wire,
                     ts: seg.ts_ns,
                 };
-                self.calls.message(seg, whole, false, out);
+                self.calls.message(seg, whole, false);
             }
             _ => {}
         }
     }
 
-    /// Ends the capture: calls still open are given up on.
-    pub fn finish(&mut self, out: &mut Vec<Transaction>) {
+    /// Ends the capture: calls still open are given up on, and join
+    /// [`Tracker::ready`] by the time they were first seen.
+    pub fn end(&mut self) {
         let calls = &mut self.calls;
         calls.counters.unfinished += self
             .streams
@@ -351,15 +404,13 @@ impl Tracker {
             .filter(|s| s.mode == Mode::Synced && s.msg_started)
             .count() as u64;
         self.streams.clear();
-        calls.pending.clear();
-        calls.free.clear();
-        let mut open: Vec<Transaction> = calls.open.drain(..).flatten().collect();
-        open.sort_by_key(|t| t.call_ts);
+        let mut open: Vec<u32> = calls.pending.drain().map(|(_, i)| i).collect();
+        open.sort_by_key(|&i| calls.open[i as usize].call_ts);
         calls.counters.calls_without_reply += open.len() as u64;
-        out.append(&mut open);
+        calls.ready.append(&mut open);
     }
 
-    fn sweep(&mut self, now: i64, out: &mut Vec<Transaction>) {
+    fn sweep(&mut self, now: i64) {
         self.last_sweep = now;
         let calls = &mut self.calls;
         let call_limit = now.saturating_sub(calls.opts.call_timeout_ns);
@@ -367,23 +418,22 @@ impl Tracker {
             .pending
             .iter()
             .filter_map(|(k, &i)| {
-                let t = calls.open[i as usize].as_ref()?;
+                let t = &calls.open[i as usize];
                 let last = t.last_call_ts.unwrap_or(i64::MIN);
                 (last < call_limit).then(|| (t.call_ts.unwrap_or(i64::MIN), *k))
             })
             .collect();
         expired.sort_by_key(|(first, _)| *first);
         for (_, k) in expired {
-            if let Some(t) = calls.take(&k) {
+            if calls.close(&k) {
                 calls.counters.calls_without_reply += 1;
-                out.push(t);
             }
         }
         let idle_limit = now.saturating_sub(calls.opts.stream_idle_ns);
         self.streams.retain(|_, s| s.last_ts >= idle_limit);
     }
 
-    fn tcp(&mut self, seg: &Segment, out: &mut Vec<Transaction>) {
+    fn tcp(&mut self, seg: &Segment) {
         let dir = Dir {
             src: seg.src,
             dst: seg.dst,
@@ -416,7 +466,7 @@ impl Tracker {
             return;
         }
         if st.mode != Mode::NotRpc {
-            self.calls.stream_data(seg, st, out);
+            self.calls.stream_data(seg, st);
         }
         if end {
             if st.mode == Mode::Synced && st.msg_started {
@@ -445,37 +495,46 @@ impl Calls {
     #[inline]
     fn call(&self, key: &CallKey) -> Option<&Transaction> {
         let i = *self.pending.get(key)?;
-        self.open.get(i as usize)?.as_ref()
+        self.open.get(i as usize)
     }
 
-    /// Takes the open call under `key` out of the open calls.
+    /// Completes the open call under `key` as it is; false if there was
+    /// none.
     #[inline]
-    fn take(&mut self, key: &CallKey) -> Option<Transaction> {
-        let i = self.pending.remove(key)?;
-        self.free.push(i);
-        self.open.get_mut(i as usize)?.take()
+    fn close(&mut self, key: &CallKey) -> bool {
+        let Some(i) = self.pending.remove(key) else {
+            return false;
+        };
+        self.ready.push(i);
+        true
     }
 
-    /// Opens a call under `key` (none is open under it); returns its slot.
+    /// A free slot, made blank for a transaction under `key`.
     #[inline]
-    fn open_call(&mut self, key: CallKey, t: Transaction) -> usize {
+    fn slot(&mut self, key: &CallKey) -> (u32, &mut Transaction) {
         let i = match self.free.pop() {
-            Some(i) => {
-                self.open[i as usize] = Some(t);
-                i
-            }
+            Some(i) => i,
             None => {
-                self.open.push(Some(t));
+                self.open.push(Transaction::default());
                 (self.open.len() - 1) as u32
             }
         };
+        let t = &mut self.open[i as usize];
+        *t = blank(key);
+        (i, t)
+    }
+
+    /// Opens a call under `key` (none is open under it): its slot, blank.
+    #[inline]
+    fn open_call(&mut self, key: CallKey) -> &mut Transaction {
+        let (i, _) = self.slot(&key);
         self.pending.insert(key, i);
-        i as usize
+        &mut self.open[i as usize]
     }
 
     /// Places a segment's bytes in its stream: drops what was seen
     /// before, turns missing bytes into a gap, and feeds the rest.
-    fn stream_data(&mut self, seg: &Segment, st: &mut Stream, out: &mut Vec<Transaction>) {
+    fn stream_data(&mut self, seg: &Segment, st: &mut Stream) {
         let mut data = seg.payload;
         let mut wire = seg.payload_wire as u64;
         let mut seq = seg.tcp_seq;
@@ -492,7 +551,7 @@ impl Calls {
                 wire -= old;
                 seq = next;
             } else if ahead > 0 {
-                self.gap(seg, st, ahead as u64, out);
+                self.gap(seg, st, ahead as u64);
             }
         }
         st.next_seq = Some(seq.wrapping_add(wire as u32));
@@ -513,10 +572,10 @@ impl Calls {
                 self.counters.resyncs += 1;
             }
         }
-        self.feed(seg, st, data, out);
+        self.feed(seg, st, data);
         let uncaptured = wire - data.len() as u64;
         if uncaptured > 0 {
-            self.gap(seg, st, uncaptured, out);
+            self.gap(seg, st, uncaptured);
         }
     }
 
@@ -547,7 +606,7 @@ impl Calls {
     }
 
     /// `n` bytes of the stream are missing.
-    fn gap(&mut self, seg: &Segment, st: &mut Stream, mut n: u64, out: &mut Vec<Transaction>) {
+    fn gap(&mut self, seg: &Segment, st: &mut Stream, mut n: u64) {
         self.counters.gaps += 1;
         self.counters.gap_bytes += n;
         if st.mode != Mode::Synced {
@@ -562,7 +621,7 @@ impl Calls {
             if st.frag_left == 0 {
                 st.in_body = false;
                 if st.last_frag {
-                    self.complete(seg, st, out);
+                    self.complete(seg, st);
                 }
             }
         }
@@ -579,13 +638,7 @@ impl Calls {
         }
     }
 
-    fn feed(
-        &mut self,
-        seg: &Segment,
-        st: &mut Stream,
-        mut data: &[u8],
-        out: &mut Vec<Transaction>,
-    ) {
+    fn feed(&mut self, seg: &Segment, st: &mut Stream, mut data: &[u8]) {
         while !data.is_empty() {
             if !st.in_body {
                 if st.mark_have == 0 && data.len() >= 4 {
@@ -600,7 +653,7 @@ impl Calls {
                             gap: false,
                             ts: seg.ts_ns,
                         };
-                        self.message(seg, whole, true, out);
+                        self.message(seg, whole, true);
                         data = &data[4 + len..];
                         continue;
                     }
@@ -633,7 +686,7 @@ impl Calls {
                 if len == 0 {
                     st.in_body = false;
                     if st.last_frag {
-                        self.complete(seg, st, out);
+                        self.complete(seg, st);
                     }
                 }
                 continue;
@@ -663,7 +716,7 @@ impl Calls {
                     // Stamped with the segment that completed it, as
                     // tshark stamps a reassembled message.
                     st.msg_ts = seg.ts_ns;
-                    self.complete(seg, st, out);
+                    self.complete(seg, st);
                 }
             }
         }
@@ -692,7 +745,7 @@ impl Calls {
         Some(keep.unwrap_or(max).min(max))
     }
 
-    fn complete(&mut self, seg: &Segment, st: &mut Stream, out: &mut Vec<Transaction>) {
+    fn complete(&mut self, seg: &Segment, st: &mut Stream) {
         let msg = std::mem::take(&mut st.msg);
         let whole = Whole {
             bytes: &msg,
@@ -700,13 +753,13 @@ impl Calls {
             gap: st.msg_gap,
             ts: st.msg_ts,
         };
-        self.message(seg, whole, true, out);
+        self.message(seg, whole, true);
         st.msg = msg;
         st.reset_message();
     }
 
     /// A whole message, from a stream or a datagram, from `seg`'s sender.
-    fn message(&mut self, seg: &Segment, w: Whole, stream: bool, out: &mut Vec<Transaction>) {
+    fn message(&mut self, seg: &Segment, w: Whole, stream: bool) {
         let Some(m) = msg::parse(w.bytes) else {
             if w.gap {
                 // A gap cut it before its header was whole.
@@ -739,11 +792,8 @@ impl Calls {
                     proto: seg.proto,
                     xid: c.xid,
                 };
-                if let Some(p) = self
-                    .pending
-                    .get(&key)
-                    .and_then(|&i| self.open[i as usize].as_mut())
-                {
+                if let Some(&i) = self.pending.get(&key) {
+                    let p = &mut self.open[i as usize];
                     let same = p.call.is_some_and(|o| {
                         (o.program, o.version, o.procedure) == (c.program, c.version, c.procedure)
                     });
@@ -755,26 +805,18 @@ impl Calls {
                     }
                     // The xid was used again for another call: the first
                     // got no reply.
-                    if let Some(old) = self.take(&key) {
+                    if self.close(&key) {
                         self.counters.calls_without_reply += 1;
-                        out.push(old);
                     }
                 }
-                let slot = self.open_call(
-                    key,
-                    Transaction {
-                        call_ts: Some(w.ts),
-                        last_call_ts: Some(w.ts),
-                        call: Some(c),
-                        call_bytes: w.len.min(u32::MAX as u64) as u32,
-                        gap: w.gap,
-                        ..blank(&key)
-                    },
-                );
-                if let Some(t) = self.open[slot].as_mut() {
-                    let args = w.bytes.get(c.args_at..).unwrap_or(&[]);
-                    nfs::decode_call_into(c.program, c.version, c.procedure, args, &mut t.detail);
-                }
+                let t = self.open_call(key);
+                t.call_ts = Some(w.ts);
+                t.last_call_ts = Some(w.ts);
+                t.call = Some(c);
+                t.call_bytes = w.len.min(u32::MAX as u64) as u32;
+                t.gap = w.gap;
+                let args = w.bytes.get(c.args_at..).unwrap_or(&[]);
+                nfs::decode_call_into(c.program, c.version, c.procedure, args, &mut t.detail);
             }
             Message::Reply(r) => {
                 self.counters.replies += 1;
@@ -782,21 +824,17 @@ impl Calls {
                 match self.pending.remove(&key) {
                     Some(i) => {
                         self.counters.matched += 1;
-                        self.free.push(i);
-                        // Filled in where it lies, then moved out once.
-                        let slot = &mut self.open[i as usize];
-                        if let Some(t) = slot.as_mut() {
+                        // Filled in where it lies, and read there.
+                        if let Some(t) = self.open.get_mut(i as usize) {
                             fill_reply(t, &r, &w);
                         }
-                        if let Some(t) = slot.take() {
-                            out.push(t);
-                        }
+                        self.ready.push(i);
                     }
                     None => {
                         self.counters.replies_without_call += 1;
-                        let mut t = blank(&key);
-                        fill_reply(&mut t, &r, &w);
-                        out.push(t);
+                        let (i, t) = self.slot(&key);
+                        fill_reply(t, &r, &w);
+                        self.ready.push(i);
                     }
                 }
             }
