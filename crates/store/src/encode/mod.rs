@@ -443,7 +443,7 @@ impl<K: Value> ColumnEncoder<K> {
         self.rows_in_page += 1;
         self.last = Some(v);
         match self.mode {
-            Mode::Dictionary if self.cur_len > 0 && v == self.cur_val => self.cur_len += 1,
+            Mode::Dictionary if self.cur_len > 0 && v.same(self.cur_val) => self.cur_len += 1,
             // Times and ids change every row: a call per value (and the
             // registers it saves) was a fifth of their cost.
             Mode::Delta => self.push_delta(v),
