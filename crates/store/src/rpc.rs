@@ -588,9 +588,12 @@ impl RpcWriter {
     /// must exist), starting a new file of a table every `rotate_rows`.
     pub fn new(root: &Path, writer: u16, rotate_rows: u64) -> Self {
         // One set of options for the encoders and the page size they are
-        // ended at (64 Ki rows: the tables are small next to the packets').
+        // ended at. 16 Ki rows: with 64 Ki, the pages being built (a run
+        // list per column where values change row to row) outgrew the
+        // cache; 16 Ki made the RPC stage 4 % faster and `weir analyze
+        // rpc` 8 % faster, for files 2 % larger.
         let opts = EncodeOptions {
-            page_rows: 64 * 1024,
+            page_rows: 16 * 1024,
             ..EncodeOptions::default()
         };
         RpcWriter {
