@@ -232,9 +232,8 @@ impl RpcStage {
     }
 
     /// Writes the completed transactions once there are enough of them
-    /// (`all`: whatever there is): read where the tracker keeps them where
-    /// the tables are encoded on this thread, else moved to the writer
-    /// thread.
+    /// (`all`: whatever there is). Tables encoded on this thread read them
+    /// where the tracker keeps them; a writer thread is sent them, moved.
     #[inline]
     fn flush(&mut self, all: bool) -> Result<(), StoreError> {
         let ready = self.tracker.ready().len();
