@@ -38,6 +38,12 @@ fuzz_target!(|data: &[u8]| {
     };
     let mut tracker = Tracker::new(opts);
     let mut out = Vec::new();
+    // A second tracker over the same segments whose completed
+    // transactions are read where it keeps them, a few at a time, as a
+    // conversion's RPC stage reads them: it must give the same ones.
+    let mut in_place = Tracker::new(opts);
+    let batch = data.first().map_or(1, |b| (b % 8) as usize + 1);
+    let mut read = Vec::new();
     let (mut ts, mut seq) = (1_000_000_000i64, [1000u32, 5000u32]);
     let mut rest = data;
     while let [flags, hi, lo, uncaptured, len, tail @ ..] = rest {
@@ -66,12 +72,21 @@ fuzz_target!(|data: &[u8]| {
             payload_wire: wire,
         };
         tracker.segment(&seg, &mut out);
+        in_place.track(&seg);
+        if in_place.ready().len() >= batch {
+            read.extend(in_place.ready().cloned());
+            in_place.release();
+        }
         // A jump forward (a lost segment) when the delta says so.
         seq[dir] = seq[dir]
             .wrapping_add(wire)
             .wrapping_add(u16::from_be_bytes([*hi, *lo]) as u32 & 0x0fff);
     }
     tracker.finish(&mut out);
+    in_place.end();
+    read.extend(in_place.ready().cloned());
+    in_place.release();
+    assert_eq!(read, out);
     for t in &out {
         assert!(t.call.is_some() || t.reply.is_some(), "{t:?}");
         if let (Some(first), Some(last)) = (t.call_ts, t.last_call_ts) {
