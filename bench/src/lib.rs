@@ -722,35 +722,49 @@ pub fn segments_of(chunks: &[pcapio::Chunk]) -> Vec<Vec<ingest::SegmentAt>> {
         .collect()
 }
 
-/// Runs the RPC tracker over each chunk's `segments` as a conversion's
-/// RPC stage does, taking its transactions in batches; `keep` collects
-/// them (else each batch is dropped once taken). Returns how many there
-/// were.
+/// Runs the RPC tracker over each chunk's `segments` in order, as a
+/// conversion's RPC stage does, handing it to `on_ready` (which takes or
+/// releases the completed transactions) whenever `batch` of them are
+/// complete, and once at the end.
+fn run_tracker(
+    chunks: &[pcapio::Chunk],
+    segments: &[Vec<ingest::SegmentAt>],
+    batch: usize,
+    mut on_ready: impl FnMut(&mut rpc::Tracker),
+) {
+    let mut tracker = rpc::Tracker::new(rpc::TrackerOptions::default());
+    for (c, segs) in chunks.iter().zip(segments) {
+        for seg in ingest::chunk_segments(c, segs) {
+            tracker.track(&seg);
+            if tracker.ready().len() >= batch {
+                on_ready(&mut tracker);
+            }
+        }
+    }
+    tracker.end();
+    on_ready(&mut tracker);
+}
+
+/// The tracker over each chunk's `segments`, its transactions moved out
+/// 1,024 at a time (as a capture worker hands them to its writer thread);
+/// `keep` collects them (else each batch is dropped once taken). Returns
+/// how many there were.
 pub fn track(
     chunks: &[pcapio::Chunk],
     segments: &[Vec<ingest::SegmentAt>],
     mut keep: Option<&mut Vec<rpc::Transaction>>,
 ) -> usize {
-    let mut tracker = rpc::Tracker::new(rpc::TrackerOptions::default());
-    let mut batch = Vec::with_capacity(1024);
-    let mut count = 0;
-    for (c, segs) in chunks.iter().zip(segments) {
-        for seg in ingest::chunk_segments(c, segs) {
-            tracker.segment(&seg, &mut batch);
-            if batch.len() >= 1024 {
-                count += batch.len();
-                match keep.as_deref_mut() {
-                    Some(k) => k.append(&mut batch),
-                    None => batch.clear(),
-                }
+    let (mut count, mut taken) = (0, Vec::with_capacity(1024));
+    run_tracker(chunks, segments, 1024, |tracker| {
+        count += tracker.ready().len();
+        match keep.as_deref_mut() {
+            Some(k) => tracker.take_ready(k),
+            None => {
+                tracker.take_ready(&mut taken);
+                taken.clear();
             }
         }
-    }
-    tracker.finish(&mut batch);
-    count += batch.len();
-    if let Some(k) = keep {
-        k.append(&mut batch);
-    }
+    });
     count
 }
 
@@ -769,23 +783,9 @@ pub fn track_and_write(
         std::fs::create_dir_all(root.join(d)).expect("making the table directories");
     }
     let mut w = Box::new(store::rpc::RpcWriter::new(root, 0, 1 << 22));
-    let mut tracker = rpc::Tracker::new(rpc::TrackerOptions::default());
-    let mut write = |tracker: &mut rpc::Tracker| {
-        for t in tracker.ready() {
-            w.push(t).expect("writing the rpc tables");
-        }
-        tracker.release();
-    };
-    for (c, segs) in chunks.iter().zip(segments) {
-        for seg in ingest::chunk_segments(c, segs) {
-            tracker.track(&seg);
-            if tracker.ready().len() >= batch {
-                write(&mut tracker);
-            }
-        }
-    }
-    tracker.end();
-    write(&mut tracker);
+    run_tracker(chunks, segments, batch, |tracker| {
+        w.write_ready(tracker).expect("writing the rpc tables");
+    });
     let rows = w.rows();
     w.finish().expect("closing the rpc tables");
     rows

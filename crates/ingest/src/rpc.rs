@@ -245,7 +245,7 @@ impl RpcStage {
             return Ok(());
         }
         match &mut self.tables {
-            Tables::Inline(w) => write_ready(w, &mut self.tracker),
+            Tables::Inline(w) => w.write_ready(&mut self.tracker),
             _ => self.hand_over(),
         }
     }
@@ -273,7 +273,7 @@ impl RpcStage {
                 self.tracker.take_ready(&mut batch);
                 w.send(batch)
             }
-            Tables::Inline(w) => write_ready(w, &mut self.tracker),
+            Tables::Inline(w) => w.write_ready(&mut self.tracker),
             Tables::NotStarted => Ok(()),
         }
     }
@@ -322,16 +322,6 @@ impl RpcStage {
             nfs_files,
         }))
     }
-}
-
-/// Writes the tracker's completed transactions into the tables on this
-/// thread, where the tracker keeps them, and lets go of them.
-fn write_ready(w: &mut RpcWriter, tracker: &mut Tracker) -> Result<(), StoreError> {
-    for t in tracker.ready() {
-        w.push(t)?;
-    }
-    tracker.release();
-    Ok(())
 }
 
 /// Transactions handed to the writer thread at a time.

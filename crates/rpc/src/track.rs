@@ -509,25 +509,25 @@ impl Calls {
         true
     }
 
-    /// A free slot, made blank for a transaction under `key`.
+    /// A free slot, holding a blank transaction under `key`.
     #[inline]
-    fn slot(&mut self, key: &CallKey) -> (u32, &mut Transaction) {
-        let i = match self.free.pop() {
-            Some(i) => i,
+    fn slot(&mut self, key: &CallKey) -> u32 {
+        match self.free.pop() {
+            Some(i) => {
+                self.open[i as usize] = blank(key);
+                i
+            }
             None => {
-                self.open.push(Transaction::default());
+                self.open.push(blank(key));
                 (self.open.len() - 1) as u32
             }
-        };
-        let t = &mut self.open[i as usize];
-        *t = blank(key);
-        (i, t)
+        }
     }
 
     /// Opens a call under `key` (none is open under it): its slot, blank.
     #[inline]
     fn open_call(&mut self, key: CallKey) -> &mut Transaction {
-        let (i, _) = self.slot(&key);
+        let i = self.slot(&key);
         self.pending.insert(key, i);
         &mut self.open[i as usize]
     }
@@ -832,8 +832,8 @@ impl Calls {
                     }
                     None => {
                         self.counters.replies_without_call += 1;
-                        let (i, t) = self.slot(&key);
-                        fill_reply(t, &r, &w);
+                        let i = self.slot(&key);
+                        fill_reply(&mut self.open[i as usize], &r, &w);
                         self.ready.push(i);
                     }
                 }

@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use arrow_schema::{DataType, Field, Schema, SchemaRef};
 use parquet::file::properties::WriterProperties;
-use rpc::{ReplyStatus, Transaction};
+use rpc::{ReplyStatus, Tracker, Transaction};
 
 use crate::encode::file::EncodedFile;
 use crate::encode::{
@@ -631,6 +631,16 @@ impl RpcWriter {
             let n = self.nfs.cols.push(id, t);
             self.nfs.rows_added(n)?;
         }
+        Ok(())
+    }
+
+    /// Writes the tracker's completed transactions, read where it keeps
+    /// them, and lets go of them.
+    pub fn write_ready(&mut self, tracker: &mut Tracker) -> Result<(), StoreError> {
+        for t in tracker.ready() {
+            self.push(t)?;
+        }
+        tracker.release();
         Ok(())
     }
 
