@@ -5,6 +5,7 @@
 
 use std::fs::File;
 use std::io::BufWriter;
+use std::os::fd::{AsRawFd, RawFd};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -26,6 +27,8 @@ pub struct EncodedFile {
     final_path: PathBuf,
     part_path: PathBuf,
     writer: SerializedFileWriter<BufWriter<File>>,
+    /// The file under `writer`, for starting its writeback.
+    fd: RawFd,
     schema: Arc<SchemaDescriptor>,
     zstd: zstd::bulk::Compressor<'static>,
     zstd_level: i32,
@@ -58,6 +61,7 @@ impl EncodedFile {
             .build();
         add_encoded_arrow_schema_to_metadata(arrow, &mut props);
         let file = crate::files::create_file(&part_path)?;
+        let fd = file.as_raw_fd();
         let writer = SerializedFileWriter::new(
             BufWriter::with_capacity(1 << 20, file),
             schema.root_schema_ptr(),
@@ -70,6 +74,7 @@ impl EncodedFile {
             final_path: path.to_path_buf(),
             part_path,
             writer,
+            fd,
             schema,
             zstd,
             zstd_level,
@@ -94,7 +99,23 @@ impl EncodedFile {
         chunks: Vec<EncodedChunk>,
     ) -> Result<(), StoreError> {
         self.write_chunks(rows, chunks)
-            .map_err(|e| StoreError::parquet(&self.part_path, e))
+            .map_err(|e| StoreError::parquet(&self.part_path, e))?;
+        self.start_writeback();
+        Ok(())
+    }
+
+    /// Asks the kernel to start writing what the file has so far to disk,
+    /// without waiting: the sync in [`EncodedFile::finish`] then has only
+    /// the last row group left to wait for, instead of the whole file. At
+    /// the end of `weir convert --rpc` on the NFSv3 trace, closing the rpc
+    /// table took 2.5 to 10 ms, most of it in that sync, and 0.7 ms after.
+    /// Advisory: an error here shows again at that sync.
+    fn start_writeback(&self) {
+        // SAFETY: `fd` belongs to the file inside `self.writer`, open for
+        // as long as `self` is; the call reads no memory of ours.
+        unsafe {
+            libc::sync_file_range(self.fd, 0, 0, libc::SYNC_FILE_RANGE_WRITE);
+        }
     }
 
     fn write_chunks(&mut self, n: usize, chunks: Vec<EncodedChunk>) -> PqResult<()> {
