@@ -84,7 +84,7 @@ fn bench(weir: &Path, data: &Path, tmp: &Path, reps: usize, copies: usize) -> Re
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     println!("## rpc: RPC decoding in weir convert, and weir analyze rpc\n");
     println!(
-        "- trace: nfsv3.pcap from {} (541 MB, 602,286 frames, 133,150 RPC calls), page cache warm",
+        "- trace: nfsv3.pcap from {} (541 MB, 602,286 frames, 133,150 RPC calls), decompressed afresh: in the page cache as just written, by small pages (a trace read in from disk may be mapped by 2 MiB, and records only then runs ~15 % faster)",
         data.display()
     );
     println!("- {cores} cores; convert with all of them; {reps} runs per mode, interleaved\n");
