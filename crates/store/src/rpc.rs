@@ -593,9 +593,14 @@ impl RpcWriter {
         // ended at. 16 Ki rows: with 64 Ki, the pages being built (a run
         // list per column where values change row to row) outgrew the
         // cache; 16 Ki made the RPC stage 4 % faster and `weir analyze
-        // rpc` 8 % faster, for files 2 % larger.
+        // rpc` 8 % faster, for files 2 % larger. No compression: these
+        // tables are a hundredth of the trace's bytes, and on the NFSv3
+        // trace storing their pages as they are made `weir analyze rpc`
+        // 22 % faster and `weir convert --rpc` 4 % faster, for files 24 %
+        // larger.
         let opts = EncodeOptions {
             page_rows: 16 * 1024,
+            compress: false,
             ..EncodeOptions::default()
         };
         RpcWriter {

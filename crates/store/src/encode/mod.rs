@@ -297,6 +297,10 @@ macro_rules! column_set {
 pub struct EncodeOptions {
     /// Rows per data page.
     pub page_rows: usize,
+    /// Whether pages may be compressed at all (each column chunk then
+    /// decides by its first page, see [`ChunkCodec`]); false stores every
+    /// page as it is.
+    pub compress: bool,
     pub zstd_level: i32,
     /// Most distinct values a dictionary may hold before the column falls
     /// back to its other encoding.
@@ -307,6 +311,7 @@ impl Default for EncodeOptions {
     fn default() -> Self {
         EncodeOptions {
             page_rows: 128 * 1024,
+            compress: true,
             zstd_level: 1,
             dict_limit: 64 * 1024,
         }
@@ -429,7 +434,7 @@ impl<K: Value> ColumnEncoder<K> {
             pages: Vec::new(),
             bloom: None,
             raw: Vec::new(),
-            codec: ChunkCodec::default(),
+            codec: ChunkCodec::new(opts.compress),
         }
     }
 
@@ -730,15 +735,23 @@ fn chunk_pages(
 /// reader (delta-coded times and latencies save ~3 %, and decompressing
 /// them was a tenth of `weir analyze rpc`). The codec is a property of the
 /// whole chunk in Parquet, so the decision holds until the chunk ends.
-#[derive(Default)]
 struct ChunkCodec {
+    /// Compression allowed ([`EncodeOptions::compress`]).
+    allowed: bool,
     compress: Option<bool>,
 }
 
 impl ChunkCodec {
+    fn new(allowed: bool) -> Self {
+        ChunkCodec {
+            allowed,
+            compress: None,
+        }
+    }
+
     /// The page's bytes as stored.
     fn page(&mut self, zstd: &mut zstd::bulk::Compressor<'static>, raw: &[u8]) -> Result<Bytes> {
-        if self.compress == Some(false) {
+        if !self.allowed || self.compress == Some(false) {
             return Ok(Bytes::copy_from_slice(raw));
         }
         let packed = zstd
@@ -756,7 +769,7 @@ impl ChunkCodec {
 
     /// Ends the chunk: whether its pages were compressed.
     fn finish(&mut self) -> bool {
-        self.compress.take().unwrap_or(true)
+        self.compress.take().unwrap_or(true) && self.allowed
     }
 }
 
@@ -810,7 +823,7 @@ impl TextEncoder {
             encodings: Vec::new(),
             pages: Vec::new(),
             raw: Vec::new(),
-            codec: ChunkCodec::default(),
+            codec: ChunkCodec::new(opts.compress),
         }
     }
 
