@@ -40,21 +40,36 @@ impl DictKey for &'static str {
     }
 }
 
-/// A hash of a text, eight bytes at a time.
+/// A hash of a text, eight bytes at a time. Texts of up to 16 bytes
+/// (most names: procedures, operations, files) are read as two words that
+/// may overlap, with no loop and no copy: the copy of a short text's last
+/// bytes into a word was a call to `memcpy` per lookup.
 #[inline]
 pub fn hash_bytes(b: &[u8]) -> u64 {
-    let mut words = b.chunks_exact(8);
-    let mut h = b.len() as u64;
-    for w in &mut words {
-        let w = u64::from_le_bytes(w.try_into().unwrap_or_default());
-        h = (h.rotate_left(5) ^ w).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
-    }
-    let rest = words.remainder();
-    if !rest.is_empty() {
-        let mut w = [0u8; 8];
-        w[..rest.len()].copy_from_slice(rest);
-        h = (h.rotate_left(5) ^ u64::from_le_bytes(w)).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
-    }
+    const K: u64 = 0x51_7c_c1_b7_27_22_0a_95;
+    let n = b.len();
+    let mix = |h: u64, w: u64| (h.rotate_left(5) ^ w).wrapping_mul(K);
+    let word = |at: usize| u64::from_le_bytes(b[at..at + 8].try_into().unwrap_or_default());
+    let half = |at: usize| u32::from_le_bytes(b[at..at + 4].try_into().unwrap_or_default()) as u64;
+    let h = n as u64;
+    let h = match n {
+        0 => h,
+        1..=3 => mix(
+            h,
+            b[0] as u64 | (b[n / 2] as u64) << 8 | (b[n - 1] as u64) << 16,
+        ),
+        4..=7 => mix(h, half(0) | half(n - 4) << 32),
+        8..=16 => mix(mix(h, word(0)), word(n - 8)),
+        _ => {
+            let mut h = h;
+            let mut at = 0;
+            while at + 8 < n {
+                h = mix(h, word(at));
+                at += 8;
+            }
+            mix(h, word(n - 8))
+        }
+    };
     h.hash()
 }
 
