@@ -193,6 +193,54 @@ fn one_message_over_several_segments() {
     assert!(!t.gap);
 }
 
+/// A call whose header is longer than the first bytes the tracker tries
+/// (AUTH_SYS with a long machine name and 16 groups: 336 bytes of
+/// header), over segments: still decoded whole.
+#[test]
+fn a_call_with_long_credentials_over_several_segments() {
+    let mut m = Vec::new();
+    for w in [21u32, 0, 2, 100003, 3, 7, 1] {
+        be(&mut m, w);
+    }
+    let mut cred = Vec::new();
+    be(&mut cred, 7);
+    opaque(&mut cred, &[b'h'; 200]);
+    for w in [1234u32, 100, 16] {
+        be(&mut cred, w);
+    }
+    (0..16).for_each(|g| be(&mut cred, 500 + g));
+    opaque(&mut m, &cred);
+    m.extend_from_slice(&[0; 8]);
+    let header = m.len();
+    assert!(header > 300, "{header}");
+    opaque(&mut m, FH);
+    m.extend_from_slice(&8192u64.to_be_bytes());
+    be(&mut m, 6000);
+    be(&mut m, 1);
+    opaque(&mut m, &[0xcd; 6000]);
+    let w = marked(&m);
+    let mut c = Conn::new();
+    // The header alone, then the rest of the header with the arguments,
+    // then the data.
+    c.send(0, &w[..150]);
+    c.send(0, &w[150..1448]);
+    c.send(0, &w[1448..]);
+    c.send(1, &marked(&getattr_reply(21, 0)));
+    assert_eq!(c.out.len(), 1);
+    let t = &c.out[0];
+    assert_eq!(
+        t.call.map(|c| (c.uid, c.gid)),
+        Some((Some(1234), Some(100)))
+    );
+    let op = &t.ops()[0];
+    assert_eq!(
+        (op.offset, op.count, op.stable),
+        (Some(8192), Some(6000), Some(1))
+    );
+    assert_eq!(t.call_bytes as usize, w.len() - 4);
+    assert_eq!(c.t.counters().long_messages, 1);
+}
+
 /// A stream keeps only the front of a READ reply (its data is not
 /// decoded): the results before the data must still be read whole when
 /// the reply arrives cut inside its attributes, and the next message of

@@ -26,6 +26,9 @@ const MAX_FRAGMENT: u32 = 64 << 20;
 /// The longest RPC header: a call's with the largest credentials and
 /// verifier (400 bytes each).
 const HEADER_MAX: usize = 1024;
+/// Bytes of a message tried for its header first: a call's with AUTH_SYS
+/// credentials of a few groups, or any reply's.
+const HEADER_PROBE: usize = 256;
 /// Segments a stream may show without an RPC message before weir stops
 /// looking at it.
 const HUNT_TRIES: u8 = 8;
@@ -512,16 +515,15 @@ impl Calls {
     /// A free slot, holding a blank transaction under `key`.
     #[inline]
     fn slot(&mut self, key: &CallKey) -> u32 {
-        match self.free.pop() {
-            Some(i) => {
-                self.open[i as usize] = blank(key);
-                i
-            }
+        let i = match self.free.pop() {
+            Some(i) => i,
             None => {
-                self.open.push(blank(key));
+                self.open.push(Transaction::default());
                 (self.open.len() - 1) as u32
             }
-        }
+        };
+        blank(&mut self.open[i as usize], key);
+        i
     }
 
     /// Opens a call under `key` (none is open under it): its slot, blank.
@@ -694,10 +696,16 @@ impl Calls {
             let n = (st.frag_left as usize).min(data.len());
             if !st.msg_gap {
                 let mut part = &data[..n];
-                if st.msg_keep.is_none() {
-                    // The header first, then as much as it says to keep.
-                    let head = HEADER_MAX.min(self.opts.max_message_prefix);
-                    let take = head.saturating_sub(st.msg.len()).min(part.len());
+                // The header first, then as much as it says to keep. Most
+                // headers fit the first bytes: taking the longest possible
+                // one at once copied a kilobyte of every READ reply that
+                // spans segments, to keep two hundred bytes of it.
+                let head = HEADER_MAX.min(self.opts.max_message_prefix);
+                for limit in [HEADER_PROBE.min(head), head] {
+                    if st.msg_keep.is_some() || part.is_empty() {
+                        break;
+                    }
+                    let take = limit.saturating_sub(st.msg.len()).min(part.len());
                     st.msg.extend_from_slice(&part[..take]);
                     part = &part[take..];
                     st.msg_keep = self.bytes_to_keep(seg, &st.msg);
@@ -842,27 +850,39 @@ impl Calls {
     }
 }
 
-/// A transaction between the key's ends with nothing seen yet.
-fn blank(k: &CallKey) -> Transaction {
-    Transaction {
-        call_ts: None,
-        last_call_ts: None,
-        reply_ts: None,
-        client: k.client,
-        client_port: k.client_port,
-        server: k.server,
-        server_port: k.server_port,
-        proto: k.proto,
-        xid: k.xid,
-        call: None,
-        reply: None,
-        status: None,
-        call_bytes: 0,
-        reply_bytes: 0,
-        retransmits: 0,
-        gap: false,
-        detail: CallDetail::default(),
-    }
+/// Makes `t` a transaction between the key's ends with nothing seen yet,
+/// where it lies: built afresh and moved in, a transaction (a few hundred
+/// bytes) was copied once more per call, and its old operations dropped.
+fn blank(t: &mut Transaction, k: &CallKey) {
+    // Every field named, so that a new one cannot be left as the last
+    // call had it.
+    let Transaction {
+        call_ts,
+        last_call_ts,
+        reply_ts,
+        client,
+        client_port,
+        server,
+        server_port,
+        proto,
+        xid,
+        call,
+        reply,
+        status,
+        call_bytes,
+        reply_bytes,
+        retransmits,
+        gap,
+        detail: CallDetail { ops, incomplete },
+    } = t;
+    (*call_ts, *last_call_ts, *reply_ts) = (None, None, None);
+    (*client, *client_port, *server, *server_port) =
+        (k.client, k.client_port, k.server, k.server_port);
+    (*proto, *xid) = (k.proto, k.xid);
+    (*call, *reply, *status) = (None, None, None);
+    (*call_bytes, *reply_bytes, *retransmits, *gap) = (0, 0, 0, false);
+    ops.clear();
+    *incomplete = false;
 }
 
 /// A reply's fields, and its results decoded for its call.
