@@ -2,7 +2,8 @@
 //! rpc`, on the shared NFSv3 trace (bench/README.md, `rpc`).
 //!
 //! 1. `weir convert --no-rpc` and `weir convert --rpc` on the same trace,
-//!    interleaved, REPS times each: medians and their ratio.
+//!    interleaved, REPS times each: medians and their ratio, and the
+//!    spread of each pair's own ratio.
 //! 2. `weir analyze DS rpc --threads 1` over a dataset whose rpc and nfs
 //!    tables hold the trace's transactions COPIES times, written by weir's
 //!    own rpc writer: rpc rows per second on one core.
@@ -98,11 +99,25 @@ fn bench(weir: &Path, data: &Path, tmp: &Path, reps: usize, copies: usize) -> Re
             .args(["--force", "-q", extra]))
     };
     convert("--rpc")?; // warm
-    let (mut plain, mut rpc) = (Vec::new(), Vec::new());
-    for _ in 0..reps {
-        plain.push(convert("--no-rpc")?);
-        rpc.push(convert("--rpc")?);
+    // Each pair in the other order from the last, so that neither mode
+    // always runs just after the other; each pair's own ratio too, for
+    // the spread (on this noisy machine the ratio of two 11-run medians
+    // moves by a few hundredths from one run of the bench to the next).
+    let (mut plain, mut rpc, mut pairs) = (Vec::new(), Vec::new(), Vec::new());
+    for i in 0..reps {
+        let (p, r) = if i % 2 == 0 {
+            let p = convert("--no-rpc")?;
+            (p, convert("--rpc")?)
+        } else {
+            let r = convert("--rpc")?;
+            (convert("--no-rpc")?, r)
+        };
+        plain.push(p);
+        rpc.push(r);
+        pairs.push(r / p);
     }
+    pairs.sort_by(|a, b| a.total_cmp(b));
+    let quartile = |q: usize| pairs[(pairs.len() - 1) * q / 4];
     let (p, r) = (median(plain), median(rpc));
     println!("| convert | median s | frames/s |");
     println!("|---|---|---|");
@@ -115,6 +130,12 @@ fn bench(weir: &Path, data: &Path, tmp: &Path, reps: usize, copies: usize) -> Re
         "\nRPC decoding adds {:.0} % to convert time (ratio {:.2}).\n",
         (r / p - 1.0) * 100.0,
         r / p
+    );
+    println!(
+        "Each pair's own ratio: median {:.2}, quartiles {:.2} to {:.2}.\n",
+        quartile(2),
+        quartile(1),
+        quartile(3)
     );
 
     // A big rpc table: the trace's transactions written COPIES times by
