@@ -102,7 +102,7 @@ fn bench(weir: &Path, data: &Path, tmp: &Path, reps: usize, copies: usize) -> Re
     // Each pair in the other order from the last, so that neither mode
     // always runs just after the other; each pair's own ratio too, for
     // the spread (on this noisy machine the ratio of two 11-run medians
-    // moves by a few hundredths from one run of the bench to the next).
+    // moved by up to a tenth from one run of the bench to the next).
     let (mut plain, mut rpc, mut pairs) = (Vec::new(), Vec::new(), Vec::new());
     for i in 0..reps {
         let (p, r) = if i % 2 == 0 {
