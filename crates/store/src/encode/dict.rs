@@ -40,10 +40,10 @@ impl DictKey for &'static str {
     }
 }
 
-/// A hash of a text, eight bytes at a time. Texts of up to 16 bytes
-/// (most names: procedures, operations, files) are read as two words that
-/// may overlap, with no loop and no copy: the copy of a short text's last
-/// bytes into a word was a call to `memcpy` per lookup.
+/// A hash of a text, eight bytes at a time, its last eight read where they
+/// lie (overlapping the word before) and a shorter text as two halves that
+/// may overlap: copying a text's last bytes into a word was a call to
+/// `memcpy` per lookup.
 #[inline]
 pub fn hash_bytes(b: &[u8]) -> u64 {
     const K: u64 = 0x51_7c_c1_b7_27_22_0a_95;
@@ -59,7 +59,6 @@ pub fn hash_bytes(b: &[u8]) -> u64 {
             b[0] as u64 | (b[n / 2] as u64) << 8 | (b[n - 1] as u64) << 16,
         ),
         4..=7 => mix(h, half(0) | half(n - 4) << 32),
-        8..=16 => mix(mix(h, word(0)), word(n - 8)),
         _ => {
             let mut h = h;
             let mut at = 0;
