@@ -49,7 +49,12 @@ fn real_main() -> Result<(), String> {
         match a.as_str() {
             "--weir" => weir = PathBuf::from(val()?),
             "--data" => data = PathBuf::from(val()?),
-            "--reps" => reps = val()?.parse().map_err(|e| format!("--reps: {e}"))?,
+            "--reps" => {
+                reps = val()?.parse().map_err(|e| format!("--reps: {e}"))?;
+                if reps == 0 {
+                    return Err("--reps must be at least 1".into());
+                }
+            }
             "--copies" => copies = val()?.parse().map_err(|e| format!("--copies: {e}"))?,
             "--keep" => keep = Some(PathBuf::from(val()?)),
             other => {

@@ -11,9 +11,16 @@ use std::hash::{BuildHasherDefault, Hasher};
 #[derive(Clone, Copy, Default)]
 pub struct FastHasher(u64);
 
+/// One round of the hash: `h` with the word `w` mixed in. Also the step
+/// of the store's hash of dictionary texts.
+#[inline(always)]
+pub fn mix(h: u64, w: u64) -> u64 {
+    (h.rotate_left(5) ^ w).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95)
+}
+
 impl FastHasher {
     fn add(&mut self, w: u64) {
-        self.0 = (self.0.rotate_left(5) ^ w).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
+        self.0 = mix(self.0, w);
     }
 }
 

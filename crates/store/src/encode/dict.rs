@@ -46,9 +46,8 @@ impl DictKey for &'static str {
 /// `memcpy` per lookup.
 #[inline]
 pub fn hash_bytes(b: &[u8]) -> u64 {
-    const K: u64 = 0x51_7c_c1_b7_27_22_0a_95;
+    use wire::fasthash::mix;
     let n = b.len();
-    let mix = |h: u64, w: u64| (h.rotate_left(5) ^ w).wrapping_mul(K);
     let word = |at: usize| u64::from_le_bytes(b[at..at + 8].try_into().unwrap_or_default());
     let half = |at: usize| u32::from_le_bytes(b[at..at + 4].try_into().unwrap_or_default()) as u64;
     let h = n as u64;
