@@ -706,6 +706,12 @@ impl Calls {
                         break;
                     }
                     let take = limit.saturating_sub(st.msg.len()).min(part.len());
+                    if take == 0 {
+                        // Already this long (a header past the first
+                        // bytes, seen in an earlier segment): those bytes
+                        // did not parse then either.
+                        continue;
+                    }
                     st.msg.extend_from_slice(&part[..take]);
                     part = &part[take..];
                     st.msg_keep = self.bytes_to_keep(seg, &st.msg);
