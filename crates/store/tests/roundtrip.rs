@@ -127,9 +127,16 @@ fn records(n: usize, seed: u64) -> Vec<PacketRecord> {
         .collect()
 }
 
+/// A file in this test binary's directory under the target directory (not
+/// /tmp, where each run left its own directory behind), emptied once per run.
 fn tmp(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("weir-store-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    static DIR: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    let dir = DIR.get_or_init(|| {
+        let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("store-roundtrip");
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        dir
+    });
     dir.join(name)
 }
 
