@@ -4,9 +4,10 @@
 #   fuzz/run.sh [SECONDS]
 #
 # Installs the nightly toolchain and cargo-fuzz if they are missing. New
-# corpus entries go to fuzz/corpus/<target>; trace_reader also reads the
-# tcpdump test captures in ../shared/data/tcpdump-tests (relative to the
-# repository root) as a read-only seed corpus. Crashes land in
+# corpus entries go to fuzz/corpus/<target>; trace_reader also reads
+# tcpdump's test captures (fetched by scripts/test.sh into
+# $WEIR_CACHE/test-data/tcpdump-tests, or under WEIR_SHARED_DATA) as a
+# read-only seed corpus. Crashes land in
 # fuzz/artifacts/<target>/. Exits non-zero if any target found a crash or a
 # timeout.
 #
@@ -26,7 +27,8 @@ esac
 
 fuzz_dir="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 root="$(dirname "$fuzz_dir")"
-seeds="${FUZZ_SEEDS:-${WEIR_SHARED_DATA:-$root/../shared/data}/tcpdump-tests}"
+data="${WEIR_SHARED_DATA:-${WEIR_TEST_DATA:-${WEIR_CACHE:-$HOME/.cache/weir}/test-data}}"
+seeds="${FUZZ_SEEDS:-$data/tcpdump-tests}"
 timeout="${FUZZ_TIMEOUT:-10}"
 cd "$root"
 

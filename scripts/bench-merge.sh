@@ -17,7 +17,7 @@ done
 install_packages
 install_rust
 build_release
-data="${WEIR_SHARED_DATA:-$ROOT/../shared/data}/nfs"
+data="$(bench_data_dir)/nfs"
 work="$(mktemp -d /tmp/weir-bench-merge.XXXXXX)"
 trap 'rm -rf "$work"' EXIT
 zstd -dq "$data/nfsv3.pcap.zst" -o "$work/a.pcap"

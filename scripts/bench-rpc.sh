@@ -11,4 +11,4 @@ install_rust
 say "building weir and the benchmarks (release)"
 (cd "$ROOT" && cargo build --release --locked -p weir -p weir-bench)
 exec "$CARGO_TARGET_DIR/release/rpc" --weir "$CARGO_TARGET_DIR/release/weir" \
-  --data "${WEIR_SHARED_DATA:-$ROOT/../shared/data}/nfs" "$@"
+  --data "$(bench_data_dir)/nfs" "$@"

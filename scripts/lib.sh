@@ -76,6 +76,83 @@ install_kafka() {
   export WEIR_KAFKA_JARS="$jars"
 }
 
+# The data the tests read, made or fetched once into $CACHE/test-data (a
+# clone has nothing beside it): tcpdump's test captures from Debian's tcpdump
+# source package, and two NFS traces recorded here between a real NFS server
+# and real clients (tests/nfs). Exports WEIR_TEST_DATA. WEIR_SHARED_DATA,
+# when set, points the tests at larger data of the same layout instead.
+TEST_DATA_PACKAGES=(nfs-ganesha nfs-ganesha-vfs libnfs-utils libnfs-dev rpcbind ethtool)
+
+prepare_test_data() {
+  local data="$CACHE/test-data"
+  mkdir -p "$data"
+  fetch_tcpdump_tests "$data/tcpdump-tests"
+  record_nfs_traces "$data/nfs"
+  export WEIR_TEST_DATA="$data"
+}
+
+# tests/ of Debian bookworm's tcpdump source package, fetched with
+# `apt-get source --download-only` against a sources list of our own (the
+# system's apt configuration is not touched); apt checks the index's
+# signature with Debian's archive keyring and the files' hashes against it.
+fetch_tcpdump_tests() {
+  local out=$1
+  [ -f "$out/.complete" ] && return 0
+  say "fetching tcpdump's test captures (Debian source package) into $out"
+  local apt="$CACHE/apt-src"
+  rm -rf "$apt" "$out"
+  mkdir -p "$apt/lists/partial" "$apt/cache/archives/partial" "$apt/sources.list.d" "$apt/get"
+  echo "deb-src [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] http://deb.debian.org/debian bookworm main" \
+    > "$apt/sources.list"
+  local opts=(-o "Dir::Etc::SourceList=$apt/sources.list" -o "Dir::Etc::SourceParts=$apt/sources.list.d"
+    -o "Dir::State::Lists=$apt/lists" -o "Dir::Cache=$apt/cache" -o "APT::Sandbox::User=root" -qq)
+  apt-get "${opts[@]}" update
+  (cd "$apt/get" && apt-get "${opts[@]}" source --download-only tcpdump >/dev/null)
+  local orig
+  orig=$(ls "$apt"/get/tcpdump_*.orig.tar.* | head -n 1)
+  [ -n "$orig" ] || die "apt-get source tcpdump gave no .orig tarball in $apt/get"
+  local tmp="$out.tmp"
+  rm -rf "$tmp" && mkdir -p "$tmp"
+  tar -xf "$orig" -C "$tmp" --strip-components=2 --wildcards '*/tests/*.pcap' '*/tests/*.pcapng'
+  tar -xf "$orig" -C "$tmp" --strip-components=1 --wildcards '*/LICENSE'
+  local n
+  n=$(find "$tmp" -maxdepth 1 -name '*.pcap*' | wc -l)
+  [ "$n" -ge 300 ] || die "only $n captures in $orig; expected several hundred"
+  basename "$orig" > "$tmp/.complete"
+  mv "$tmp" "$out"
+  rm -rf "$apt"
+}
+
+# Two NFS traces (NFSv3 with every procedure, NFSv4 COMPOUNDs) recorded by
+# tests/nfs/make-traces.sh; recorded again when that recipe changes.
+record_nfs_traces() {
+  local out=$1
+  local recipe
+  recipe=$(cd "$ROOT/tests/nfs" && find . -type f ! -name README.md | LC_ALL=C sort | xargs cat | sha256sum | cut -c1-16)
+  [ "$(cat "$out/.complete" 2>/dev/null)" = "$recipe" ] && return 0
+  say "recording the NFS test traces (tests/nfs/make-traces.sh) into $out"
+  rm -rf "$out" "$out.tmp"
+  mkdir -p "$out.tmp"
+  "$ROOT/tests/nfs/make-traces.sh" "$out.tmp"
+  echo "$recipe" > "$out.tmp/.complete"
+  mv "$out.tmp" "$out"
+}
+
+# The data a benchmark reads (as bench/src/lib.rs default_data_dir):
+# WEIR_SHARED_DATA, else ../shared/data beside the clone, else the test data,
+# fetched and recorded first when missing.
+bench_data_dir() {
+  if [ -n "${WEIR_SHARED_DATA:-}" ]; then
+    echo "$WEIR_SHARED_DATA"
+  elif [ -d "$ROOT/../shared/data" ]; then
+    (cd "$ROOT/../shared/data" && pwd)
+  else
+    install_packages "${TEST_DATA_PACKAGES[@]}" >&2
+    prepare_test_data >&2
+    echo "$CACHE/test-data"
+  fi
+}
+
 build_release() {
   say "building weir (release)"
   (cd "$ROOT" && cargo build --release --locked -p weir)

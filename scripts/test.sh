@@ -1,14 +1,17 @@
 #!/usr/bin/env bash
-# Every test: installs what is missing, then formatting, lints, the unit and
-# end-to-end tests (against tcpdump, tshark, pyarrow and DuckDB), and a short
-# fuzzing run of every parser. Usage (as root): scripts/test.sh
+# Every test: installs what is missing, fetches and records the test data
+# (tcpdump's captures, two NFS traces) once into $WEIR_CACHE/test-data, then
+# formatting, lints, the unit and end-to-end tests (against tcpdump, tshark,
+# pyarrow and DuckDB), and a short fuzzing run of every parser.
+# Usage (as root): scripts/test.sh
 source "$(dirname "$0")/lib.sh"
 
 started=$(date +%s)
-install_packages
+install_packages "${TEST_DATA_PACKAGES[@]}"
 install_rust
 install_python
 install_kafka
+prepare_test_data
 cd "$ROOT"
 
 say "cargo fmt --check"

@@ -27,6 +27,18 @@ extern "C" fn on_signal(_sig: libc::c_int) {
     INTERRUPTED.store(true, Ordering::SeqCst);
 }
 
+/// Default data directory of the benchmarks (`--data`): `WEIR_SHARED_DATA`,
+/// else `../shared/data` beside the repository when it exists (the data the
+/// figures in docs/BENCHMARKS.md were measured on), else the test data
+/// `scripts/test.sh` fetched and recorded (`$WEIR_CACHE/test-data`).
+pub fn default_data_dir() -> PathBuf {
+    let beside = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/data");
+    if std::env::var_os("WEIR_SHARED_DATA").is_none() && beside.is_dir() {
+        return beside;
+    }
+    testdata::locate()
+}
+
 pub fn install_signal_handlers() {
     for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
         // SAFETY: the handler only stores to an atomic, which is

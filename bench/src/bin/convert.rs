@@ -51,13 +51,6 @@ const TSHARK_FIELDS: [&str; 27] = [
 ];
 
 const DEFAULT_DIR: &str = "/dev/shm/weir-bench";
-/// `../shared/data/nfs` next to the repository, or under WEIR_SHARED_DATA.
-fn default_nfs() -> PathBuf {
-    std::env::var_os("WEIR_SHARED_DATA")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../shared/data"))
-        .join("nfs")
-}
 
 struct Sizes {
     reps: usize,
@@ -90,7 +83,8 @@ usage: convert [--quick] [--json OUT.json] [--dir SCRATCH] [--weir PATH] [--nfs 
   --weir PATH    the weir binary (default: next to this binary, i.e. the
                  target/release/weir of `cargo build --release -p weir`)
   --nfs DIR      directory holding nfsv3.pcap.zst and nfsv4.pcap.zst
-                 (default ../shared/data/nfs next to the repository)";
+                 (default: nfs/ of WEIR_SHARED_DATA, ../shared/data beside the
+                 repository, or the test data of scripts/test.sh)";
 
 struct Opts {
     quick: bool,
@@ -106,7 +100,7 @@ fn parse_args() -> Result<Opts, String> {
         json: None,
         dir: PathBuf::from(DEFAULT_DIR),
         weir: None,
-        nfs: default_nfs(),
+        nfs: weir_bench::default_data_dir().join("nfs"),
     };
     let mut args = std::env::args_os().skip(1);
     while let Some(a) = args.next() {

@@ -40,7 +40,7 @@ fn main() {
 
 fn real_main() -> Result<(), String> {
     let mut weir = PathBuf::from("target/release/weir");
-    let mut data = PathBuf::from("../shared/data/nfs");
+    let mut data = weir_bench::default_data_dir().join("nfs");
     let (mut reps, mut copies) = (31usize, 150usize);
     let mut keep: Option<PathBuf> = None;
     let mut args = std::env::args().skip(1);

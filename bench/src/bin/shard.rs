@@ -61,7 +61,7 @@ fn main() {
 }
 
 fn real_main() -> Result<(), String> {
-    let mut data = PathBuf::from("../shared/data");
+    let mut data = weir_bench::default_data_dir();
     let (mut rounds, mut repeat) = (5usize, 200u32);
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {

@@ -441,7 +441,7 @@ fn tshark_conversations(pcap: &Path, proto: &str) -> Vec<(String, String, [f64; 
 fn flows_match_tshark_conversations_on_a_real_trace() {
     let s = Scratch::new("an-tshark");
     let full = s.join("nfsv3.pcap");
-    let zst = shared_data().join("nfs/nfsv3.pcap.zst");
+    let zst = nfs_trace("nfsv3");
     let mut cmd = tool("zstd");
     cmd.arg("-q").arg("-d").arg(&zst).arg("-o").arg(&full);
     assert_eq!(run_bounded(cmd, Duration::from_secs(120)).code(), 0);

@@ -71,7 +71,7 @@ fn read_selects_exactly_what_tcpdump_selects() {
     let mut cmd = tool("zstd");
     cmd.arg("-q")
         .arg("-d")
-        .arg(shared_data().join("nfs/nfsv3.pcap.zst"))
+        .arg(nfs_trace("nfsv3"))
         .arg("-o")
         .arg(&full);
     assert_eq!(run_bounded(cmd, Duration::from_secs(120)).code(), 0);
@@ -133,7 +133,8 @@ fn read_selects_exactly_what_tcpdump_selects() {
 #[test]
 fn read_from_pcapng_and_compressed_sources() {
     let s = Scratch::new("read-ng");
-    let ng = shared_data().join("tcpdump-tests/OSPFv2_Capture_FINAL.pcapng");
+    // AHCP over IPv6 UDP, in pcapng.
+    let ng = tcpdump_capture("ahcp.pcapng");
     let plain = s.join("imix.pcap");
     let mut cmd = weir();
     cmd.args(["gen", "--model", "imix", "-c", "2000", "-w"])
@@ -152,8 +153,12 @@ fn read_from_pcapng_and_compressed_sources() {
         got.len(),
         want.len()
     );
-    let want = tcpdump_select(&ng, "ip proto 89", &s.join("want2.pcap"));
-    let (got, _) = weir_read(&ds, &["ip", "proto", "89"], &s.join("got2.pcap"));
+    let want = tcpdump_select(&ng, "ip6 and udp port 5359", &s.join("want2.pcap"));
+    let (got, _) = weir_read(
+        &ds,
+        &["ip6", "and", "udp", "port", "5359"],
+        &s.join("got2.pcap"),
+    );
     assert!(
         !want.is_empty() && got == want,
         "{} vs {}",

@@ -472,23 +472,11 @@ fn record_larger_than_a_chunk() {
 /// with an error that names the file; nothing panics or hangs.
 #[test]
 fn tcpdump_corpus_reads_or_fails_clearly() {
-    let dir = std::env::var_os("WEIR_SHARED_DATA")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/data"))
-        .join("tcpdump-tests");
-    let Ok(entries) = std::fs::read_dir(&dir) else {
-        panic!("test corpus missing at {}", dir.display());
-    };
+    let files = testdata::tcpdump_captures();
+    assert!(files.len() >= 300, "{} captures", files.len());
     let (mut ok, mut failed) = (0, 0);
-    for entry in entries {
-        let path = entry.unwrap().path();
-        if path
-            .extension()
-            .is_none_or(|e| e != "pcap" && e != "pcapng")
-        {
-            continue;
-        }
-        let result = TraceReader::open(&path, ReaderOptions::default()).and_then(|mut r| {
+    for path in &files {
+        let result = TraceReader::open(path, ReaderOptions::default()).and_then(|mut r| {
             let mut n = 0u64;
             while let Some(c) = r.next_chunk()? {
                 n += c.frames.len() as u64;
@@ -507,5 +495,10 @@ fn tcpdump_corpus_reads_or_fails_clearly() {
             }
         }
     }
-    assert!(ok > 780, "only {ok} files read ({failed} failed)");
+    // A few of the captures are damaged on purpose; the rest read whole.
+    assert!(
+        ok * 100 >= files.len() * 94,
+        "only {ok} of {} files read ({failed} failed)",
+        files.len()
+    );
 }

@@ -17,20 +17,9 @@ pub fn weir() -> Command {
     Command::new(env!("CARGO_BIN_EXE_weir"))
 }
 
-/// The shared test data (tcpdump's captures, NFS traces): `../shared/data`
-/// next to the repository, or where WEIR_SHARED_DATA points.
-pub fn shared_data() -> PathBuf {
-    let p = std::env::var_os("WEIR_SHARED_DATA")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/data"));
-    assert!(
-        p.is_dir(),
-        "the shared test data is missing at {}; the tests read it from ../shared/data next \
-         to the repository (or set WEIR_SHARED_DATA)",
-        p.display()
-    );
-    p
-}
+// Not every test binary uses all three.
+#[allow(unused_imports)]
+pub use testdata::{nfs_trace, tcpdump_capture, tcpdump_captures};
 
 /// A fresh scratch directory for one test, removed when dropped.
 pub struct Scratch(pub PathBuf);
