@@ -6,6 +6,11 @@
 //! the block back; there is no copy and no system call per frame. Several
 //! rings on one interface join a fanout group, and the kernel sends each
 //! flow (hashed symmetrically, after defragmentation) to one of them.
+//!
+//! Opening and starting are apart: [`RxRing::open`] makes the ring and
+//! attaches the filter on a socket that receives nothing, so a capture can
+//! make everything else ready (staging, files, the manifest) before
+//! [`RxRing::start`] binds it and the first frame arrives.
 
 use std::io;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
@@ -42,10 +47,26 @@ impl RingOptions {
     }
 }
 
-/// A fanout group to join: every socket of one interface gets the same id.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// The fanout group of one interface's rings. The first ring to join asks
+/// the kernel for an id no group has (PACKET_FANOUT_FLAG_UNIQUEID); the
+/// others join that id. An id of our own choosing could be one another
+/// capture on the same interface chose too, and the kernel would then deal
+/// each flow to one of the two processes only, silently.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Fanout {
-    pub group_id: u16,
+    id: Option<u16>,
+}
+
+impl Fanout {
+    /// A group no ring has joined yet.
+    pub fn new() -> Fanout {
+        Fanout::default()
+    }
+
+    /// The kernel's id for the group, once a ring has joined.
+    pub fn id(&self) -> Option<u16> {
+        self.id
+    }
 }
 
 /// What the kernel counted for one socket since the last read (the
@@ -119,6 +140,8 @@ pub struct RxRing {
     opts: RingOptions,
     next: usize,
     iface: String,
+    ifindex: u32,
+    promiscuous: bool,
 }
 
 // SAFETY: the ring's memory is only touched through &mut self (one owner
@@ -128,13 +151,12 @@ unsafe impl Send for RxRing {}
 const TPACKET_V3: libc::c_int = 2;
 
 impl RxRing {
-    /// Opens a socket on `iface` with a ring of `opts`, joins `fanout`,
-    /// puts the interface in promiscuous mode if asked, and attaches
-    /// `filter` before any frame can arrive.
+    /// Opens a socket for `iface` with a ring of `opts` and `filter`
+    /// attached. It receives nothing until [`RxRing::start`]; `promiscuous`
+    /// is applied there.
     pub fn open(
         iface: &Interface,
         opts: RingOptions,
-        fanout: Option<Fanout>,
         filter: Option<SocketFilter<'_>>,
         promiscuous: bool,
     ) -> Result<RxRing, RingError> {
@@ -188,6 +210,8 @@ impl RxRing {
             opts,
             next: 0,
             iface: name.clone(),
+            ifindex: iface.index,
+            promiscuous,
         };
         match filter {
             Some(SocketFilter::Classic(f)) => {
@@ -198,21 +222,53 @@ impl RxRing {
                 .map_err(setup("attaching the shard filter"))?,
             None => {}
         }
-        bind_to(&ring.fd, iface.index).map_err(setup("bind"))?;
-        if let Some(g) = fanout {
-            let arg: libc::c_int = (g.group_id as libc::c_int)
-                | (((libc::PACKET_FANOUT_HASH | libc::PACKET_FANOUT_FLAG_DEFRAG) as libc::c_int)
-                    << 16);
-            setsockopt(&ring.fd, libc::SOL_PACKET, libc::PACKET_FANOUT, &arg)
-                .map_err(setup("joining the fanout group"))?;
+        Ok(ring)
+    }
+
+    /// Binds the ring to its interface, so frames start to arrive, and
+    /// joins `fanout` (one per interface, shared by its rings) if given.
+    /// Needs no privilege beyond the socket's, so it may run after they
+    /// are dropped. Until it has joined, a second ring of a group sees
+    /// every frame: the first microseconds may hold a frame twice, never
+    /// none.
+    pub fn start(&mut self, fanout: Option<&mut Fanout>) -> Result<(), RingError> {
+        let setup = |what: &'static str| {
+            let iface = self.iface.clone();
+            move |source: io::Error| RingError::Setup {
+                iface,
+                what,
+                source,
+            }
+        };
+        bind_to(&self.fd, self.ifindex).map_err(setup("bind"))?;
+        if let Some(group) = fanout {
+            let mode = (libc::PACKET_FANOUT_HASH | libc::PACKET_FANOUT_FLAG_DEFRAG) as libc::c_int;
+            match group.id {
+                Some(id) => {
+                    let arg = libc::c_int::from(id) | (mode << 16);
+                    setsockopt(&self.fd, libc::SOL_PACKET, libc::PACKET_FANOUT, &arg)
+                        .map_err(setup("joining the fanout group"))?;
+                }
+                None => {
+                    let unique = libc::PACKET_FANOUT_FLAG_UNIQUEID as libc::c_int;
+                    let arg = (mode | unique) << 16;
+                    setsockopt(&self.fd, libc::SOL_PACKET, libc::PACKET_FANOUT, &arg)
+                        .map_err(setup("making a fanout group (PACKET_FANOUT_FLAG_UNIQUEID)"))?;
+                    // The low 16 bits are the id the kernel chose.
+                    let got: libc::c_int =
+                        getsockopt(&self.fd, libc::SOL_PACKET, libc::PACKET_FANOUT)
+                            .map_err(setup("reading the fanout group's id"))?;
+                    group.id = Some((got & 0xffff) as u16);
+                }
+            }
         }
-        if promiscuous {
+        if self.promiscuous {
             // SAFETY: packet_mreq is plain data.
             let mut mreq: libc::packet_mreq = unsafe { std::mem::zeroed() };
-            mreq.mr_ifindex = iface.index as i32;
+            mreq.mr_ifindex = self.ifindex as i32;
             mreq.mr_type = libc::PACKET_MR_PROMISC as u16;
             setsockopt(
-                &ring.fd,
+                &self.fd,
                 libc::SOL_PACKET,
                 libc::PACKET_ADD_MEMBERSHIP,
                 &mreq,
@@ -220,8 +276,8 @@ impl RxRing {
             .map_err(setup("promiscuous mode"))?;
         }
         // Counters start from the moment the ring is live.
-        let _ = ring.kernel_stats();
-        Ok(ring)
+        let _ = self.kernel_stats();
+        Ok(())
     }
 
     /// The socket, for reading its counters from another thread.

@@ -64,7 +64,9 @@ pub struct CaptureArgs {
     rotate_time: Option<Duration>,
     /// Memory staging full frames for the pcap writers, all workers
     /// together (frames are dropped and counted when it is full). Default:
-    /// an eighth of the memory available, from 256Mi up to 4Gi.
+    /// an eighth of the memory available, from 256Mi up to 4Gi. Each
+    /// worker's first 64Mi is ready before capture starts; the rest is
+    /// added in the background at idle priority.
     #[arg(long = "buffer", alias = "staging", value_parser = parse_size, value_name = "SIZE")]
     buffer: Option<u64>,
     /// Compress pcap files off the capture path: none, lz4, zstd,
@@ -202,17 +204,13 @@ pub fn run(a: CaptureArgs) -> Result<ExitCode, String> {
         (None, false, false) => (true, true),
         (None, p, r) => (p, r),
     };
-    let dataset = match &a.output {
-        Some(dir) => Some(store::Dataset::create(dir, a.force).map_err(|e| e.to_string())?),
-        None => None,
-    };
+    // Checked now, made once the rings are open (with its manifest).
+    if let Some(dir) = &a.output {
+        store::Dataset::check_new(dir, a.force).map_err(|e| e.to_string())?;
+    }
     let pcap = if pcap_on {
-        let (dir, single) = match (&dataset, &a.write) {
-            (Some(d), _) => (
-                d.subdir(store::dataset::PCAP_DIR)
-                    .map_err(|e| e.to_string())?,
-                None,
-            ),
+        let (dir, single) = match (&a.output, &a.write) {
+            (Some(d), _) => (d.join(store::dataset::PCAP_DIR), None),
             (None, Some(file)) => {
                 let dir = file
                     .parent()
@@ -296,6 +294,18 @@ pub fn run(a: CaptureArgs) -> Result<ExitCode, String> {
         command: std::env::args().collect::<Vec<_>>().join(" "),
     };
     let opened = live::open(opts).map_err(|e| e.to_string())?;
+    let dataset = match &a.output {
+        Some(dir) => {
+            let d = store::Dataset::create_with_manifest(dir, a.force, &opened.manifest())
+                .map_err(|e| e.to_string())?;
+            if pcap_on {
+                d.subdir(store::dataset::PCAP_DIR)
+                    .map_err(|e| e.to_string())?;
+            }
+            Some(d)
+        }
+        None => None,
+    };
     if let Some(user) = &a.user {
         drop_privileges(user, a.output.as_deref().or(a.write.as_deref()))?;
     }

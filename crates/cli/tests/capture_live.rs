@@ -712,10 +712,13 @@ fn without_privileges_the_error_says_what_to_do() {
     assert_eq!(records(&ds).len(), 500);
 }
 
-/// Two boxes' worth of `--shard`: captures of share 0/2 and 1/2 next to an
-/// unsharded one, on the same traffic. The shares are disjoint, their union
-/// is the whole, and no flow is split; a tcpdump filter still applies
-/// inside a share.
+/// Two boxes' worth of `--shard`: captures of share 0/2 and 1/2 next to two
+/// unsharded ones, on the same traffic, all five at once on one interface
+/// and each with two rings in a fanout group (groups of different captures
+/// must not merge, or the kernel deals each flow to one of them only). The
+/// shares are disjoint, their union is the whole, the two unsharded
+/// captures are equal, and no flow is split; a tcpdump filter still
+/// applies inside a share.
 /// A frame told apart by its headers: flow hash, length, IP id, TCP
 /// sequence and acknowledgement numbers.
 type Frame = (u32, u32, u32, u32, u32);
@@ -739,10 +742,11 @@ fn shards_split_the_traffic_into_disjoint_complete_shares() {
         (ds.clone(), capture(&net.b, &args))
     };
     let caps = [
-        start("all", &["-j", "1"]),
+        start("all", &["-j", "2"]),
         start("share0", &["-j", "2", "--shard", "0/2"]),
-        start("share1", &["-j", "1", "--shard", "1/2"]),
-        start("share1-udp", &["-j", "1", "--shard", "1/2", "udp"]),
+        start("share1", &["-j", "2", "--shard", "1/2"]),
+        start("share1-udp", &["-j", "2", "--shard", "1/2", "udp"]),
+        start("all-again", &["-j", "2"]),
     ];
     let server = TcpServer::start(&net.b, 7002);
     assert_eq!(TcpServer::connect(&net.a, 7002, 30), "flows 30");
@@ -777,6 +781,13 @@ fn shards_split_the_traffic_into_disjoint_complete_shares() {
     let all = sorted(&sets[0].1);
     let (zero, one, one_udp) = (sorted(&sets[1].1), sorted(&sets[2].1), &sets[3].1);
     assert!(all.len() > 3000, "{} frames", all.len());
+    let again = sorted(&sets[4].1);
+    assert!(
+        again == all,
+        "two unsharded captures at once kept {} and {} frames",
+        all.len(),
+        again.len()
+    );
     // Every frame in the share its flow hash says, so no flow is split.
     assert!(zero.iter().all(|f| f.0 % 2 == 0));
     assert!(one.iter().all(|f| f.0 % 2 == 1));

@@ -174,16 +174,8 @@ pub fn open(opts: LiveOptions) -> Result<Opened, LiveError> {
             (None, Some(f)) => Some(SocketFilter::Classic(&f.program)),
             (None, None) => None,
         };
-        // One group per interface; ids differ between concurrent captures.
-        let group_id = ((std::process::id() as u16) ^ (k as u16).wrapping_mul(0x9e37)) | 1;
         for _ in 0..workers {
-            let ring = RxRing::open(
-                iface,
-                opts.ring,
-                (workers > 1).then_some(Fanout { group_id }),
-                socket_filter,
-                opts.promiscuous,
-            )?;
+            let ring = RxRing::open(iface, opts.ring, socket_filter, opts.promiscuous)?;
             slots.push(Slot {
                 ring,
                 worker: slots.len() as u16,
@@ -257,6 +249,12 @@ impl Opened {
         self.slots.len()
     }
 
+    /// The dataset's manifest before any frame: what the capture is, with
+    /// `ended_by: running`. Give it to [`store::Dataset::create_with_manifest`].
+    pub fn manifest(&self) -> Manifest {
+        base_manifest(&self.opts, &self.libpcap, self.slots.len() as u32)
+    }
+
     /// Captures until `stop` is set, the count is reached or the duration
     /// is over; `on_second` sees the totals once a second. Writes the
     /// dataset (when one is given) and returns the totals.
@@ -275,6 +273,11 @@ impl Opened {
             slots,
             libpcap,
         } = self;
+        // The manifest before the first data file, so that a capture killed
+        // at any moment leaves a dataset `weir recover` can put in order.
+        if let Some(d) = dataset.filter(|d| !d.root().join(store::dataset::MANIFEST).is_file()) {
+            d.write_manifest(&base_manifest(&opts, &libpcap, slots.len() as u32))?;
+        }
         let claimed = Arc::new(AtomicU64::new(0));
         let stop_flag = Arc::new(AtomicBool::new(false));
         let stats_dir = match dataset {
@@ -302,6 +305,7 @@ impl Opened {
             });
         let mut direct_io = false;
         let mut handles = Vec::new();
+        let mut ctxs = Vec::with_capacity(slots.len());
         for slot in slots {
             let spool = match &opts.pcap {
                 Some(p) => {
@@ -348,14 +352,24 @@ impl Opened {
                 }
                 _ => None,
             };
-            let ctx = WorkerCtx {
+            ctxs.push(WorkerCtx {
                 slot,
                 spool,
                 records,
                 stop: stop_flag.clone(),
                 claimed: claimed.clone(),
                 limit: opts.count,
-            };
+            });
+        }
+        // Everything is ready: now the frames may come. One fanout group
+        // per interface, when it has several rings.
+        let mut groups = vec![Fanout::new(); opts.interfaces.len()];
+        let fan = opts.workers_per_iface > 1;
+        for ctx in &mut ctxs {
+            let group = &mut groups[ctx.slot.iface as usize];
+            ctx.slot.ring.start(fan.then_some(group))?;
+        }
+        for ctx in ctxs {
             let name = format!("weir-cap{}", ctx.slot.worker);
             handles.push(
                 std::thread::Builder::new()
@@ -363,10 +377,6 @@ impl Opened {
                     .spawn(move || run_worker(ctx))
                     .map_err(LiveError::Thread)?,
             );
-        }
-
-        if let Some(d) = dataset {
-            d.write_manifest(&base_manifest(&opts, &libpcap, fds.len() as u32))?;
         }
         on_ready();
         // Time counts from here: setting up (writing gigabytes of staging,

@@ -1,6 +1,7 @@
 //! `weir recover`: puts a dataset whose capture was killed (kill -9, a
 //! power cut) back in order. Pcap files left open are cut at their last
-//! whole frame (compressed ones get their seek table); Parquet files left
+//! whole frame (compressed ones get their seek table; one with no whole
+//! frame is removed); Parquet files left
 //! open cannot be read (their footer was never written) and are removed,
 //! their frames still being in the pcap files; the stats rows not yet in a
 //! file are written from the journal; and the manifest is rebuilt from
@@ -86,6 +87,13 @@ pub fn recover(root: &Path) -> Result<Recovered, StoreError> {
             let part = pcap_dir.join(&name);
             let before = std::fs::metadata(&part).map_err(|e| io(&part, e))?.len();
             let scan = repair_pcap(&part).map_err(|e| io(&part, e))?;
+            if scan.frames == 0 {
+                // Opened but killed before a whole frame (or even the file
+                // header) reached it: nothing to keep.
+                std::fs::remove_file(&part).map_err(|e| io(&part, e))?;
+                out.parts_removed.push(format!("{PCAP_DIR}/{name}"));
+                continue;
+            }
             let path = pcap_dir.join(final_name);
             std::fs::rename(&part, &path).map_err(|e| io(&part, e))?;
             out.pcap_repaired.push((

@@ -18,7 +18,7 @@
 use std::collections::{BTreeMap, VecDeque};
 use std::io;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -179,40 +179,103 @@ pub struct Spool {
     pub dropped: u64,
     /// Frames staged.
     pub staged: u64,
+    /// Tells the thread growing the staging pool to stop.
+    stop_growing: Arc<AtomicBool>,
+}
+
+impl Drop for Spool {
+    fn drop(&mut self) {
+        self.stop_growing.store(true, Ordering::Relaxed);
+    }
 }
 
 /// Staging blocks not in use, last in first out: the block the writer
 /// just emptied is the next one filled, while it is still in the cache. A
 /// first-in-first-out pool would cycle through all of staging memory and
-/// make both copies of every frame miss the cache.
+/// make both copies of every frame miss the cache. Blocks added while the
+/// pool grows go to the bottom, behind the warm ones.
 #[derive(Clone)]
-struct FreeBlocks(Arc<Mutex<Vec<Vec<u8>>>>);
+struct FreeBlocks {
+    list: Arc<Mutex<VecDeque<Vec<u8>>>>,
+    /// Blocks made so far, free or not.
+    made: Arc<AtomicUsize>,
+}
 
 impl FreeBlocks {
+    fn new(capacity: usize) -> FreeBlocks {
+        FreeBlocks {
+            list: Arc::new(Mutex::new(VecDeque::with_capacity(capacity))),
+            made: Arc::new(AtomicUsize::new(0)),
+        }
+    }
+    fn lock(&self) -> std::sync::MutexGuard<'_, VecDeque<Vec<u8>>> {
+        self.list.lock().unwrap_or_else(|e| e.into_inner())
+    }
     fn take(&self) -> Option<Vec<u8>> {
-        self.0.lock().unwrap_or_else(|e| e.into_inner()).pop()
+        self.lock().pop_back()
     }
     fn give(&self, b: Vec<u8>) {
-        self.0.lock().unwrap_or_else(|e| e.into_inner()).push(b);
+        self.lock().push_back(b);
+    }
+    /// A new block, at the bottom of the pool.
+    fn add(&self, b: Vec<u8>) {
+        self.lock().push_front(b);
+        self.made.fetch_add(1, Ordering::Relaxed);
     }
     fn len(&self) -> usize {
-        self.0.lock().unwrap_or_else(|e| e.into_inner()).len()
+        self.lock().len()
+    }
+    fn made(&self) -> usize {
+        self.made.load(Ordering::Relaxed)
     }
 }
 
-/// Starts a spool: the staging pool (written once here, so the capture
-/// path never meets fresh memory) and its writer thread.
+/// Staging written before a spool starts; the rest of `blocks` is written
+/// by a thread of its own at idle priority while the capture runs. Writing
+/// gigabytes of fresh memory takes seconds on these VMs; a capture must be
+/// recording within one, and must not lose frames to its own set-up.
+pub const READY_STAGING_BYTES: usize = 64 << 20;
+
+/// A staging block, written (not just allocated: `vec![0; n]` would map
+/// zero pages that fault in, slowly on VMs that hand free pages back to the
+/// host, the first time the capture path fills the block).
+fn staging_block(bytes: usize) -> Vec<u8> {
+    let mut b = Vec::with_capacity(bytes);
+    b.resize(bytes, 0xa5);
+    b.clear();
+    b
+}
+
+/// Writes `more` staging blocks into `free` at idle priority (SCHED_IDLE:
+/// it runs only on a core nothing else wants), until `stop`.
+fn grow_staging(free: FreeBlocks, more: usize, bytes: usize, stop: Arc<AtomicBool>) {
+    let param = libc::sched_param { sched_priority: 0 };
+    // SAFETY: sets this thread's own policy; `param` is valid for the call.
+    unsafe { libc::sched_setscheduler(0, libc::SCHED_IDLE, &param) };
+    for _ in 0..more {
+        if stop.load(Ordering::Relaxed) {
+            return;
+        }
+        free.add(staging_block(bytes));
+    }
+}
+
+/// Starts a spool: its writer thread and the staging pool, of which
+/// [`READY_STAGING_BYTES`] (at least two blocks) are written here, so the
+/// capture path never meets fresh memory, and the rest grows behind.
 pub fn spool(opts: SpoolOptions) -> io::Result<(Spool, JoinHandle<SpoolReport>)> {
     let blocks = opts.blocks.max(2);
-    let free = FreeBlocks(Arc::new(Mutex::new(Vec::with_capacity(blocks))));
-    for _ in 0..blocks {
-        // Written, not just allocated: `vec![0; n]` would map zero pages
-        // that fault in (slowly, on VMs that hand free pages back to the
-        // host) the first time the capture path fills the block.
-        let mut b = Vec::with_capacity(opts.block_bytes);
-        b.resize(opts.block_bytes, 0xa5);
-        b.clear();
-        free.give(b);
+    let ready = blocks.min((READY_STAGING_BYTES / opts.block_bytes.max(1)).max(2));
+    let free = FreeBlocks::new(blocks);
+    for _ in 0..ready {
+        free.add(staging_block(opts.block_bytes));
+    }
+    let stop_growing = Arc::new(AtomicBool::new(false));
+    if blocks > ready {
+        let (free, bytes, stop) = (free.clone(), opts.block_bytes, stop_growing.clone());
+        std::thread::Builder::new()
+            .name(format!("weir-stage-{}", opts.prefix))
+            .spawn(move || grow_staging(free, blocks - ready, bytes, stop))?;
     }
     let shared = Arc::new(SpoolShared {
         method: AtomicI32::new(i32::MIN),
@@ -226,7 +289,6 @@ pub fn spool(opts: SpoolOptions) -> io::Result<(Spool, JoinHandle<SpoolReport>)>
         container: opts.codec.container(),
         direct: opts.direct,
         reserve: opts.rotate_bytes,
-        blocks,
         on_full: opts.on_full,
         retention: opts.retention.clone(),
         shared: shared.clone(),
@@ -253,6 +315,7 @@ pub fn spool(opts: SpoolOptions) -> io::Result<(Spool, JoinHandle<SpoolReport>)>
             retry_at: None,
             dropped: 0,
             staged: 0,
+            stop_growing,
         },
         handle,
     ))
@@ -351,7 +414,7 @@ impl Spool {
 
     /// Blocks queued for the writer or being written: how far behind it is.
     pub fn backlog(&self) -> usize {
-        self.opts.blocks.max(2) - self.free.len() - self.cur.is_some() as usize
+        (self.free.made() - self.free.len()).saturating_sub(self.cur.is_some() as usize)
     }
 
     /// Sends the partly filled block to the writer (call now and then, so
@@ -430,7 +493,6 @@ struct FileWriter {
     container: Option<Container>,
     direct: bool,
     reserve: Option<u64>,
-    blocks: usize,
     on_full: OnFull,
     retention: Option<Arc<Retention>>,
     shared: Arc<SpoolShared>,
@@ -456,7 +518,7 @@ impl FileWriter {
                     ts_first,
                     ts_last,
                 }) => {
-                    let backlog = rx.len() as f64 / self.blocks as f64;
+                    let backlog = rx.len() as f64 / self.free.made().max(1) as f64;
                     self.block(&data, frames, (ts_first, ts_last), backlog);
                     let mut data = data;
                     data.clear();

@@ -24,44 +24,110 @@ impl Dataset {
     /// (its files are removed first); anything else is refused so that no
     /// unrelated files are ever deleted.
     pub fn create(root: &Path, replace: bool) -> Result<Dataset, StoreError> {
-        if root.exists() {
-            let entries: Vec<_> = fs::read_dir(root)
-                .map_err(|e| StoreError::io(root, e))?
-                .collect::<Result<_, _>>()
-                .map_err(|e| StoreError::io(root, e))?;
-            if !entries.is_empty() {
-                let is_dataset = root.join(MANIFEST).is_file();
-                if !(replace && is_dataset) {
-                    let message = if is_dataset {
-                        "is already a weir dataset; pass --force to replace it, or choose a new \
-                         directory"
-                    } else {
-                        "exists and is not empty; choose a new or empty directory for the \
-                         dataset"
-                    };
-                    return Err(StoreError::Invalid {
-                        path: root.to_path_buf(),
-                        message: message.into(),
-                    });
-                }
-                fs::remove_file(root.join(MANIFEST)).map_err(|e| StoreError::io(root, e))?;
-                for sub in [
-                    PACKETS_DIR,
-                    PCAP_DIR,
-                    STATS_DIR,
-                    crate::stack::STACK_DIR,
-                    crate::rpc::RPC_DIR,
-                    crate::rpc::NFS_DIR,
-                ] {
-                    let d = root.join(sub);
-                    if d.exists() {
-                        fs::remove_dir_all(&d).map_err(|e| StoreError::io(&d, e))?;
-                    }
-                }
-            }
+        if Self::check_new(root, replace)? {
+            Self::clear(root)?;
         }
         let packets = root.join(PACKETS_DIR);
         fs::create_dir_all(&packets).map_err(|e| StoreError::io(&packets, e))?;
+        Ok(Dataset {
+            root: root.to_path_buf(),
+        })
+    }
+
+    /// Whether `root` may become a new dataset (the checks of
+    /// [`Dataset::create`], nothing changed on disk): `Ok(true)` when it
+    /// is a dataset `replace` allows to be replaced.
+    pub fn check_new(root: &Path, replace: bool) -> Result<bool, StoreError> {
+        if !root.exists() {
+            return Ok(false);
+        }
+        let entries: Vec<_> = fs::read_dir(root)
+            .map_err(|e| StoreError::io(root, e))?
+            .collect::<Result<_, _>>()
+            .map_err(|e| StoreError::io(root, e))?;
+        if entries.is_empty() {
+            return Ok(false);
+        }
+        let is_dataset = root.join(MANIFEST).is_file();
+        if !(replace && is_dataset) {
+            let message = if is_dataset {
+                "is already a weir dataset; pass --force to replace it, or choose a new \
+                 directory"
+            } else {
+                "exists and is not empty; choose a new or empty directory for the \
+                 dataset"
+            };
+            return Err(StoreError::Invalid {
+                path: root.to_path_buf(),
+                message: message.into(),
+            });
+        }
+        Ok(true)
+    }
+
+    /// Removes a dataset's files (its manifest last).
+    fn clear(root: &Path) -> Result<(), StoreError> {
+        for sub in [
+            PACKETS_DIR,
+            PCAP_DIR,
+            STATS_DIR,
+            crate::stack::STACK_DIR,
+            crate::rpc::RPC_DIR,
+            crate::rpc::NFS_DIR,
+        ] {
+            let d = root.join(sub);
+            if d.exists() {
+                fs::remove_dir_all(&d).map_err(|e| StoreError::io(&d, e))?;
+            }
+        }
+        fs::remove_file(root.join(MANIFEST)).map_err(|e| StoreError::io(root, e))
+    }
+
+    /// [`Dataset::create`] with its first manifest, so that there is no
+    /// moment at which the directory exists without one (a capture killed
+    /// at any moment leaves something `weir recover` can put in order). A
+    /// new directory is made under a hidden name beside it and renamed into
+    /// place whole; an existing empty one gets the manifest before
+    /// anything else.
+    pub fn create_with_manifest(
+        root: &Path,
+        replace: bool,
+        manifest: &Manifest,
+    ) -> Result<Dataset, StoreError> {
+        if root.exists() {
+            if Self::check_new(root, replace)? {
+                Self::clear(root)?;
+            }
+            let d = Dataset {
+                root: root.to_path_buf(),
+            };
+            d.write_manifest(manifest)?;
+            d.subdir(PACKETS_DIR)?;
+            return Ok(d);
+        }
+        let name = root.file_name().ok_or_else(|| StoreError::Invalid {
+            path: root.to_path_buf(),
+            message: "is not a directory name; give a path such as ./capture1".into(),
+        })?;
+        let parent = match root.parent() {
+            Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+            _ => PathBuf::from("."),
+        };
+        let tmp = parent.join(format!(
+            ".{}.new-{}",
+            name.to_string_lossy(),
+            std::process::id()
+        ));
+        let _ = fs::remove_dir_all(&tmp);
+        fs::create_dir_all(tmp.join(PACKETS_DIR)).map_err(|e| StoreError::io(&tmp, e))?;
+        let staged = Dataset { root: tmp.clone() };
+        let placed = staged
+            .write_manifest(manifest)
+            .and_then(|()| fs::rename(&tmp, root).map_err(|e| StoreError::io(root, e)));
+        if placed.is_err() {
+            let _ = fs::remove_dir_all(&tmp);
+        }
+        placed?;
         Ok(Dataset {
             root: root.to_path_buf(),
         })
