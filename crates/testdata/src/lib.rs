@@ -64,6 +64,17 @@ pub fn tcpdump_capture(name: &str) -> PathBuf {
     p
 }
 
+/// The first of `names` that the test set has: for a kind of capture
+/// that different tcpdump releases hold under different names.
+pub fn tcpdump_capture_of(names: &[&str]) -> PathBuf {
+    let d = tcpdump_tests();
+    names
+        .iter()
+        .map(|n| d.join(n))
+        .find(|p| p.is_file())
+        .unwrap_or_else(|| panic!("none of {names:?} is in {}", d.display()))
+}
+
 /// A zstd-compressed NFS trace: `nfsv3` or `nfsv4`.
 pub fn nfs_trace(name: &str) -> PathBuf {
     let p = dir().join("nfs").join(format!("{name}.pcap.zst"));

@@ -19,7 +19,7 @@ pub fn weir() -> Command {
 
 // Not every test binary uses all three.
 #[allow(unused_imports)]
-pub use testdata::{nfs_trace, tcpdump_capture, tcpdump_captures};
+pub use testdata::{nfs_trace, tcpdump_capture, tcpdump_capture_of, tcpdump_captures};
 
 /// A fresh scratch directory for one test, removed when dropped.
 pub struct Scratch(pub PathBuf);
