@@ -32,7 +32,7 @@ usage: capture [--quick] [--json OUT.json] [--seconds S] [--reps N] [--sizes 64,
 Runs weir capture (pcap, records, both; to /dev/shm and to disk), tcpdump -w
 (to /dev/shm and to disk) and netsniff-ng on a veth pair fed by weir gen at
 its maximum rate, and prints a Markdown table (run as root).
-Labels for --only: weir-pcap-shm weir-records-shm weir-both-shm weir-pcap-disk weir-pcap-disk-buffered
+Labels for --only: weir-pcap-shm weir-records-shm weir-both-shm weir-pcap-disk weir-both-disk weir-pcap-disk-buffered
 weir-records-shard-shm tcpdump-shm tcpdump-disk netsniff-shm";
 
 /// Receive ring of every capturer, in MiB (tcpdump -B takes KiB).
@@ -138,6 +138,7 @@ enum Capturer {
     WeirRecordsShm,
     WeirBothShm,
     WeirPcapDisk,
+    WeirBothDisk,
     WeirPcapDiskBuffered,
     WeirRecordsShardShm,
     TcpdumpShm,
@@ -145,11 +146,12 @@ enum Capturer {
     NetsniffShm,
 }
 
-const CAPTURERS: [Capturer; 9] = [
+const CAPTURERS: [Capturer; 10] = [
     Capturer::WeirPcapShm,
     Capturer::WeirRecordsShm,
     Capturer::WeirBothShm,
     Capturer::WeirPcapDisk,
+    Capturer::WeirBothDisk,
     Capturer::WeirPcapDiskBuffered,
     Capturer::WeirRecordsShardShm,
     Capturer::TcpdumpShm,
@@ -164,6 +166,7 @@ impl Capturer {
             Capturer::WeirRecordsShm => "weir-records-shm",
             Capturer::WeirBothShm => "weir-both-shm",
             Capturer::WeirPcapDisk => "weir-pcap-disk",
+            Capturer::WeirBothDisk => "weir-both-disk",
             Capturer::WeirPcapDiskBuffered => "weir-pcap-disk-buffered",
             Capturer::WeirRecordsShardShm => "weir-records-shard-shm",
             Capturer::TcpdumpShm => "tcpdump-shm",
@@ -178,6 +181,7 @@ impl Capturer {
             Capturer::WeirRecordsShm => "weir --records → /dev/shm",
             Capturer::WeirBothShm => "weir --pcap --records → /dev/shm",
             Capturer::WeirPcapDisk => "weir --pcap → disk (O_DIRECT)",
+            Capturer::WeirBothDisk => "weir --pcap --records → disk",
             Capturer::WeirPcapDiskBuffered => "weir --pcap --no-direct → disk",
             // Share 0 of 1 keeps every frame, so the counts compare with
             // weir-records-shm; the filter still hashes each frame.
@@ -191,7 +195,10 @@ impl Capturer {
     fn on_disk(self) -> bool {
         matches!(
             self,
-            Capturer::WeirPcapDisk | Capturer::WeirPcapDiskBuffered | Capturer::TcpdumpDisk
+            Capturer::WeirPcapDisk
+                | Capturer::WeirBothDisk
+                | Capturer::WeirPcapDiskBuffered
+                | Capturer::TcpdumpDisk
         )
     }
 
@@ -229,7 +236,7 @@ impl Capturer {
             Capturer::WeirPcapDiskBuffered => weir(&["--pcap", "--no-direct"]),
             Capturer::WeirRecordsShm => weir(&["--records"]),
             Capturer::WeirRecordsShardShm => weir(&["--records", "--shard", "0/1"]),
-            Capturer::WeirBothShm => weir(&["--pcap", "--records"]),
+            Capturer::WeirBothShm | Capturer::WeirBothDisk => weir(&["--pcap", "--records"]),
             Capturer::TcpdumpShm | Capturer::TcpdumpDisk => vec![
                 tools.tcpdump.to_string_lossy().into_owned(),
                 "-i".into(),
@@ -261,6 +268,7 @@ impl Capturer {
                 | Capturer::WeirRecordsShm
                 | Capturer::WeirBothShm
                 | Capturer::WeirPcapDisk
+                | Capturer::WeirBothDisk
                 | Capturer::WeirPcapDiskBuffered
                 | Capturer::WeirRecordsShardShm
         )

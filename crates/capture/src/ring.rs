@@ -293,6 +293,21 @@ impl RxRing {
         &self.iface
     }
 
+    /// Lets no further frame into the ring (a filter that keeps nothing
+    /// replaces the capture's), so that what the ring holds can be drained
+    /// to its end even while traffic goes on. Frames turned away here are
+    /// not the ring's: the kernel counts them neither as received nor as
+    /// dropped.
+    pub fn stop_receiving(&self) -> io::Result<()> {
+        let keep_nothing = [libc::sock_filter {
+            code: (libc::BPF_RET | libc::BPF_K) as u16,
+            jt: 0,
+            jf: 0,
+            k: 0,
+        }];
+        attach_filter(&self.fd, &keep_nothing)
+    }
+
     /// The kernel's counters since the last read.
     pub fn kernel_stats(&self) -> io::Result<KernelStats> {
         kernel_stats(self.fd.as_raw_fd())

@@ -432,6 +432,52 @@ fn sigint_during_traffic_leaves_a_complete_dataset() {
     );
 }
 
+/// `--duration` ends the capture while traffic goes on: each worker closes
+/// its ring to new frames and drains what it holds (a ring under steady
+/// traffic is never empty, and waiting for it to be kept the capture
+/// running as long as the sender did). Nothing the kernel put in a ring is
+/// left unread.
+#[test]
+fn duration_ends_the_capture_under_steady_traffic() {
+    let net = VethPair::new("steady");
+    let s = Scratch::new("cap-steady");
+    let ds = s.join("ds");
+    let mut g = VethPair::exec(&net.a, WEIR);
+    g.arg("gen").args(["-i", IFACE]).args([
+        "--duration",
+        "40s",
+        "--count",
+        "400000",
+        "--rate",
+        "10000",
+        "--size",
+        "200",
+        "--flows",
+        "16",
+    ]);
+    let sender = Background::start(g, "", Duration::from_secs(5));
+    let cap = capture(
+        &net.b,
+        &["-o", ds.to_str().unwrap(), "-j", "2", "--duration", "2s"],
+    );
+    let r = cap.wait(Duration::from_secs(15));
+    sender.signal(libc::SIGINT);
+    let _ = sender.wait(Duration::from_secs(30));
+    assert_eq!(r.code(), 0, "{}", r.stderr());
+    let m = manifest(&ds);
+    assert_eq!(m["capture"]["ended_by"], "duration");
+    no_part_files(&ds);
+    let frames = m["counts"]["frames"].as_u64().unwrap();
+    assert!(frames > 10_000, "{frames} frames");
+    let unread = m["drops"]["ring_unread"].as_u64().unwrap_or(0);
+    assert!(
+        unread <= 100,
+        "{unread} frames left in the rings: {}",
+        m["drops"]
+    );
+    assert_eq!(records(&ds).len() as u64, frames);
+}
+
 #[test]
 fn overload_drops_are_counted_and_add_up() {
     let net = VethPair::new("overload");
