@@ -830,6 +830,7 @@ fn run_worker(ctx: WorkerCtx) -> WorkerOut {
     let (worker_id, iface, link) = (slot.worker, slot.iface, slot.link);
     let _ = worker_id;
     let mut door_closed = false;
+    let ring_blocks = slot.ring.options().block_count;
     loop {
         let stopping = stop.load(Ordering::Relaxed);
         if stopping && !door_closed {
@@ -842,6 +843,12 @@ fn run_worker(ctx: WorkerCtx) -> WorkerOut {
             }
         }
         let (mut frames, mut bytes, mut staged, mut hw) = (0u64, 0u64, 0u64, 0u64);
+        if let Some(s) = spool.as_mut() {
+            // A frame may wait in the ring for the pcap writer rather than
+            // be dropped from pcap; with records, only while the ring is at
+            // most half full, so that records never lose a frame to pcap.
+            s.set_patient(records.is_none() || slot.ring.blocks_ready() * 2 <= ring_blocks);
+        }
         let timeout = if stopping {
             retire
         } else {

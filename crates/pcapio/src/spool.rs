@@ -7,7 +7,8 @@
 //! decided on the worker, so each frame's file and offset (in the
 //! decompressed pcap stream) are known the moment it is staged. When the
 //! writer falls behind and the pool is empty, frames are dropped and
-//! counted: the worker never waits for a disk.
+//! counted, unless the worker has made the spool patient (its ring has
+//! room): then it waits for a block, at most 20 ms.
 //!
 //! Files are written as hidden `.NAME.part` and renamed when complete, with
 //! mode 0640. A write error (a full disk) closes the current file validly
@@ -19,7 +20,7 @@ use std::collections::{BTreeMap, VecDeque};
 use std::io;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -181,7 +182,13 @@ pub struct Spool {
     pub staged: u64,
     /// Tells the thread growing the staging pool to stop.
     stop_growing: Arc<AtomicBool>,
+    /// Wait for the writer to return a block rather than drop a frame
+    /// ([`Spool::set_patient`]).
+    patient: bool,
 }
+
+/// How long a patient spool waits for a free block before it drops.
+const PATIENCE: Duration = Duration::from_millis(20);
 
 impl Drop for Spool {
     fn drop(&mut self) {
@@ -196,7 +203,7 @@ impl Drop for Spool {
 /// pool grows go to the bottom, behind the warm ones.
 #[derive(Clone)]
 struct FreeBlocks {
-    list: Arc<Mutex<VecDeque<Vec<u8>>>>,
+    list: Arc<(Mutex<VecDeque<Vec<u8>>>, Condvar)>,
     /// Blocks made so far, free or not.
     made: Arc<AtomicUsize>,
 }
@@ -204,23 +211,45 @@ struct FreeBlocks {
 impl FreeBlocks {
     fn new(capacity: usize) -> FreeBlocks {
         FreeBlocks {
-            list: Arc::new(Mutex::new(VecDeque::with_capacity(capacity))),
+            list: Arc::new((
+                Mutex::new(VecDeque::with_capacity(capacity)),
+                Condvar::new(),
+            )),
             made: Arc::new(AtomicUsize::new(0)),
         }
     }
     fn lock(&self) -> std::sync::MutexGuard<'_, VecDeque<Vec<u8>>> {
-        self.list.lock().unwrap_or_else(|e| e.into_inner())
+        self.list.0.lock().unwrap_or_else(|e| e.into_inner())
     }
     fn take(&self) -> Option<Vec<u8>> {
         self.lock().pop_back()
     }
+    /// A free block, waiting up to `limit` for the writer to return one.
+    fn take_within(&self, limit: Duration) -> Option<Vec<u8>> {
+        let deadline = Instant::now() + limit;
+        let mut list = self.lock();
+        loop {
+            if let Some(b) = list.pop_back() {
+                return Some(b);
+            }
+            let left = deadline.checked_duration_since(Instant::now())?;
+            list = self
+                .list
+                .1
+                .wait_timeout(list, left)
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
+        }
+    }
     fn give(&self, b: Vec<u8>) {
         self.lock().push_back(b);
+        self.list.1.notify_one();
     }
     /// A new block, at the bottom of the pool.
     fn add(&self, b: Vec<u8>) {
         self.lock().push_front(b);
         self.made.fetch_add(1, Ordering::Relaxed);
+        self.list.1.notify_one();
     }
     fn len(&self) -> usize {
         self.lock().len()
@@ -316,6 +345,7 @@ pub fn spool(opts: SpoolOptions) -> io::Result<(Spool, JoinHandle<SpoolReport>)>
             dropped: 0,
             staged: 0,
             stop_growing,
+            patient: false,
         },
         handle,
     ))
@@ -375,7 +405,17 @@ impl Spool {
             self.flush_block();
         }
         if self.cur.is_none() {
-            match self.free.take() {
+            let block = match self.free.take() {
+                None if self.patient => {
+                    let b = self.free.take_within(PATIENCE);
+                    // A writer that does not answer in time will not answer
+                    // the next frame either: drop until told again.
+                    self.patient = b.is_some();
+                    b
+                }
+                b => b,
+            };
+            match block {
                 Some(b) => self.cur = Some(b),
                 None => {
                     self.dropped += 1;
@@ -405,6 +445,17 @@ impl Spool {
         self.cur_frames += 1;
         self.staged += 1;
         Some((file.id, offset))
+    }
+
+    /// With `patient`, a frame that finds no free staging block waits (up
+    /// to 20 ms) for the writer to return one instead of being dropped. A
+    /// worker sets it while its receive ring has room: frames then wait in
+    /// the ring, and on a core shared with the writer the wait is the
+    /// writer's time to run, as in a single-threaded capturer. Without it
+    /// (the ring filling up) frames are dropped here and counted, and the
+    /// worker keeps the ring moving, so records lose nothing.
+    pub fn set_patient(&mut self, patient: bool) {
+        self.patient = patient;
     }
 
     /// What the writer publishes (compression, lost frames, a full disk).
