@@ -6,7 +6,8 @@
 //! cache nor has to write back and evict those pages later, which on this
 //! class of machine is where a buffered writer spends its time (see
 //! docs/BENCHMARKS.md). Filesystems that refuse O_DIRECT (tmpfs before 6.6,
-//! some FUSE) get ordinary writes. Space is reserved up front with
+//! some FUSE) get ordinary writes, and so does tmpfs, where it gains
+//! nothing; ordinary writes take large pieces without the buffer. Space is reserved up front with
 //! fallocate (the file's size stays what has been written, so a crash never
 //! leaves a tail of zeros that would read as records).
 
@@ -20,6 +21,27 @@ use std::path::{Path, PathBuf};
 /// O_DIRECT needs buffers, offsets and lengths aligned to the device's
 /// logical block; 4 KiB covers every common device.
 const ALIGN: usize = 4096;
+
+/// Pieces at least this large skip the buffer of a file written through
+/// the page cache (a staging block is 256 KiB).
+const STRAIGHT_WRITE: usize = 64 << 10;
+
+/// Whether `path`'s directory is on tmpfs, where O_DIRECT (accepted since
+/// Linux 6.6) saves nothing: the file is memory either way, and buffered
+/// files take whole staging blocks without a copy into the aligned buffer.
+fn on_tmpfs(path: &Path) -> bool {
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    let Ok(c) = std::ffi::CString::new(dir.as_os_str().as_encoded_bytes()) else {
+        return false;
+    };
+    // SAFETY: statfs is plain data; zeroed is a valid value.
+    let mut st: libc::statfs = unsafe { std::mem::zeroed() };
+    // SAFETY: a valid C string and a valid out pointer for the call.
+    unsafe { libc::statfs(c.as_ptr(), &mut st) == 0 && st.f_type == libc::TMPFS_MAGIC }
+}
 
 /// An aligned, fixed-capacity byte buffer.
 struct AlignedBuf {
@@ -103,7 +125,7 @@ impl OutFile {
                 .custom_flags(flags)
                 .open(path)
         };
-        let (file, direct) = if direct {
+        let (file, direct) = if direct && !on_tmpfs(path) {
             match open(libc::O_DIRECT) {
                 Ok(f) => (f, true),
                 Err(e) if e.raw_os_error() == Some(libc::EINVAL) => (open(0)?, false),
@@ -159,6 +181,21 @@ impl OutFile {
     /// Appends `bytes`, writing whole buffers as they fill. On an error the
     /// file holds exactly `on_disk()` bytes of what was appended.
     pub fn append(&mut self, mut bytes: &[u8]) -> io::Result<()> {
+        if !self.direct && bytes.len() >= STRAIGHT_WRITE {
+            // Through the page cache a large piece goes to the file as it
+            // is: copying it into the buffer first would be one copy more
+            // of every byte (and one the capture's core pays for).
+            if self.buf.len > 0 {
+                self.write_buffer(self.buf.len)?;
+            }
+            if let Err(e) = self.file.write_all_at(bytes, self.on_disk) {
+                let _ = self.file.set_len(self.on_disk);
+                return Err(e);
+            }
+            self.on_disk += bytes.len() as u64;
+            self.tail_synced = false;
+            return Ok(());
+        }
         while !bytes.is_empty() {
             let n = self.buf.push(bytes);
             bytes = &bytes[n..];
@@ -269,8 +306,16 @@ mod tests {
         for direct in [false, true] {
             let path = dir.join(format!("f{direct}"));
             let mut f = OutFile::create(&path, direct, 64 << 10, Some(4 << 20)).unwrap();
-            for piece in data.chunks(9_999) {
+            // Small pieces through the buffer, and large ones that skip it
+            // when not direct, in between each other.
+            let mut rest = &data[..];
+            for size in [24, 9_999, 262_144, 70_000, 3].iter().cycle() {
+                if rest.is_empty() {
+                    break;
+                }
+                let (piece, more) = rest.split_at((*size).min(rest.len()));
                 f.append(piece).unwrap();
+                rest = more;
             }
             f.sync_tail().unwrap();
             assert_eq!(
