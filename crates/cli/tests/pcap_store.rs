@@ -335,7 +335,8 @@ fn kill_9_at_any_moment_from_start_leaves_a_recoverable_dataset() {
         for f in m["files"]["stats"].as_array().unwrap() {
             store::stats::read_stats_file(&ds.join(f.as_str().unwrap())).unwrap();
         }
-        if ms >= 1800 {
+        if ms >= 5000 {
+            // (Not earlier: start-up takes longer on a loaded CI machine.)
             assert!(frames > 0, "killed at {ms} ms: nothing was recorded");
         }
     }
