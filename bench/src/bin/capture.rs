@@ -19,6 +19,8 @@ use std::fmt::Write as _;
 use std::fs::{self, File};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use pcapio::{ReaderOptions, TraceReader};
@@ -304,6 +306,10 @@ struct Run {
     /// What the capturer itself reported as dropped (kernel + its own).
     reported_drops: Option<u64>,
     cpu_s: f64,
+    /// Of the capturer's CPU, what weir's background staging writer
+    /// (`weir-stage-*` threads) spent: a one-off set-up cost, not per frame,
+    /// kept out of `cpu_s`.
+    staging_cpu_s: f64,
     /// How long the capturer took to finish after the generator stopped.
     drain_s: f64,
     bytes_written: u64,
@@ -332,8 +338,57 @@ impl Run {
             "record_rows": self.record_rows, "reported_drops": self.reported_drops,
             "computed_drops": self.computed_drops(), "captured_share": self.captured_share(),
             "cpu_s": self.cpu_s, "cpu_ns_per_captured_frame": self.cpu_ns_per_frame(),
+            "staging_cpu_s": self.staging_cpu_s,
             "drain_s": self.drain_s, "bytes_written": self.bytes_written, "steal_s": self.steal_s,
         })
+    }
+}
+
+/// CPU seconds of the threads of `pid` whose name starts with `prefix`,
+/// sampled every 50 ms until stopped (a thread that ends takes its count
+/// out of /proc with it): the last count seen of each, summed.
+struct ThreadMeter {
+    stop: Arc<AtomicBool>,
+    handle: std::thread::JoinHandle<f64>,
+}
+
+impl ThreadMeter {
+    fn start(pid: u32, prefix: &'static str) -> ThreadMeter {
+        let stop = Arc::new(AtomicBool::new(false));
+        let flag = stop.clone();
+        let handle = std::thread::spawn(move || {
+            let mut seen: std::collections::HashMap<String, f64> = Default::default();
+            loop {
+                let done = flag.load(Ordering::Relaxed);
+                for e in fs::read_dir(format!("/proc/{pid}/task"))
+                    .into_iter()
+                    .flatten()
+                    .flatten()
+                {
+                    let stat = fs::read_to_string(e.path().join("stat")).unwrap_or_default();
+                    let (Some(a), Some(b)) = (stat.find('('), stat.rfind(')')) else {
+                        continue;
+                    };
+                    if !stat[a + 1..b].starts_with(prefix) {
+                        continue;
+                    }
+                    let f: Vec<&str> = stat[b + 2..].split_whitespace().collect();
+                    let ticks = f.get(11).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0)
+                        + f.get(12).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
+                    seen.insert(e.file_name().to_string_lossy().into_owned(), ticks);
+                }
+                if done {
+                    return seen.values().sum::<f64>() / clock_ticks_per_s();
+                }
+                std::thread::sleep(Duration::from_millis(50));
+            }
+        });
+        ThreadMeter { stop, handle }
+    }
+
+    fn finish(self) -> f64 {
+        self.stop.store(true, Ordering::Relaxed);
+        self.handle.join().unwrap_or(0.0)
     }
 }
 
@@ -563,6 +618,10 @@ fn one_run(cx: &Ctx, c: Capturer, size: u32, rep: usize) -> Result<Run, String> 
         Err(e) => return Err(fail(child, e)),
     };
     let cpu0 = proc_cpu_s(pid).unwrap_or(0.0);
+    // Staging written in the background before the generator started is
+    // in cpu0 already; what is written after counts from its count now.
+    let staging0 = ThreadMeter::start(pid, "weir-stage").finish();
+    let staging = ThreadMeter::start(pid, "weir-stage");
     let (_, steal0) = machine_cpu();
     let gen_out = match Command::new(&cx.tools.ip)
         .args(["netns", "exec", &cx.net.a])
@@ -608,6 +667,7 @@ fn one_run(cx: &Ctx, c: Capturer, size: u32, rep: usize) -> Result<Run, String> 
     // Longer than tcpdump's 1 s buffer timeout, so that its last, partly
     // filled ring block is handed over too (weir retires blocks after 10 ms).
     std::thread::sleep(Duration::from_millis(1500));
+    let staging_cpu_s = (staging.finish() - staging0).max(0.0);
     // SAFETY: the pid is our unreaped child.
     unsafe { libc::kill(pid as libc::pid_t, libc::SIGINT) };
     let (cpu_total, clean) = reap(child, Duration::from_secs(120))?;
@@ -645,7 +705,8 @@ fn one_run(cx: &Ctx, c: Capturer, size: u32, rep: usize) -> Result<Run, String> 
         pcap_frames,
         record_rows,
         reported_drops: reported_drops(c, &out_text, &err_text),
-        cpu_s: (cpu_total - cpu0).max(0.0),
+        cpu_s: (cpu_total - cpu0 - staging_cpu_s).max(0.0),
+        staging_cpu_s,
         drain_s,
         bytes_written,
         steal_s: (steal1 - steal0).max(0.0),
@@ -975,7 +1036,7 @@ fn report(o: &Opts, capturers: &[Capturer], runs: &[Run]) -> String {
     }
     let _ = writeln!(
         m,
-        "Offered = rx_packets delta of the capture interface while the generator ran; captured = frames counted in the files written (rows in packets/*.parquet for records-only); drops reported = what the capturer said it dropped (kernel ring and, for weir, its own staging); computed = offered − captured. CPU = the capturer's user+sys from the generator's start to its exit, in cores over the seconds of traffic (above 1.0 when it was still writing after the generator stopped). Steal = CPU time the hypervisor took from this VM meanwhile (/proc/stat); much of it means the host disturbed the run."
+        "Offered = rx_packets delta of the capture interface while the generator ran; captured = frames counted in the files written (rows in packets/*.parquet for records-only); drops reported = what the capturer said it dropped (kernel ring and, for weir, its own staging); computed = offered − captured. CPU = the capturer's user+sys from the generator's start to its exit, in cores over the seconds of traffic (above 1.0 when it was still writing after the generator stopped); for weir, less what its weir-stage threads spent writing staging memory in the background, a one-off set-up cost (staging_cpu_s in the JSON). Steal = CPU time the hypervisor took from this VM meanwhile (/proc/stat); much of it means the host disturbed the run."
     );
     m
 }

@@ -265,13 +265,21 @@ impl FreeBlocks {
 /// recording within one, and must not lose frames to its own set-up.
 pub const READY_STAGING_BYTES: usize = 64 << 20;
 
-/// A staging block, written (not just allocated: `vec![0; n]` would map
-/// zero pages that fault in, slowly on VMs that hand free pages back to the
-/// host, the first time the capture path fills the block).
+/// A staging block with every page faulted in (not just allocated:
+/// `vec![0; n]` would map zero pages that fault in, slowly on VMs that hand
+/// free pages back to the host, the first time the capture path fills the
+/// block). One byte a page is enough: filling the whole block would push
+/// gigabytes through the caches the capture thread is using (at 64-byte
+/// frames that tripled its cost per frame while staging grew).
 fn staging_block(bytes: usize) -> Vec<u8> {
-    let mut b = Vec::with_capacity(bytes);
-    b.resize(bytes, 0xa5);
-    b.clear();
+    let mut b: Vec<u8> = Vec::with_capacity(bytes);
+    let p = b.as_mut_ptr();
+    let touch = (0..bytes).step_by(4096).chain(bytes.checked_sub(1));
+    for i in touch {
+        // SAFETY: i < bytes <= capacity; volatile, so that the store is not
+        // dropped as one never read.
+        unsafe { std::ptr::write_volatile(p.add(i), 0xa5) };
+    }
     b
 }
 
