@@ -161,14 +161,7 @@ impl RxRing {
         promiscuous: bool,
     ) -> Result<RxRing, RingError> {
         let name = iface.name.clone();
-        let setup = |what: &'static str| {
-            let iface = name.clone();
-            move |source: io::Error| RingError::Setup {
-                iface,
-                what,
-                source,
-            }
-        };
+        let setup = |what| setup_error(&name, what);
         // Protocol 0: the socket receives nothing until it is bound below,
         // after the ring and the filter are in place.
         let fd = packet_socket_unbound().map_err(|e| {
@@ -232,14 +225,7 @@ impl RxRing {
     /// every frame: the first microseconds may hold a frame twice, never
     /// none.
     pub fn start(&mut self, fanout: Option<&mut Fanout>) -> Result<(), RingError> {
-        let setup = |what: &'static str| {
-            let iface = self.iface.clone();
-            move |source: io::Error| RingError::Setup {
-                iface,
-                what,
-                source,
-            }
-        };
+        let setup = |what| setup_error(&self.iface, what);
         bind_to(&self.fd, self.ifindex).map_err(setup("bind"))?;
         if let Some(group) = fanout {
             let mode = (libc::PACKET_FANOUT_HASH | libc::PACKET_FANOUT_FLAG_DEFRAG) as libc::c_int;
@@ -475,6 +461,16 @@ pub fn kernel_stats(fd: RawFd) -> io::Result<KernelStats> {
         drops: s.drops as u64,
         freezes: s.freezes as u64,
     })
+}
+
+/// The error of a failed set-up step `what` of a ring on `iface`.
+fn setup_error(iface: &str, what: &'static str) -> impl FnOnce(io::Error) -> RingError {
+    let iface = iface.to_string();
+    move |source| RingError::Setup {
+        iface,
+        what,
+        source,
+    }
 }
 
 fn attach_filter(fd: &OwnedFd, prog: &[libc::sock_filter]) -> io::Result<()> {

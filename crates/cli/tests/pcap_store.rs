@@ -189,6 +189,22 @@ fn stats_have_levels(ds: &Path) -> bool {
         .any(|r| r.pcap_level.is_some() && r.pcap_stored_bytes > 0)
 }
 
+/// `weir recover DS` succeeds and leaves no unfinished file behind.
+fn recover_whole(ds: &Path, what: &str) {
+    let mut cmd = weir();
+    cmd.arg("recover").arg(ds);
+    let r = run_bounded(cmd, Duration::from_secs(60));
+    assert_eq!(r.code(), 0, "{what}: recover: {}", r.stderr());
+    for e in walk(ds) {
+        let n = e.file_name().unwrap().to_string_lossy().to_string();
+        assert!(
+            !n.ends_with(".part") && n != ".journal",
+            "{what}: recovered, left: {}",
+            e.display()
+        );
+    }
+}
+
 #[test]
 fn kill_9_then_recover_keeps_every_frame_before_the_cut() {
     let net = VethPair::new("kill9");
@@ -221,20 +237,9 @@ fn kill_9_then_recover_keeps_every_frame_before_the_cut() {
         let _ = sender.wait(Duration::from_secs(30));
         assert_eq!(manifest(&ds)["capture"]["ended_by"], "running");
 
-        let mut cmd = weir();
-        cmd.arg("recover").arg(&ds);
-        let r = run_bounded(cmd, Duration::from_secs(60));
-        assert_eq!(r.code(), 0, "{codec}: recover: {}", r.stderr());
+        recover_whole(&ds, codec);
         let m = manifest(&ds);
         assert_eq!(m["capture"]["ended_by"], "killed (recovered)", "{codec}");
-        for e in walk(&ds) {
-            let n = e.file_name().unwrap().to_string_lossy().to_string();
-            assert!(
-                !n.ends_with(".part") && n != ".journal",
-                "left: {}",
-                e.display()
-            );
-        }
         // Every frame kept is one that was sent, in order, from the first.
         let reference = s.join("sent.pcap");
         let mut cmd = weir();
@@ -311,18 +316,7 @@ fn kill_9_at_any_moment_from_start_leaves_a_recoverable_dataset() {
             "killed at {ms} ms: a dataset directory without a manifest: {}",
             listing()
         );
-        let mut cmd = weir();
-        cmd.arg("recover").arg(&ds);
-        let r = run_bounded(cmd, Duration::from_secs(60));
-        assert_eq!(r.code(), 0, "killed at {ms} ms: recover: {}", r.stderr());
-        for e in walk(&ds) {
-            let n = e.file_name().unwrap().to_string_lossy().to_string();
-            assert!(
-                !n.ends_with(".part") && n != ".journal",
-                "killed at {ms} ms, recovered, left: {}",
-                e.display()
-            );
-        }
+        recover_whole(&ds, &format!("killed at {ms} ms"));
         let m = manifest(&ds);
         let mut frames = 0;
         for p in pcap_paths(&ds) {

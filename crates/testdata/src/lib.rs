@@ -59,9 +59,7 @@ pub fn tcpdump_tests() -> PathBuf {
 
 /// One of tcpdump's test captures by name.
 pub fn tcpdump_capture(name: &str) -> PathBuf {
-    let p = tcpdump_tests().join(name);
-    assert!(p.is_file(), "{} is not in the test set", p.display());
-    p
+    tcpdump_capture_of(&[name])
 }
 
 /// The first of `names` that the test set has: for a kind of capture
