@@ -34,7 +34,8 @@ usage: capture [--quick] [--json OUT.json] [--seconds S] [--reps N] [--sizes 64,
 Runs weir capture (pcap, records, both; to /dev/shm and to disk), tcpdump -w
 (to /dev/shm and to disk) and netsniff-ng on a veth pair fed by weir gen at
 its maximum rate, and prints a Markdown table (run as root).
-Labels for --only: weir-pcap-shm weir-records-shm weir-both-shm weir-pcap-disk weir-both-disk weir-pcap-disk-buffered
+Labels for --only: weir-pcap-shm weir-records-shm weir-both-shm weir-pcap-disk weir-both-disk
+weir-ring-shm weir-ring-disk weir-pcap-disk-buffered
 weir-records-shard-shm tcpdump-shm tcpdump-disk netsniff-shm";
 
 /// Receive ring of every capturer, in MiB (tcpdump -B takes KiB).
@@ -141,6 +142,8 @@ enum Capturer {
     WeirBothShm,
     WeirPcapDisk,
     WeirBothDisk,
+    WeirRingShm,
+    WeirRingDisk,
     WeirPcapDiskBuffered,
     WeirRecordsShardShm,
     TcpdumpShm,
@@ -148,12 +151,14 @@ enum Capturer {
     NetsniffShm,
 }
 
-const CAPTURERS: [Capturer; 10] = [
+const CAPTURERS: [Capturer; 12] = [
     Capturer::WeirPcapShm,
     Capturer::WeirRecordsShm,
     Capturer::WeirBothShm,
     Capturer::WeirPcapDisk,
     Capturer::WeirBothDisk,
+    Capturer::WeirRingShm,
+    Capturer::WeirRingDisk,
     Capturer::WeirPcapDiskBuffered,
     Capturer::WeirRecordsShardShm,
     Capturer::TcpdumpShm,
@@ -169,6 +174,8 @@ impl Capturer {
             Capturer::WeirBothShm => "weir-both-shm",
             Capturer::WeirPcapDisk => "weir-pcap-disk",
             Capturer::WeirBothDisk => "weir-both-disk",
+            Capturer::WeirRingShm => "weir-ring-shm",
+            Capturer::WeirRingDisk => "weir-ring-disk",
             Capturer::WeirPcapDiskBuffered => "weir-pcap-disk-buffered",
             Capturer::WeirRecordsShardShm => "weir-records-shard-shm",
             Capturer::TcpdumpShm => "tcpdump-shm",
@@ -184,6 +191,8 @@ impl Capturer {
             Capturer::WeirBothShm => "weir --pcap --records → /dev/shm",
             Capturer::WeirPcapDisk => "weir --pcap → disk (O_DIRECT)",
             Capturer::WeirBothDisk => "weir --pcap --records → disk",
+            Capturer::WeirRingShm => "weir --pcap --records --max-disk 512M → /dev/shm",
+            Capturer::WeirRingDisk => "weir --pcap --records --max-disk 512M → disk",
             Capturer::WeirPcapDiskBuffered => "weir --pcap --no-direct → disk",
             // Share 0 of 1 keeps every frame, so the counts compare with
             // weir-records-shm; the filter still hashes each frame.
@@ -199,6 +208,7 @@ impl Capturer {
             self,
             Capturer::WeirPcapDisk
                 | Capturer::WeirBothDisk
+                | Capturer::WeirRingDisk
                 | Capturer::WeirPcapDiskBuffered
                 | Capturer::TcpdumpDisk
         )
@@ -239,6 +249,11 @@ impl Capturer {
             Capturer::WeirRecordsShm => weir(&["--records"]),
             Capturer::WeirRecordsShardShm => weir(&["--records", "--shard", "0/1"]),
             Capturer::WeirBothShm | Capturer::WeirBothDisk => weir(&["--pcap", "--records"]),
+            // A ring of sixteen 32 MiB files, full after about a second
+            // at the generator's rate: the steady state reuses their space.
+            Capturer::WeirRingShm | Capturer::WeirRingDisk => {
+                weir(&["--pcap", "--records", "--max-disk", "512M"])
+            }
             Capturer::TcpdumpShm | Capturer::TcpdumpDisk => vec![
                 tools.tcpdump.to_string_lossy().into_owned(),
                 "-i".into(),
@@ -271,6 +286,8 @@ impl Capturer {
                 | Capturer::WeirBothShm
                 | Capturer::WeirPcapDisk
                 | Capturer::WeirBothDisk
+                | Capturer::WeirRingShm
+                | Capturer::WeirRingDisk
                 | Capturer::WeirPcapDiskBuffered
                 | Capturer::WeirRecordsShardShm
         )
@@ -510,7 +527,21 @@ fn count_output(dir: &Path) -> Result<(Option<u64>, Option<u64>, u64), String> {
             }
             bytes += e.metadata().map(|m| m.len()).unwrap_or(0);
             let name = p.file_name().unwrap_or_default().to_string_lossy();
-            if name.ends_with(".pcap") {
+            if name == "manifest.json" {
+                // Files a --max-disk ring wrote over were captured and
+                // written all the same.
+                let m: Value = fs::read(&p)
+                    .ok()
+                    .and_then(|b| serde_json::from_slice(&b).ok())
+                    .unwrap_or_default();
+                let gone: u64 = m["files"]["pcap_removed"]
+                    .as_array()
+                    .map(|a| a.iter().filter_map(|f| f["frames"].as_u64()).sum())
+                    .unwrap_or(0);
+                if gone > 0 {
+                    *pcap.get_or_insert(0) += gone;
+                }
+            } else if name.ends_with(".pcap") {
                 let mut r = TraceReader::open(&p, ReaderOptions::default())
                     .map_err(|e| format!("{}: {e}", p.display()))?;
                 let mut n = 0u64;

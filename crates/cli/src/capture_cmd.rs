@@ -78,8 +78,11 @@ pub struct CaptureArgs {
     /// Write pcap files through the page cache instead of O_DIRECT.
     #[arg(long)]
     no_direct: bool,
-    /// Delete the oldest finished pcap files to keep those on disk under
-    /// this size (e.g. 500G).
+    /// Keep the pcap files under this size (e.g. 500G) as a ring: once it
+    /// is full, each new file is written over the oldest in place (its
+    /// space, on tmpfs its pages, reused; the manifest names what was
+    /// overwritten). Files rotate at a sixteenth of it (1Mi to 1Gi) unless
+    /// --rotate-size says otherwise.
     #[arg(long, value_parser = parse_size, value_name = "SIZE")]
     max_disk: Option<u64>,
     /// Delete finished pcap files once their newest frame is this old
@@ -131,6 +134,12 @@ pub struct CaptureArgs {
 /// The default pcap staging: an eighth of the memory available, from
 /// 256 MiB to 4 GiB (at 10 Gb/s, 4 GiB rides out a 3-second stall of the
 /// disk).
+/// The rotation size of a `--max-disk` ring without `--rotate-size`: a
+/// ring of about sixteen files, so that the oldest sixteenth goes at a time.
+fn ring_file_bytes(max_disk: u64) -> u64 {
+    (max_disk / 16).clamp(1 << 20, 1 << 30)
+}
+
 fn default_buffer_bytes() -> u64 {
     ((mem_available() / 8.0) as u64).clamp(256 << 20, 4 << 30)
 }
@@ -230,7 +239,7 @@ pub fn run(a: CaptureArgs) -> Result<ExitCode, String> {
         Some(PcapOut {
             dir,
             single_name: single,
-            rotate_bytes: a.rotate_size,
+            rotate_bytes: a.rotate_size.or(a.max_disk.map(ring_file_bytes)),
             rotate: a.rotate_time,
             staging_bytes: (staging / rings as u64).max(1 << 20) as usize,
             codec: a.compress,

@@ -338,6 +338,95 @@ fn kill_9_at_any_moment_from_start_leaves_a_recoverable_dataset() {
     let _ = sender.wait(Duration::from_secs(30));
 }
 
+/// A ring of pcap files (`--max-disk`) killed while a file is being
+/// written over an older one: recovery keeps the new frames and none of
+/// the old, and lists the file overwritten.
+#[test]
+fn kill_9_in_a_ring_of_files_keeps_no_overwritten_frame() {
+    let net = VethPair::new("killring");
+    let s = Scratch::new("store-killring");
+    let gen_args = [
+        "--count", "40000", "--rate", "10000", "--size", "400", "--flows", "8", "--seed", "5",
+    ];
+    let reference = s.join("sent.pcap");
+    let mut cmd = weir();
+    cmd.arg("gen").args(gen_args).arg("-w").arg(&reference);
+    assert_eq!(run_bounded(cmd, Duration::from_secs(30)).code(), 0);
+    let sent = frames_of(&reference);
+    for codec in ["none", "zstd:1"] {
+        let ds = s.join(&format!("ds-{}", codec.replace(':', "")));
+        let cap = capture(
+            &net.b,
+            &[
+                "-o",
+                ds.to_str().unwrap(),
+                "-j",
+                "1",
+                "--compress",
+                codec,
+                "--rotate-size",
+                "128Ki",
+                "--max-disk",
+                "512Ki",
+                "--duration",
+                "60s",
+                "udp",
+            ],
+        );
+        let mut g = VethPair::exec(&net.a, WEIR);
+        g.arg("gen").args(["-i", IFACE]).args(gen_args);
+        let sender = Background::start(g, "", Duration::from_secs(5));
+        std::thread::sleep(Duration::from_millis(2600));
+        cap.signal(libc::SIGKILL);
+        let _ = cap.wait(Duration::from_secs(10));
+        let _ = sender.wait(Duration::from_secs(30));
+
+        recover_whole(&ds, codec);
+        let m = manifest(&ds);
+        let removed = m["files"]["pcap_removed"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        // The file being written over is listed (naming its successor
+        // when frames of that one reached the disk before the kill).
+        assert!(
+            !removed.is_empty(),
+            "{codec}: no file listed as overwritten"
+        );
+        let kept_ids: Vec<u64> = m["files"]["pcap"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|f| f["id"].as_u64().unwrap())
+            .collect();
+        assert!(
+            removed
+                .iter()
+                .all(|f| !kept_ids.contains(&f["id"].as_u64().unwrap())),
+            "{codec}: {removed:?}"
+        );
+        // The files kept, in order, hold one run of the frames sent, with
+        // nothing of an older file after the new frames.
+        let mut got = Vec::new();
+        for p in pcap_paths(&ds) {
+            let (_, n_stock) = stock_frames(&p, &s);
+            let frames = frames_of(&p);
+            assert_eq!(frames.len(), n_stock, "{codec}: {}", p.display());
+            got.extend(frames.into_iter().map(|f| f.1));
+        }
+        assert!(got.len() > 500, "{codec}: {} frames kept", got.len());
+        let start = (0..=sent.len().saturating_sub(got.len()))
+            .find(|&k| {
+                sent[k..k + got.len()]
+                    .iter()
+                    .zip(&got)
+                    .all(|(a, b)| a.1 == *b)
+            })
+            .unwrap_or_else(|| panic!("{codec}: the frames kept are not one run of those sent"));
+        assert!(start > 0, "{codec}: the oldest frames were overwritten");
+    }
+}
+
 /// A small tmpfs, unmounted when dropped.
 struct SmallDisk(PathBuf);
 
@@ -463,6 +552,19 @@ fn retention_removes_the_oldest_files_and_says_so() {
     let removed = m["files"]["pcap_removed"].as_array().unwrap();
     assert!(removed.len() >= 5, "{} removed", removed.len());
     assert!(removed.iter().all(|f| f["reason"] == "max-disk"));
+    // The files form a ring: each removed one had its space taken by a
+    // later file of the capture.
+    let names: Vec<&str> = kept
+        .iter()
+        .chain(removed)
+        .map(|f| f["path"].as_str().unwrap())
+        .collect();
+    for f in removed {
+        let by = f["overwritten_by"]
+            .as_str()
+            .unwrap_or_else(|| panic!("{f}"));
+        assert!(names.contains(&by), "{by}");
+    }
     // The oldest went: every removed file comes before every kept one.
     let max_removed = removed
         .iter()

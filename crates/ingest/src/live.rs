@@ -575,6 +575,10 @@ impl Opened {
                             ts_first: f.ts_first,
                             ts_last: f.ts_last,
                             reason: f.reason.clone(),
+                            overwritten_by: f
+                                .overwritten_by
+                                .as_ref()
+                                .map(|n| format!("{}/{n}", store::dataset::PCAP_DIR)),
                         })
                         .collect(),
                 };

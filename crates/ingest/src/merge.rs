@@ -282,6 +282,8 @@ pub fn merge(
         for p in &m.files.pcap_removed {
             files.pcap_removed.push(RemovedPcapEntry {
                 id: (p.id as u64 + pcap_base[i]) as u32,
+                // The file that took its space has a new name here.
+                overwritten_by: None,
                 ..p.clone()
             });
         }

@@ -1,7 +1,9 @@
 //! `weir recover`: puts a dataset whose capture was killed (kill -9, a
 //! power cut) back in order. Pcap files left open are cut at their last
 //! whole frame (compressed ones get their seek table; one with no whole
-//! frame is removed); Parquet files left
+//! frame is removed; one a ring writer was writing over an older file's
+//! space is cut where the old frames begin, and the old file is listed as
+//! overwritten); Parquet files left
 //! open cannot be read (their footer was never written) and are removed,
 //! their frames still being in the pcap files; the stats rows not yet in a
 //! file are written from the journal; and the manifest is rebuilt from
@@ -9,9 +11,9 @@
 
 use std::path::{Path, PathBuf};
 
-use pcapio::repair::{repair_pcap, scan_pcap};
+use pcapio::repair::{OverwriteMarker, repair_overwritten_pcap, repair_pcap, scan_pcap};
 use store::dataset::{PACKETS_DIR, PCAP_DIR, STATS_DIR};
-use store::manifest::{Drops, PcapFileEntry, TimeSpan};
+use store::manifest::{Drops, PcapFileEntry, RemovedPcapEntry, TimeSpan};
 use store::packets::summarize_packet_file;
 use store::stats::{read_stats_file, recover_journal};
 use store::{Dataset, Manifest, StoreError};
@@ -74,7 +76,9 @@ pub fn recover(root: &Path) -> Result<Recovered, StoreError> {
         .collect::<Result<Vec<_>, _>>()?
         .iter()
         .flatten()
-        .any(|n| n.ends_with(".part") || n == store::stats::JOURNAL);
+        .any(|n| {
+            n.ends_with(".part") || OverwriteMarker::is_marker_name(n) || n == store::stats::JOURNAL
+        });
     if !running && !leftovers {
         out.already_complete = true;
         out.manifest = Some(m);
@@ -86,21 +90,53 @@ pub fn recover(root: &Path) -> Result<Recovered, StoreError> {
         if let Some(final_name) = name.strip_prefix('.').and_then(|n| n.strip_suffix(".part")) {
             let part = pcap_dir.join(&name);
             let before = std::fs::metadata(&part).map_err(|e| io(&part, e))?.len();
-            let scan = repair_pcap(&part).map_err(|e| io(&part, e))?;
+            let marker_path = OverwriteMarker::path_for(&part);
+            let marker = match marker_path.exists() {
+                true => Some(OverwriteMarker::read(&marker_path).map_err(|e| io(&marker_path, e))?),
+                false => None,
+            };
+            let scan = match &marker {
+                Some(mk) => repair_overwritten_pcap(&part, mk.stale_until_ns),
+                None => repair_pcap(&part),
+            }
+            .map_err(|e| io(&part, e))?;
+            if let Some(mk) = &marker {
+                let by = (scan.frames > 0).then(|| format!("{PCAP_DIR}/{final_name}"));
+                note_overwritten(&mut m, mk, by);
+            }
             if scan.frames == 0 {
                 // Opened but killed before a whole frame (or even the file
                 // header) reached it: nothing to keep.
                 std::fs::remove_file(&part).map_err(|e| io(&part, e))?;
                 out.parts_removed.push(format!("{PCAP_DIR}/{name}"));
+                if marker.is_some() {
+                    std::fs::remove_file(&marker_path).map_err(|e| io(&marker_path, e))?;
+                }
                 continue;
             }
             let path = pcap_dir.join(final_name);
             std::fs::rename(&part, &path).map_err(|e| io(&part, e))?;
+            if marker.is_some() {
+                std::fs::remove_file(&marker_path).map_err(|e| io(&marker_path, e))?;
+            }
             out.pcap_repaired.push((
                 final_name.to_string(),
                 scan.frames,
                 before.saturating_sub(scan.keep_len.min(before)),
             ));
+        }
+    }
+    // Markers whose file was finished (killed before the marker went).
+    for name in entries(&pcap_dir)? {
+        if OverwriteMarker::is_marker_name(&name) {
+            let path = pcap_dir.join(&name);
+            let mk = OverwriteMarker::read(&path).map_err(|e| io(&path, e))?;
+            let by = name
+                .strip_prefix('.')
+                .and_then(|n| n.strip_suffix(".part.overwrites"))
+                .map(|n| format!("{PCAP_DIR}/{n}"));
+            note_overwritten(&mut m, &mk, by);
+            std::fs::remove_file(&path).map_err(|e| io(&path, e))?;
         }
     }
     let mut pcap = Vec::new();
@@ -193,6 +229,26 @@ pub fn recover(root: &Path) -> Result<Recovered, StoreError> {
     ds.write_manifest(&m)?;
     out.manifest = Some(m);
     Ok(out)
+}
+
+/// Lists the file a ring writer overwrote among the removed pcap files
+/// (the manifest written at start does not know of it).
+fn note_overwritten(m: &mut Manifest, mk: &OverwriteMarker, by: Option<String>) {
+    let f = &mk.file;
+    if m.files.pcap_removed.iter().any(|r| r.id == f.id) {
+        return;
+    }
+    m.files.pcap_removed.push(RemovedPcapEntry {
+        id: f.id,
+        path: format!("{PCAP_DIR}/{}", f.name),
+        frames: f.frames,
+        stored_bytes: f.stored_bytes,
+        ts_first: f.ts_first,
+        ts_last: f.ts_last,
+        reason: "max-disk".to_string(),
+        overwritten_by: by,
+    });
+    m.files.pcap_removed.sort_by_key(|r| r.id);
 }
 
 #[cfg(test)]

@@ -116,11 +116,34 @@ impl OutFile {
         buffer: usize,
         reserve: Option<u64>,
     ) -> io::Result<OutFile> {
+        OutFile::open(path, direct, buffer, reserve, true)
+    }
+
+    /// Opens the existing file `path` to write over it from its start,
+    /// keeping the space it has: what lies beyond the bytes written is the
+    /// old content until [`OutFile::finish`] (or [`OutFile::drop_stale`])
+    /// cuts it off.
+    pub fn overwrite(
+        path: &Path,
+        direct: bool,
+        buffer: usize,
+        reserve: Option<u64>,
+    ) -> io::Result<OutFile> {
+        OutFile::open(path, direct, buffer, reserve, false)
+    }
+
+    fn open(
+        path: &Path,
+        direct: bool,
+        buffer: usize,
+        reserve: Option<u64>,
+        fresh: bool,
+    ) -> io::Result<OutFile> {
         let open = |flags: i32| {
             OpenOptions::new()
                 .write(true)
-                .create(true)
-                .truncate(true)
+                .create(fresh)
+                .truncate(fresh)
                 .mode(0o640)
                 .custom_flags(flags)
                 .open(path)
@@ -282,6 +305,12 @@ impl OutFile {
         self.file.set_len(len)?;
         self.file.sync_data()?;
         Ok(len)
+    }
+
+    /// Cuts off whatever the file held beyond what has been written to it
+    /// (the old content of a file being overwritten).
+    pub fn drop_stale(&mut self) -> io::Result<()> {
+        self.file.set_len(self.on_disk)
     }
 
     /// Cuts the file back to `len` bytes (at most what is on disk) after a

@@ -1,6 +1,14 @@
 //! Pcap files a killed writer left behind: find the last whole frame, cut
 //! the file there, and (for compressed files) give it back its seek table.
 //! Also what `weir recover` uses to describe complete files.
+//!
+//! A file of a ring (`--max-disk`) is written over an older file's space,
+//! so what lies past the new data is the old file's records, as well-formed
+//! as the new ones. Before overwriting, the writer leaves a marker beside
+//! the part file naming the old file and its newest frame
+//! ([`OverwriteMarker`]), and it never puts a frame that old or older into
+//! the new file (it cuts the old content off first). Recovery then ends the
+//! new data at the first record that old ([`repair_overwritten_pcap`]).
 
 use std::fs::{File, OpenOptions};
 use std::io::{self, BufReader, Read};
@@ -27,6 +35,8 @@ pub struct PcapScan {
     pub container: Option<Container>,
     /// A compressed file had its seek table (it was closed properly).
     pub had_table: bool,
+    /// Where the last whole record starts (in the decompressed stream).
+    pub last_record_at: u64,
 }
 
 impl PcapScan {
@@ -39,6 +49,16 @@ impl PcapScan {
 /// Reads a nanosecond or microsecond little-endian classic pcap stream,
 /// counting whole records; stops quietly at the first incomplete one.
 pub fn walk_records(r: impl Read, scan: &mut PcapScan) -> io::Result<()> {
+    walk_records_newer_than(r, scan, None)
+}
+
+/// [`walk_records`], also stopping at the first record whose timestamp is
+/// not after `newer_than`.
+fn walk_records_newer_than(
+    r: impl Read,
+    scan: &mut PcapScan,
+    newer_than: Option<i64>,
+) -> io::Result<()> {
     let mut r = BufReader::with_capacity(1 << 20, r);
     let mut h = [0u8; 24];
     if read_full(&mut r, &mut h)? < 24 {
@@ -75,6 +95,10 @@ pub fn walk_records(r: impl Read, scan: &mut PcapScan) -> io::Result<()> {
             left -= n;
         }
         let ts = w(0) as i64 * 1_000_000_000 + w(4) as i64 * if nano { 1 } else { 1000 };
+        if newer_than.is_some_and(|t| ts <= t) {
+            return Ok(());
+        }
+        scan.last_record_at = scan.pcap_bytes;
         scan.frames += 1;
         scan.pcap_bytes += PCAP_RECORD_HEADER_LEN + caplen as u64;
         scan.ts_first.get_or_insert(ts);
@@ -146,12 +170,226 @@ pub fn repair_pcap(path: &Path) -> io::Result<PcapScan> {
     Ok(out)
 }
 
+/// What a writer leaves beside a part file it writes over an older file's
+/// space (see the module's documentation).
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct OverwriteMarker {
+    /// The newest frame of the file overwritten: every frame of the new
+    /// file is newer.
+    pub stale_until_ns: i64,
+    /// The file overwritten.
+    pub file: crate::retention::RemovedFile,
+}
+
+impl OverwriteMarker {
+    /// The marker's path for the part file `part`.
+    pub fn path_for(part: &Path) -> std::path::PathBuf {
+        let mut name = part.file_name().unwrap_or_default().to_os_string();
+        name.push(".overwrites");
+        part.with_file_name(name)
+    }
+
+    /// Whether `name` is a marker's file name.
+    pub fn is_marker_name(name: &str) -> bool {
+        name.ends_with(".part.overwrites")
+    }
+
+    /// Writes the marker for `part`, durably (it must be on disk before the
+    /// first byte of the old file is overwritten).
+    pub fn write(&self, part: &Path) -> io::Result<()> {
+        let path = Self::path_for(part);
+        let f = File::create(&path)?;
+        let json = serde_json::to_vec(self).map_err(io::Error::other)?;
+        f.write_all_at(&json, 0)?;
+        f.sync_data()
+    }
+
+    pub fn read(path: &Path) -> io::Result<OverwriteMarker> {
+        let bytes = std::fs::read(path)?;
+        serde_json::from_slice(&bytes).map_err(|e| {
+            io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!("{}: not an overwrite marker: {e}", path.display()),
+            )
+        })
+    }
+}
+
+/// A reader that ends quietly at its inner reader's first error: the data
+/// past the new part of an overwritten file may not decode.
+struct UntilError<R>(R);
+
+impl<R: Read> Read for UntilError<R> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        Ok(self.0.read(buf).unwrap_or(0))
+    }
+}
+
+/// Whether `[start, end)` of a file straddles a page: a write the kill cut
+/// short stops at a page, so a record that straddles one, followed by old
+/// content, may hold old bytes past the page and cannot be trusted.
+fn straddles_page(start: u64, end: u64) -> bool {
+    const PAGE: u64 = 4096;
+    end > start && start / PAGE != (end - 1) / PAGE
+}
+
+/// Repairs a part file a ring writer was writing over an older file's
+/// space when it was killed: keeps the frames newer than the marker's
+/// bound, up to the first that is not, then cuts the file there (less a
+/// last record or stored frame that straddles a page, which a cut-short
+/// write may have left half old) as [`repair_pcap`] does.
+pub fn repair_overwritten_pcap(path: &Path, stale_until_ns: i64) -> io::Result<PcapScan> {
+    let file_len = std::fs::metadata(path)?.len();
+    let mut scan = PcapScan {
+        file_len,
+        ..Default::default()
+    };
+    let keep_len = match SeekableFile::open(path)? {
+        Some(f) => {
+            let table = f.table.clone();
+            walk_records_newer_than(UntilError(f.into_reader()), &mut scan, Some(stale_until_ns))?;
+            let whole = table
+                .frames
+                .iter()
+                .take_while(|fr| fr.decompressed_at + fr.decompressed_len as u64 <= scan.pcap_bytes)
+                .count();
+            let mut kept = &table.frames[..whole];
+            let end = kept
+                .last()
+                .map_or(0, |fr| fr.compressed_at + fr.compressed_len as u64);
+            if let Some(last) = kept.last()
+                && end < file_len
+                && last.compressed_len >= last.decompressed_len
+                && straddles_page(last.compressed_at, end)
+            {
+                // A stored frame decodes whatever its bytes are.
+                kept = &kept[..kept.len() - 1];
+            }
+            kept.last()
+                .map_or(0, |fr| fr.compressed_at + fr.compressed_len as u64)
+        }
+        None => {
+            walk_records_newer_than(
+                UntilError(File::open(path)?),
+                &mut scan,
+                Some(stale_until_ns),
+            )?;
+            let end = scan.pcap_bytes;
+            if scan.frames > 0 && end < file_len && straddles_page(scan.last_record_at, end) {
+                scan.last_record_at
+            } else {
+                end
+            }
+        }
+    };
+    let f = OpenOptions::new().write(true).open(path)?;
+    f.set_len(keep_len.min(file_len))?;
+    drop(f);
+    // Described afresh, and given a seek table when compressed.
+    repair_pcap(path)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::seekable::{Codec, SeekTable};
     use crate::spool::{SpoolOptions, spool};
     use wire::LinkType;
+
+    /// Writes `n` frames of one size with timestamps from `t0` to a file of
+    /// its own; returns the file's path.
+    fn spooled(dir: &Path, prefix: &str, codec: Codec, n: u32, t0: i64) -> std::path::PathBuf {
+        let mut o = SpoolOptions::new(dir.to_path_buf(), prefix.into(), LinkType::ETHERNET, 4096);
+        o.codec = codec;
+        o.block_bytes = 16 << 10;
+        o.blocks = 1000;
+        let (mut s, w) = spool(o).unwrap();
+        for i in 0..n {
+            let frame = vec![(i % 251) as u8; 600];
+            s.append(t0 + i as i64, 600, &frame).unwrap();
+        }
+        s.finish();
+        dir.join(&w.join().unwrap().files[0].name)
+    }
+
+    /// A ring writer killed while writing over an older file: the records
+    /// of the same size line up with the old file's, so only their age
+    /// tells them apart. Recovery keeps the new frames up to the cut (less
+    /// one that straddles a page into old content) and never an old one.
+    #[test]
+    fn an_overwritten_file_keeps_its_new_frames_and_none_of_the_old() {
+        let dir = std::env::temp_dir().join(format!("weir-repair-ow-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        for codec in [Codec::None, Codec::Zstd(1)] {
+            let old = spooled(&dir, "old", codec, 3000, 1_000);
+            let new = spooled(&dir, "new", codec, 2000, 1_000_000);
+            let old_scan = scan_pcap(&old).unwrap();
+            let new_bytes = std::fs::read(&new).unwrap();
+            let new_len = match codec.container() {
+                None => new_bytes.len() as u64,
+                Some(_) => {
+                    // The writer strips the old table before overwriting.
+                    let f = OpenOptions::new()
+                        .read(true)
+                        .write(true)
+                        .open(&old)
+                        .unwrap();
+                    let t = SeekTable::read_footer(&f, old_scan.file_len)
+                        .unwrap()
+                        .unwrap();
+                    f.set_len(t.compressed_len()).unwrap();
+                    let f = File::open(&new).unwrap();
+                    SeekTable::read_footer(&f, new_bytes.len() as u64)
+                        .unwrap()
+                        .unwrap()
+                        .compressed_len()
+                }
+            };
+            // A write cut short by a kill stops at a page.
+            for cut in [new_len / 3, new_len / 2 + 77, new_len * 9 / 10].map(|c| c / 4096 * 4096) {
+                let part = dir.join(format!("part-{cut}"));
+                std::fs::copy(&old, &part).unwrap();
+                // What reached the file before the kill, over the old bytes.
+                let f = OpenOptions::new().write(true).open(&part).unwrap();
+                f.write_all_at(&new_bytes[..cut as usize], 0).unwrap();
+                drop(f);
+                let mut truncated = dir.join(format!("new-{cut}"));
+                truncated.set_extension("cut");
+                std::fs::write(&truncated, &new_bytes[..cut as usize]).unwrap();
+                let whole = scan_pcap(&truncated).unwrap().frames;
+                let fixed = repair_overwritten_pcap(&part, old_scan.ts_last.unwrap()).unwrap();
+                assert!(
+                    fixed.frames == whole || fixed.frames + 1 == whole,
+                    "{codec} cut {cut}: kept {} of {whole}",
+                    fixed.frames
+                );
+                assert!(fixed.frames > 100, "{codec} cut {cut}");
+                assert_eq!(fixed.ts_first, Some(1_000_000), "{codec}");
+                assert_eq!(fixed.ts_last, Some(1_000_000 + fixed.frames as i64 - 1));
+                let again = scan_pcap(&part).unwrap();
+                assert!(!again.torn(), "{codec} cut {cut}");
+                assert_eq!(again.frames, fixed.frames);
+                for p in [part, truncated] {
+                    std::fs::remove_file(p).unwrap();
+                }
+            }
+            // Without the bound the old frames would have been taken too.
+            let part = dir.join("unbounded");
+            std::fs::copy(&old, &part).unwrap();
+            let f = OpenOptions::new().write(true).open(&part).unwrap();
+            f.write_all_at(&new_bytes[..(new_len / 2) as usize], 0)
+                .unwrap();
+            drop(f);
+            if codec.container().is_none() {
+                assert!(scan_pcap(&part).unwrap().frames > 2000, "{codec}");
+            }
+            std::fs::remove_file(part).unwrap();
+            std::fs::remove_file(old).unwrap();
+            std::fs::remove_file(new).unwrap();
+        }
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 
     #[test]
     fn torn_files_are_cut_at_their_last_whole_frame() {

@@ -24,6 +24,10 @@ pub struct RemovedFile {
     pub ts_last: Option<i64>,
     /// `max-disk` or `max-age`.
     pub reason: String,
+    /// The file written over this one's space, when it was reused in
+    /// place rather than deleted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub overwritten_by: Option<String>,
 }
 
 #[derive(Debug)]
@@ -113,6 +117,41 @@ impl Retention {
                     k.path.display()
                 )),
             }
+        }
+    }
+
+    /// The oldest finished file, when starting one of `need` more bytes
+    /// would take the total over the size limit: its space is reused by
+    /// the file `new_name` (the caller renames and overwrites it). It is
+    /// accounted as removed.
+    pub fn take_for_reuse(&self, need: u64, new_name: &str) -> Option<(PathBuf, RemovedFile)> {
+        let max = self.max_bytes?;
+        let open = self.open_bytes.load(Ordering::Relaxed);
+        let mut s = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        if s.kept_bytes + open + need <= max || s.kept.is_empty() {
+            return None;
+        }
+        let oldest = (0..s.kept.len()).min_by_key(|&i| {
+            (
+                s.kept[i].file.ts_last.unwrap_or(i64::MIN),
+                s.kept[i].file.id,
+            )
+        })?;
+        let k = s.kept.remove(oldest);
+        s.kept_bytes -= k.file.stored_bytes;
+        let mut f = k.file;
+        f.reason = "max-disk".to_string();
+        f.overwritten_by = Some(new_name.to_string());
+        s.removed.push(f.clone());
+        Some((k.path, f))
+    }
+
+    /// A file taken for reuse could not be reused after all (it vanished,
+    /// or the rename failed): it is gone, as if deleted.
+    pub fn reuse_failed(&self, name: &str) {
+        let mut s = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(f) = s.removed.iter_mut().rev().find(|f| f.name == name) {
+            f.overwritten_by = None;
         }
     }
 

@@ -28,6 +28,7 @@ use crossbeam_channel::{Receiver, RecvTimeoutError, unbounded};
 use wire::LinkType;
 
 use crate::outfile::OutFile;
+use crate::repair::OverwriteMarker;
 use crate::retention::{RemovedFile, Retention};
 use crate::seekable::{Codec, Container, FrameEncoder, Method, SeekTable, auto_method};
 use crate::writer::{PCAP_HEADER_LEN, PCAP_RECORD_HEADER_LEN};
@@ -158,6 +159,8 @@ enum Msg {
         frames: u64,
         ts_first: i64,
         ts_last: i64,
+        /// The oldest frame in the block.
+        ts_min: i64,
     },
     Close,
 }
@@ -170,7 +173,8 @@ pub struct Spool {
     shared: Arc<SpoolShared>,
     cur: Option<Vec<u8>>,
     cur_frames: u64,
-    cur_ts: (i64, i64),
+    /// First, last and oldest frame of the block being filled.
+    cur_ts: (i64, i64, i64),
     file: Option<PcapFileInfo>,
     next_seq: u32,
     /// While the writer has failed: the frame time of the next retry.
@@ -346,7 +350,7 @@ pub fn spool(opts: SpoolOptions) -> io::Result<(Spool, JoinHandle<SpoolReport>)>
             shared,
             cur: None,
             cur_frames: 0,
-            cur_ts: (0, 0),
+            cur_ts: (0, 0, 0),
             file: None,
             next_seq: 0,
             retry_at: None,
@@ -447,9 +451,10 @@ impl Spool {
         file.ts_first.get_or_insert(ts_ns);
         file.ts_last = Some(ts_ns);
         if self.cur_frames == 0 {
-            self.cur_ts.0 = ts_ns;
+            self.cur_ts = (ts_ns, ts_ns, ts_ns);
         }
         self.cur_ts.1 = ts_ns;
+        self.cur_ts.2 = self.cur_ts.2.min(ts_ns);
         self.cur_frames += 1;
         self.staged += 1;
         Some((file.id, offset))
@@ -490,6 +495,7 @@ impl Spool {
                 frames,
                 ts_first: self.cur_ts.0,
                 ts_last: self.cur_ts.1,
+                ts_min: self.cur_ts.2,
             });
         }
     }
@@ -542,6 +548,10 @@ struct Current {
     ends: VecDeque<(u64, u64, Option<i64>)>,
     /// (length, frames, newest frame) at the last block end on disk.
     whole: (u64, u64, Option<i64>),
+    /// Writing over an older file: the old content past what is written
+    /// is cut off at close; its newest frame (no frame of this file may be
+    /// as old) and the marker that tells recovery so.
+    stale: Option<(i64, PathBuf)>,
 }
 
 /// The writer thread's state.
@@ -576,9 +586,10 @@ impl FileWriter {
                     frames,
                     ts_first,
                     ts_last,
+                    ts_min,
                 }) => {
                     let backlog = rx.len() as f64 / self.free.made().max(1) as f64;
-                    self.block(&data, frames, (ts_first, ts_last), backlog);
+                    self.block(&data, frames, (ts_first, ts_last, ts_min), backlog);
                     let mut data = data;
                     data.clear();
                     self.free.give(data);
@@ -616,7 +627,12 @@ impl FileWriter {
         self.close();
         let path = self.dir.join(&name);
         let part = self.dir.join(format!(".{name}.part"));
-        let out = match OutFile::create(&part, self.direct, WRITE_BUFFER, self.reserve) {
+        let stale = self.take_for_reuse(&name, &part);
+        let out = match &stale {
+            Some(_) => OutFile::overwrite(&part, self.direct, WRITE_BUFFER, self.reserve),
+            None => OutFile::create(&part, self.direct, WRITE_BUFFER, self.reserve),
+        };
+        let out = match out {
             Ok(o) => o,
             Err(e) => {
                 let full = is_full(&e);
@@ -641,6 +657,7 @@ impl FileWriter {
             },
             ends: VecDeque::new(),
             whole: (0, 0, None),
+            stale,
         };
         let header = self.header;
         let written = match self.container {
@@ -676,12 +693,73 @@ impl FileWriter {
         }
     }
 
-    fn block(&mut self, data: &[u8], frames: u64, ts: (i64, i64), backlog: f64) {
+    /// With a ring (a size limit and a rotation size), the oldest finished
+    /// file when the new one would not fit beside it: renamed to `part`
+    /// and written over. The marker goes to disk first; anything that
+    /// fails on the way deletes the old file instead, as retention would.
+    fn take_for_reuse(&mut self, name: &str, part: &std::path::Path) -> Option<(i64, PathBuf)> {
+        let r = self.retention.as_ref()?;
+        let (old, file) = r.take_for_reuse(self.reserve?, name)?;
+        let marker = OverwriteMarker::path_for(part);
+        let reused = (|| -> io::Result<i64> {
+            let until = file
+                .ts_last
+                .ok_or_else(|| io::Error::other("no frames to be newer than"))?;
+            OverwriteMarker {
+                stale_until_ns: until,
+                file: file.clone(),
+            }
+            .write(part)?;
+            if self.container.is_some() {
+                // Its seek table would describe the old frames to a reader
+                // of a killed part file.
+                let f = std::fs::OpenOptions::new()
+                    .read(true)
+                    .write(true)
+                    .open(&old)?;
+                let len = f.metadata()?.len();
+                if let Some(t) = SeekTable::read_footer(&f, len)? {
+                    f.set_len(t.compressed_len())?;
+                }
+            }
+            std::fs::rename(&old, part)?;
+            Ok(until)
+        })();
+        match reused {
+            Ok(until) => Some((until, marker)),
+            Err(_) => {
+                let _ = std::fs::remove_file(&old);
+                let _ = std::fs::remove_file(&marker);
+                r.reuse_failed(&file.name);
+                None
+            }
+        }
+    }
+
+    /// The file no longer holds old content past what is written: its
+    /// marker goes.
+    fn forget_stale(stale: &mut Option<(i64, PathBuf)>) {
+        if let Some((_, marker)) = stale.take() {
+            let _ = std::fs::remove_file(marker);
+        }
+    }
+
+    fn block(&mut self, data: &[u8], frames: u64, ts: (i64, i64, i64), backlog: f64) {
         let Some(c) = &mut self.cur else {
             self.report.frames_lost += frames;
             self.shared.frames_lost.fetch_add(frames, Ordering::Relaxed);
             return;
         };
+        if c.stale.as_ref().is_some_and(|(until, _)| ts.2 <= *until) {
+            // A frame as old as the overwritten file's newest (a clock
+            // stepped back): recovery could not tell them apart, so the old
+            // content goes now.
+            if let Err(e) = c.out.drop_stale() {
+                self.fail(e);
+                return;
+            }
+            Self::forget_stale(&mut c.stale);
+        }
         let before = c.out.len();
         let result = match self.container {
             None => c.out.append(data).map(|_| None),
@@ -742,7 +820,8 @@ impl FileWriter {
     /// A write failed: the file is cut back to its last whole block on
     /// disk and closed validly; the frames after it are counted lost.
     fn fail(&mut self, e: io::Error) {
-        let Some(c) = self.cur.take() else { return };
+        let Some(mut c) = self.cur.take() else { return };
+        let mut stale = c.stale.take();
         let full = is_full(&e);
         self.error(format!("{}: {e}{}", c.part.display(), advice(&e)));
         self.shared.failed.store(true, Ordering::Relaxed);
@@ -773,6 +852,7 @@ impl FileWriter {
             // or headless one.
             drop(c.out);
             let _ = std::fs::remove_file(&c.part);
+            Self::forget_stale(&mut stale);
             if let Some(r) = &self.retention {
                 r.open_bytes_changed(-(open_len as i64));
             }
@@ -794,6 +874,9 @@ impl FileWriter {
             std::fs::rename(&c.part, &c.path)?;
             Ok(stored)
         });
+        if closed.is_ok() {
+            Self::forget_stale(&mut stale);
+        }
         if let Some(r) = &self.retention {
             r.open_bytes_changed(-(open_len as i64));
         }
@@ -827,6 +910,7 @@ impl FileWriter {
                 }
                 match std::fs::rename(&c.part, &c.path) {
                     Ok(()) => {
+                        Self::forget_stale(&mut c.stale);
                         c.info.stored_bytes = stored;
                         self.finished(c.path, c.info);
                     }
@@ -854,6 +938,7 @@ impl FileWriter {
                     ts_first: info.ts_first,
                     ts_last: info.ts_last,
                     reason: String::new(),
+                    overwritten_by: None,
                 },
             );
             r.enforce(now_ns());
@@ -960,6 +1045,102 @@ mod tests {
                 .ends_with(".part"))
         );
         let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// With a size limit the files form a ring: once it is full every new
+    /// file is an old one written over in place (the same inodes, no file
+    /// ever created again), each ends exactly at its own frames, and the
+    /// files overwritten are accounted as removed, naming their successor.
+    #[test]
+    fn a_full_ring_writes_over_its_oldest_file_in_place() {
+        use std::os::unix::fs::MetadataExt;
+        for codec in [Codec::None, Codec::Zstd(1)] {
+            let dir = std::env::temp_dir().join(format!(
+                "weir-spool-ring-{}-{}",
+                std::process::id(),
+                codec.to_string().replace(':', "")
+            ));
+            let _ = std::fs::remove_dir_all(&dir);
+            std::fs::create_dir_all(&dir).unwrap();
+            let retention = Arc::new(Retention::new(Some(256 << 10), None));
+            let mut o = opts(&dir);
+            o.snaplen = 65535;
+            o.codec = codec;
+            o.rotate_bytes = Some(64 << 10);
+            o.block_bytes = 16 << 10;
+            o.retention = Some(retention.clone());
+            let (mut s, writer) = spool(o).unwrap();
+            let inodes = || -> std::collections::BTreeSet<u64> {
+                std::fs::read_dir(&dir)
+                    .unwrap()
+                    .flatten()
+                    .filter(|e| !e.file_name().to_string_lossy().ends_with(".overwrites"))
+                    .map(|e| e.metadata().unwrap().ino())
+                    .collect()
+            };
+            let mut ring = None;
+            let mut t = 1_000_000_000i64;
+            for i in 0..40_000u32 {
+                // Content that differs per frame, so compression keeps the
+                // files near their rotation size.
+                let frame: Vec<u8> = (0..200u32).map(|b| (b * 31 + i * 7) as u8).collect();
+                t += 1_000;
+                while s.backlog() > 2 {
+                    std::thread::sleep(std::time::Duration::from_millis(1));
+                }
+                s.append(t, 200, &frame).expect("staged");
+                if ring.is_none() && retention.removed().0.len() >= 2 {
+                    ring = Some(inodes());
+                }
+            }
+            s.finish();
+            let report = writer.join().unwrap();
+            assert!(report.error.is_none(), "{codec}: {:?}", report.error);
+            let ring = ring.expect("the ring filled");
+            let now = inodes();
+            assert!(
+                now.is_subset(&ring),
+                "{codec}: files written after the ring filled are its old ones: {now:?} vs {ring:?}"
+            );
+            let (removed, errors) = retention.removed();
+            assert!(errors.is_empty());
+            assert!(removed.len() > 20, "{codec}: {} removed", removed.len());
+            let overwritten = removed
+                .iter()
+                .filter(|f| f.overwritten_by.is_some())
+                .count();
+            assert_eq!(
+                overwritten,
+                removed.len(),
+                "{codec}: every removal was a reuse"
+            );
+            // What is kept is exactly its frames: no old tail, no marker.
+            let kept: Vec<_> = report
+                .files
+                .iter()
+                .filter(|f| !removed.iter().any(|r| r.id == f.id))
+                .collect();
+            assert!(!kept.is_empty());
+            for f in &kept {
+                let path = dir.join(&f.name);
+                assert_eq!(std::fs::metadata(&path).unwrap().len(), f.stored_bytes);
+                let scan = crate::repair::scan_pcap(&path).unwrap();
+                assert!(!scan.torn(), "{codec}: {}", f.name);
+                assert_eq!(scan.frames, f.frames, "{codec}: {}", f.name);
+                assert_eq!((scan.ts_first, scan.ts_last), (f.ts_first, f.ts_last));
+            }
+            let total: u64 = kept.iter().map(|f| f.frames).sum::<u64>()
+                + removed.iter().map(|f| f.frames).sum::<u64>();
+            assert_eq!(total, 40_000, "{codec}");
+            assert!(
+                std::fs::read_dir(&dir)
+                    .unwrap()
+                    .flatten()
+                    .all(|e| !e.file_name().to_string_lossy().starts_with('.')),
+                "{codec}: no part or marker left"
+            );
+            let _ = std::fs::remove_dir_all(&dir);
+        }
     }
 
     #[test]

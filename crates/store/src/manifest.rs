@@ -402,6 +402,11 @@ pub struct RemovedPcapEntry {
     pub ts_last: Option<i64>,
     /// "max-disk" or "max-age".
     pub reason: String,
+    /// The pcap file (relative to the dataset root) written over this
+    /// one's space: with `--max-disk` the pcap files form a ring, and the
+    /// oldest is reused in place rather than deleted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub overwritten_by: Option<String>,
 }
 
 /// A pcap file of the dataset.
