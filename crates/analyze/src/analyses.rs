@@ -127,7 +127,7 @@ pub fn flows_query_from(by: By, limit: usize, source: &str) -> String {
          first_ns, last_ns, duration_ns, fwd_frames, fwd_bytes, rev_frames, rev_bytes, \
          fwd_payload, rev_payload, fwd_tcp_flags, rev_tcp_flags, fwd_retrans, rev_retrans, \
          handshake_rtt_ns, server_rtt_ns, client_rtt_ns \
-         FROM {source} ORDER BY {order} DESC, first_ns, src, src_port, dst, dst_port{limit}"
+         FROM {source} ORDER BY {order} DESC, first_ns, src, src_port, dst, dst_port, proto{limit}"
     )
 }
 

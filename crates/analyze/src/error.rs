@@ -22,6 +22,10 @@ pub enum AnalyzeError {
 }
 
 impl AnalyzeError {
+    pub(crate) fn from_arrow(e: datafusion::arrow::error::ArrowError) -> AnalyzeError {
+        AnalyzeError::Engine(e.to_string())
+    }
+
     pub(crate) fn from_sql(e: DataFusionError) -> AnalyzeError {
         match e.find_root() {
             DataFusionError::SQL(..)

@@ -13,6 +13,7 @@ pub mod analyses;
 pub mod emit;
 mod error;
 pub mod filter;
+pub mod flow_table;
 pub mod plot;
 pub mod render;
 pub mod rpc;

@@ -125,6 +125,11 @@ impl Session {
         self.window
     }
 
+    /// The tcpdump filter the packets table is restricted to.
+    pub fn filter(&self) -> Option<&str> {
+        self.filter.as_deref()
+    }
+
     /// The time span of the data in the window, from the manifests (no scan).
     pub fn span_ns(&self) -> Option<(i64, i64)> {
         let mut span: Option<(i64, i64)> = None;
@@ -299,6 +304,14 @@ impl Session {
             "CREATE VIEW flows AS {}",
             crate::analyses::flows_sql()
         ))?;
+        // The flows table as written (slices, not merged flows).
+        self.register_files(
+            "flow_slices",
+            &roots,
+            store::flows::FLOWS_DIR,
+            store::flows::flows_schema(),
+            true,
+        )?;
         Ok(())
     }
 

@@ -3,6 +3,7 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+use analyze::flow_table::FlowTable;
 use analyze::render::{Format, render};
 use analyze::{By, Session, TimeWindow};
 use clap::{Args, ValueEnum};
@@ -84,6 +85,14 @@ pub struct AnalyzeArgs {
     /// intervals start at its first frame).
     #[arg(long)]
     emit_sql: bool,
+    /// flows, top, summary: answer from the packets even when the dataset
+    /// has a flows table (for checking one against the other).
+    #[arg(long)]
+    no_flows_table: bool,
+    /// Say on stderr how the analysis was answered (flows table or packets,
+    /// and why).
+    #[arg(short, long)]
+    verbose: bool,
 }
 
 #[derive(Args)]
@@ -212,18 +221,62 @@ pub fn run_analyze(a: AnalyzeArgs) -> Result<ExitCode, String> {
              a plotting tool of your choice"
         ));
     }
+    // flows, top and summary come from the flows table when it can answer.
+    let flow_table = match kind.as_str() {
+        "summary" | "flows" | "top" if !a.no_flows_table => {
+            match FlowTable::load(&session).map_err(|e| e.to_string())? {
+                Ok(t) => {
+                    if a.verbose {
+                        let (slices, files) = t.size();
+                        eprintln!(
+                            "{kind}: answered from the flows table ({slices} slices in {files} files)"
+                        );
+                    }
+                    Some(t)
+                }
+                Err(why) => {
+                    if a.verbose {
+                        eprintln!("{kind}: answered from the packets: {why}");
+                    }
+                    None
+                }
+            }
+        }
+        _ => {
+            if a.verbose {
+                eprintln!("{kind}: answered from the packets");
+            }
+            None
+        }
+    };
     let tables = match kind.as_str() {
-        "summary" => analyze::analyses::summary(&session).map_err(|e| e.to_string())?,
+        "summary" => match &flow_table {
+            Some(t) => t.summary(&session),
+            None => analyze::analyses::summary(&session),
+        }
+        .map_err(|e| e.to_string())?,
         "flows" => {
             let limit = a
                 .limit
                 .unwrap_or(if format == Format::Table { 20 } else { 0 });
-            vec![analyze::analyses::flows(&session, by, limit).map_err(|e| e.to_string())?]
+            vec![
+                match &flow_table {
+                    Some(t) => t.flows(&session, by, limit),
+                    None => analyze::analyses::flows(&session, by, limit),
+                }
+                .map_err(|e| e.to_string())?,
+            ]
         }
         "top" => {
             let what = what.unwrap_or_default();
             let limit = a.limit.unwrap_or(20);
-            vec![analyze::analyses::top(&session, what, by, limit).map_err(|e| e.to_string())?]
+            vec![
+                match &flow_table {
+                    Some(t) => t.top(&session, what, by, limit),
+                    None => analyze::analyses::top(&session, what, by, limit),
+                }
+                .map_err(|e| e.to_string())?,
+            ]
         }
         "loss" => {
             let t = analyze::analyses::loss(&session).map_err(|e| e.to_string())?;

@@ -69,8 +69,9 @@ pub fn recover(root: &Path) -> Result<Recovered, StoreError> {
     let pcap_dir = root.join(PCAP_DIR);
     let packets_dir = root.join(PACKETS_DIR);
     let stats_dir = root.join(STATS_DIR);
+    let flows_dir = root.join(store::flows::FLOWS_DIR);
     let running = m.capture.as_ref().is_some_and(|c| c.ended_by == "running");
-    let leftovers = [&pcap_dir, &packets_dir, &stats_dir]
+    let leftovers = [&pcap_dir, &packets_dir, &stats_dir, &flows_dir]
         .iter()
         .map(|d| entries(d))
         .collect::<Result<Vec<_>, _>>()?
@@ -172,6 +173,17 @@ pub fn recover(root: &Path) -> Result<Recovered, StoreError> {
                 root,
                 &format!("{PACKETS_DIR}/{name}"),
             )?);
+        }
+    }
+
+    // Flows files are written after their packet file: a part one goes
+    // (its packets are whole, and readers then answer from the packets).
+    for name in entries(&flows_dir)? {
+        if name.ends_with(".part") {
+            let path = flows_dir.join(&name);
+            std::fs::remove_file(&path).map_err(|e| io(&path, e))?;
+            out.parts_removed
+                .push(format!("{}/{name}", store::flows::FLOWS_DIR));
         }
     }
 

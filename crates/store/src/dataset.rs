@@ -69,6 +69,7 @@ impl Dataset {
     fn clear(root: &Path) -> Result<(), StoreError> {
         for sub in [
             PACKETS_DIR,
+            crate::flows::FLOWS_DIR,
             PCAP_DIR,
             STATS_DIR,
             crate::stack::STACK_DIR,

@@ -5,6 +5,7 @@
 //! DATASET/
 //!   manifest.json          what the dataset holds and how it was made
 //!   packets/*.parquet      one row per frame (see [`schema`])
+//!   flows/*.parquet        one row per flow per packet file (see [`flows`])
 //!   pcap/*.pcap            full frames, when a capture kept them
 //!   stats/*.parquet        one row per second per worker (see [`stats`])
 //!   stack/*.parquet        one row per host-stack event (see [`stack`])
@@ -20,6 +21,7 @@ pub mod decode;
 pub mod encode;
 mod error;
 pub mod files;
+pub mod flows;
 pub mod manifest;
 pub mod packets;
 pub mod read;

@@ -1,7 +1,7 @@
 //! Writing the packet table: `packets/*.parquet`.
 
 use std::fs::File;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use parquet::errors::Result as PqResult;
 use parquet::file::metadata::{KeyValue, SortingColumn};
@@ -11,6 +11,7 @@ use wire::{Has, PacketRecord, ParseError};
 use crate::encode::file::EncodedFile;
 use crate::encode::{ColumnEncoder, ColumnSpec, EncodeOptions, EncodedChunk, Mode};
 use crate::error::StoreError;
+use crate::flows::{FLOWS_DIR, FlowFileSummary, FlowSlicer, flows_path_for, write_flow_file};
 use crate::schema::{PACKET_COLUMNS, PACKET_SCHEMA_VERSION, packet_schema};
 
 /// Order of rows inside a row group.
@@ -36,6 +37,9 @@ pub struct PacketWriterOptions {
     /// Back the row buffers with memory when they are made, not when rows
     /// first land in them: live capture pays that before it starts.
     pub prefault: bool,
+    /// Write the flows table beside the file: `flows/NAME.parquet` for
+    /// `packets/NAME.parquet` (only for a file in a `packets` directory).
+    pub flows: bool,
 }
 
 /// Rows per row group unless asked otherwise. A quarter million rows (32
@@ -53,6 +57,7 @@ impl Default for PacketWriterOptions {
             order: RowOrder::Flow,
             encode: EncodeOptions::default(),
             prefault: false,
+            flows: true,
         }
     }
 }
@@ -80,6 +85,8 @@ pub struct PacketWriter {
     order: Vec<u32>,
     sort_scratch: Vec<u64>,
     summary: PacketFileSummary,
+    /// The flows file's slices, path and path relative to the dataset.
+    flows: Option<(FlowSlicer, PathBuf, String)>,
 }
 
 impl PacketWriter {
@@ -130,6 +137,22 @@ impl PacketWriter {
             }]));
         }
         let file = EncodedFile::create(path, &packet_schema(), props, opts.encode.zstd_level)?;
+        let in_packets_dir = path
+            .parent()
+            .and_then(|d| d.file_name())
+            .is_some_and(|n| n == crate::dataset::PACKETS_DIR);
+        let flows = (opts.flows && in_packets_dir).then(|| {
+            let name = path.file_name().unwrap_or_default();
+            let dir = path
+                .parent()
+                .and_then(|d| d.parent())
+                .unwrap_or(Path::new("."));
+            (
+                FlowSlicer::new(),
+                dir.join(FLOWS_DIR).join(name),
+                flows_path_for(relative),
+            )
+        });
         Ok(PacketWriter {
             file,
             opts,
@@ -144,6 +167,7 @@ impl PacketWriter {
                 path: relative.to_string(),
                 ..Default::default()
             },
+            flows,
         })
     }
 
@@ -201,6 +225,7 @@ impl PacketWriter {
         const AHEAD: usize = 12;
         let page_rows = self.opts.encode.page_rows.max(8);
         let enc = &mut self.enc;
+        let mut flows = self.flows.as_mut().map(|f| &mut f.0);
         let zstd = self.file.zstd();
         let mut written = 0usize;
         // Rows since the last one pushed whole (`head`) that matched it in
@@ -220,6 +245,9 @@ impl PacketWriter {
                     wire::hint::prefetch(&rows[next as usize], 3);
                 }
                 let row = &rows[i as usize];
+                if let Some(f) = flows.as_deref_mut() {
+                    f.push(row);
+                }
                 match head {
                     Some(h) if Encoders::same_flow(h, row) => {
                         enc.push_varying(row);
@@ -259,6 +287,12 @@ impl PacketWriter {
     pub fn finish_keeping_buffers(mut self) -> Result<(PacketFileSummary, RowBuffers), StoreError> {
         self.flush_row_group()?;
         self.summary.bytes = self.file.finish()?;
+        if let Some((mut slicer, path, rel)) = self.flows.take() {
+            // After the packet file: a flows file never exists without
+            // its packets (readers use the flows table only when every
+            // packet file has one).
+            let _: FlowFileSummary = write_flow_file(&path, &rel, &slicer.finish())?;
+        }
         Ok((self.summary, RowBuffers(self.rows)))
     }
 

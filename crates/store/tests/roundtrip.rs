@@ -157,6 +157,7 @@ fn arrival_order_round_trips_exactly() {
     let recs = records(20_000, 7);
     let opts = PacketWriterOptions {
         prefault: false,
+        flows: false,
         row_group_rows: 7000,
         order: RowOrder::Arrival,
         encode: EncodeOptions {
@@ -192,6 +193,7 @@ fn flow_order_keeps_every_row_and_groups_flows() {
     let recs = records(30_000, 11);
     let opts = PacketWriterOptions {
         prefault: true,
+        flows: false,
         row_group_rows: 10_000,
         order: RowOrder::Flow,
         encode: EncodeOptions {
@@ -255,6 +257,7 @@ fn repeated_flow_columns_round_trip_exactly() {
         *r = normalize(*r);
     }
     let opts = PacketWriterOptions {
+        flows: false,
         row_group_rows: 15_000,
         order: RowOrder::Flow,
         encode: EncodeOptions {

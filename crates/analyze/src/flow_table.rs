@@ -1,0 +1,672 @@
+//! `flows`, `top` and `summary` answered from the flows table (see
+//! `store::flows`) instead of the packets: the slices of each flow are
+//! merged (sums, minima, maxima), and the rows are those of the SQL over
+//! the packets, column for column and in the same order.
+//!
+//! The table answers when every packet file of every dataset has its flows
+//! file, no filter is given, and every slice lies wholly inside or wholly
+//! outside the time window; otherwise [`FlowTable::load`] says why not and
+//! the caller runs the SQL over the packets. A flow whose slices have
+//! overlapping sequence ranges (a retransmission across packet files) has
+//! its retransmission counts taken from the packets, by a query over that
+//! flow alone.
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use datafusion::arrow::array::{
+    ArrayRef, AsArray, Int64Array, RecordBatch, StringArray, UInt64Array,
+};
+use datafusion::arrow::compute::cast;
+use datafusion::arrow::datatypes::{DataType, Int64Type, SchemaRef};
+use store::flows::{FLOWS_DIR, FlowKey, FlowSlice, Side, read_flow_file};
+
+use crate::analyses::{By, Table, flows_query, sql_limit, top_query};
+use crate::error::AnalyzeError;
+use crate::session::Session;
+use crate::udf::write_ip;
+
+/// The flows table of a session's datasets, restricted to its window.
+pub struct FlowTable {
+    slices: Vec<FlowSlice>,
+    files: usize,
+}
+
+/// Why the flows table cannot answer (the packets do).
+pub type NotUsable = String;
+
+impl FlowTable {
+    /// Reads the flows table, or says why it cannot answer for `session`.
+    pub fn load(session: &Session) -> Result<Result<FlowTable, NotUsable>, AnalyzeError> {
+        if let Some(f) = session.filter() {
+            return Ok(Err(format!("a filter ({f}) is given")));
+        }
+        let mut paths = Vec::new();
+        for (root, _) in session.manifests() {
+            let packets = root.join(store::dataset::PACKETS_DIR);
+            let flows = root.join(FLOWS_DIR);
+            for name in parquet_names(&packets)? {
+                let p = flows.join(&name);
+                if !p.is_file() {
+                    return Ok(Err(format!(
+                        "{} has no flows file for {} (written by an older weir, or cut off \
+                         by a crash)",
+                        root.display(),
+                        packets.join(&name).display()
+                    )));
+                }
+                paths.push(p);
+            }
+        }
+        let files = paths.len();
+        let slices = read_all(&paths, session.threads())?;
+        let w = session.window();
+        let inside = |s: &FlowSlice| {
+            let (Some(first), Some(last)) = (s.first_ns(), s.last_ns()) else {
+                return Some(false);
+            };
+            let after_from = |t: i64| w.from_ns.is_none_or(|f| t >= f);
+            let before_to = |t: i64| w.to_ns.is_none_or(|e| t < e);
+            match (
+                after_from(first) && before_to(first),
+                after_from(last) && before_to(last),
+            ) {
+                (true, true) => Some(true),
+                // Wholly before or after the window.
+                (false, false) if !before_to(first) || !after_from(last) => Some(false),
+                _ => None,
+            }
+        };
+        let mut kept = Vec::with_capacity(slices.len());
+        for s in slices {
+            match inside(&s) {
+                Some(true) => kept.push(s),
+                Some(false) => {}
+                None => {
+                    return Ok(Err(
+                        "the time window cuts through a flows slice (--from/--to not on \
+                         packet-file boundaries)"
+                            .into(),
+                    ));
+                }
+            }
+        }
+        Ok(Ok(FlowTable {
+            slices: kept,
+            files,
+        }))
+    }
+
+    /// Slices read and files they came from.
+    pub fn size(&self) -> (usize, usize) {
+        (self.slices.len(), self.files)
+    }
+
+    /// `flows`, as [`crate::analyses::flows`] answers it.
+    pub fn flows(&self, session: &Session, by: By, limit: usize) -> Result<Table, AnalyzeError> {
+        let schema = session.plan_schema(&flows_query(by, limit))?;
+        let mut rows = merge_flows(&self.slices);
+        let inexact: Vec<usize> = (0..rows.len()).filter(|&i| !rows[i].exact).collect();
+        if !inexact.is_empty() {
+            retrans_from_packets(session, &mut rows, &inexact)?;
+        }
+        let mut rows: Vec<FlowRow> = rows.into_iter().map(|m| m.row).collect();
+        let key = |r: &FlowRow| match by {
+            By::Bytes => r.fwd.bytes + r.rev.bytes,
+            By::Frames => r.fwd.frames + r.rev.frames,
+        };
+        rows.sort_by(|x, y| {
+            key(y)
+                .cmp(&key(x))
+                .then(x.first_ns.cmp(&y.first_ns))
+                .then_with(|| x.src.cmp(&y.src))
+                .then(x.src_port.cmp(&y.src_port))
+                .then_with(|| x.dst.cmp(&y.dst))
+                .then(x.dst_port.cmp(&y.dst_port))
+                .then(x.proto.cmp(&y.proto))
+        });
+        if limit > 0 {
+            rows.truncate(limit);
+        }
+        let opt = |v: Option<i64>| v;
+        let cols: Vec<ArrayRef> = vec![
+            strings(rows.iter().map(|r| r.src.as_str())),
+            u64s(rows.iter().map(|r| r.src_port as u64)),
+            strings(rows.iter().map(|r| r.dst.as_str())),
+            u64s(rows.iter().map(|r| r.dst_port as u64)),
+            u64s(rows.iter().map(|r| r.proto as u64)),
+            i64s(rows.iter().map(|r| Some(r.first_ns))),
+            i64s(rows.iter().map(|r| Some(r.last_ns))),
+            i64s(rows.iter().map(|r| Some(r.last_ns - r.first_ns))),
+            u64s(rows.iter().map(|r| r.fwd.frames)),
+            u64s(rows.iter().map(|r| r.fwd.bytes)),
+            u64s(rows.iter().map(|r| r.rev.frames)),
+            u64s(rows.iter().map(|r| r.rev.bytes)),
+            u64s(rows.iter().map(|r| r.fwd.payload)),
+            u64s(rows.iter().map(|r| r.rev.payload)),
+            opt_u64s(rows.iter().map(|r| r.fwd.tcp_flags.map(u64::from))),
+            opt_u64s(rows.iter().map(|r| r.rev.tcp_flags.map(u64::from))),
+            i64s(rows.iter().map(|r| Some(r.fwd_retrans))),
+            i64s(rows.iter().map(|r| Some(r.rev_retrans))),
+            i64s(rows.iter().map(|r| opt(r.rtt().map(|t| t.0)))),
+            i64s(rows.iter().map(|r| opt(r.rtt().map(|t| t.1)))),
+            i64s(rows.iter().map(|r| opt(r.rtt().map(|t| t.2)))),
+        ];
+        table("flows", &schema, cols)
+    }
+
+    /// `top hosts|ports|pairs`, as [`crate::analyses::top`] answers it.
+    pub fn top(
+        &self,
+        session: &Session,
+        what: &str,
+        by: By,
+        limit: usize,
+    ) -> Result<Table, AnalyzeError> {
+        let schema = session.plan_schema(&top_query(what, by, limit)?)?;
+        let limit = sql_limit(limit);
+        let ip = |a: &[u8; 16]| {
+            let mut s = String::new();
+            write_ip(a, &mut s);
+            s
+        };
+        let ip_slices = || self.slices.iter().filter(|s| s.key.is_ip());
+        let cols: Vec<ArrayRef> = match what {
+            "hosts" => {
+                // frames, bytes sent; frames, bytes received.
+                let mut h: HashMap<[u8; 16], [u64; 4]> = HashMap::new();
+                for s in ip_slices() {
+                    let k = &s.key;
+                    for (from, to, side) in [(k.a_ip, k.b_ip, &s.a), (k.b_ip, k.a_ip, &s.b)] {
+                        if side.frames == 0 {
+                            continue;
+                        }
+                        let e = h.entry(from).or_default();
+                        e[0] += side.frames;
+                        e[1] += side.bytes;
+                        let e = h.entry(to).or_default();
+                        e[2] += side.frames;
+                        e[3] += side.bytes;
+                    }
+                }
+                let mut rows: Vec<(String, [u64; 4])> =
+                    h.into_iter().map(|(a, v)| (ip(&a), v)).collect();
+                let total = |v: &[u64; 4]| match by {
+                    By::Bytes => v[1] + v[3],
+                    By::Frames => v[0] + v[2],
+                };
+                rows.sort_by(|x, y| total(&y.1).cmp(&total(&x.1)).then_with(|| x.0.cmp(&y.0)));
+                rows.truncate(limit);
+                vec![
+                    strings(rows.iter().map(|r| r.0.as_str())),
+                    u64s(rows.iter().map(|r| r.1[0] + r.1[2])),
+                    u64s(rows.iter().map(|r| r.1[1] + r.1[3])),
+                    u64s(rows.iter().map(|r| r.1[0])),
+                    u64s(rows.iter().map(|r| r.1[1])),
+                    u64s(rows.iter().map(|r| r.1[2])),
+                    u64s(rows.iter().map(|r| r.1[3])),
+                ]
+            }
+            "ports" => {
+                // Every frame counts once for its source port and once for
+                // its destination port.
+                let mut p: HashMap<(u8, u16), [u64; 2]> = HashMap::new();
+                for s in ip_slices().filter(|s| s.key.has_ports) {
+                    let k = &s.key;
+                    for side in [&s.a, &s.b] {
+                        if side.frames == 0 {
+                            continue;
+                        }
+                        for port in [k.a_port, k.b_port] {
+                            let e = p.entry((k.proto, port)).or_default();
+                            e[0] += side.frames;
+                            e[1] += side.bytes;
+                        }
+                    }
+                }
+                let name = |proto: u8| match proto {
+                    6 => "tcp".to_string(),
+                    17 => "udp".to_string(),
+                    132 => "sctp".to_string(),
+                    other => other.to_string(),
+                };
+                // Grouped by the name, as the SQL does.
+                let mut named: BTreeMap<(String, u16), [u64; 2]> = BTreeMap::new();
+                for ((proto, port), v) in p {
+                    let e = named.entry((name(proto), port)).or_default();
+                    e[0] += v[0];
+                    e[1] += v[1];
+                }
+                let mut rows: Vec<((String, u16), [u64; 2])> = named.into_iter().collect();
+                let total = |v: &[u64; 2]| match by {
+                    By::Bytes => v[1],
+                    By::Frames => v[0],
+                };
+                rows.sort_by(|x, y| total(&y.1).cmp(&total(&x.1)).then_with(|| x.0.cmp(&y.0)));
+                rows.truncate(limit);
+                vec![
+                    strings(rows.iter().map(|r| r.0.0.as_str())),
+                    u64s(rows.iter().map(|r| r.0.1 as u64)),
+                    u64s(rows.iter().map(|r| r.1[0])),
+                    u64s(rows.iter().map(|r| r.1[1])),
+                ]
+            }
+            "pairs" => {
+                // frames, bytes a to b, bytes b to a; a the smaller address.
+                let mut p: HashMap<([u8; 16], [u8; 16]), [u64; 3]> = HashMap::new();
+                for s in ip_slices() {
+                    let k = &s.key;
+                    let e = p.entry((k.a_ip, k.b_ip)).or_default();
+                    e[0] += s.a.frames + s.b.frames;
+                    e[1] += s.a.bytes;
+                    // From b to a is "a to b" when both ends are one host.
+                    if k.a_ip == k.b_ip {
+                        e[1] += s.b.bytes;
+                    } else {
+                        e[2] += s.b.bytes;
+                    }
+                }
+                let mut rows: Vec<(String, String, [u64; 3])> = p
+                    .into_iter()
+                    .map(|((a, b), v)| (ip(&a), ip(&b), v))
+                    .collect();
+                let total = |v: &[u64; 3]| match by {
+                    By::Bytes => v[1] + v[2],
+                    By::Frames => v[0],
+                };
+                rows.sort_by(|x, y| {
+                    total(&y.2)
+                        .cmp(&total(&x.2))
+                        .then_with(|| x.0.cmp(&y.0))
+                        .then_with(|| x.1.cmp(&y.1))
+                });
+                rows.truncate(limit);
+                vec![
+                    strings(rows.iter().map(|r| r.0.as_str())),
+                    strings(rows.iter().map(|r| r.1.as_str())),
+                    u64s(rows.iter().map(|r| r.2[0])),
+                    u64s(rows.iter().map(|r| r.2[1] + r.2[2])),
+                    u64s(rows.iter().map(|r| r.2[1])),
+                    u64s(rows.iter().map(|r| r.2[2])),
+                ]
+            }
+            other => {
+                return Err(AnalyzeError::Usage(format!(
+                    "top {other}: choose hosts, ports or pairs"
+                )));
+            }
+        };
+        table(&format!("top {what}"), &schema, cols)
+    }
+
+    /// `summary`'s totals and protocol mix (its loss table comes from the
+    /// stats, as before).
+    pub fn summary(&self, session: &Session) -> Result<Vec<Table>, AnalyzeError> {
+        use crate::analyses::{SUMMARY_LOSS_SQL, SUMMARY_PROTOCOLS_SQL, SUMMARY_TOTALS_SQL};
+        let mut all = Side::default();
+        let mut protocols: HashMap<String, [u64; 4]> = HashMap::new();
+        for s in &self.slices {
+            let frames = s.a.frames + s.b.frames;
+            let bytes = s.a.bytes + s.b.bytes;
+            all.absorb_counts(&s.a);
+            all.absorb_counts(&s.b);
+            let e = protocols.entry(protocol_name(&s.key)).or_default();
+            e[0] += frames;
+            e[1] += bytes;
+            match s.key.ip_version {
+                4 => e[2] += frames,
+                6 => e[3] += frames,
+                _ => {}
+            }
+        }
+        let totals_schema = session.plan_schema(SUMMARY_TOTALS_SQL)?;
+        let any = all.frames > 0;
+        let totals = table(
+            "totals",
+            &totals_schema,
+            vec![
+                u64s([all.frames]),
+                opt_u64s([any.then_some(all.bytes)]),
+                opt_u64s([any.then_some(all.cap_bytes)]),
+                i64s([all.first_ns]),
+                i64s([all.last_ns]),
+                opt_u64s([any.then_some(all.parse_errors)]),
+            ],
+        )?;
+        let mut rows: Vec<(String, [u64; 4])> = protocols.into_iter().collect();
+        rows.sort_by(|x, y| y.1[1].cmp(&x.1[1]).then_with(|| x.0.cmp(&y.0)));
+        let proto_schema = session.plan_schema(SUMMARY_PROTOCOLS_SQL)?;
+        let protocols = table(
+            "protocols",
+            &proto_schema,
+            vec![
+                strings(rows.iter().map(|r| r.0.as_str())),
+                u64s(rows.iter().map(|r| r.1[0])),
+                u64s(rows.iter().map(|r| r.1[1])),
+                u64s(rows.iter().map(|r| r.1[2])),
+                u64s(rows.iter().map(|r| r.1[3])),
+            ],
+        )?;
+        let (schema, batches) = session.query_with_schema(SUMMARY_LOSS_SQL)?;
+        Ok(vec![
+            totals,
+            protocols,
+            Table {
+                name: "loss".into(),
+                schema,
+                batches,
+            },
+        ])
+    }
+}
+
+/// The protocol label `summary` gives a slice's frames.
+fn protocol_name(k: &FlowKey) -> String {
+    if !k.is_ip() {
+        return match k.ethertype {
+            Some(2054) => "arp",
+            Some(34525) => "ipv6 (truncated)",
+            Some(2048) => "ipv4 (truncated)",
+            Some(35020) => "lldp",
+            Some(34958) => "eapol",
+            _ => "other link",
+        }
+        .to_string();
+    }
+    match k.proto {
+        6 => "tcp".into(),
+        17 => "udp".into(),
+        1 => "icmp".into(),
+        58 => "icmpv6".into(),
+        132 => "sctp".into(),
+        2 => "igmp".into(),
+        47 => "gre".into(),
+        50 => "esp".into(),
+        89 => "ospf".into(),
+        p => format!("ip proto {p}"),
+    }
+}
+
+trait Counts {
+    fn absorb_counts(&mut self, o: &Side);
+}
+
+impl Counts for Side {
+    /// Frames, bytes, times and parse errors (not sequence numbers).
+    fn absorb_counts(&mut self, o: &Side) {
+        let mut o = *o;
+        o.seq_min = None;
+        o.seq_max = None;
+        let (segs, distinct) = (self.data_segs, self.distinct_seqs);
+        let (lo, hi) = (self.seq_min.take(), self.seq_max.take());
+        self.absorb(&o);
+        self.data_segs = segs;
+        self.distinct_seqs = distinct;
+        self.seq_min = lo;
+        self.seq_max = hi;
+    }
+}
+
+/// One flow as `weir analyze flows` prints it.
+struct FlowRow {
+    src: String,
+    src_port: u16,
+    dst: String,
+    dst_port: u16,
+    proto: u8,
+    first_ns: i64,
+    last_ns: i64,
+    fwd: Side,
+    rev: Side,
+    fwd_retrans: i64,
+    rev_retrans: i64,
+}
+
+impl FlowRow {
+    /// Handshake, server and client RTT: SYN, SYN+ACK and ACK seen in
+    /// order.
+    fn rtt(&self) -> Option<(i64, i64, i64)> {
+        let (syn, synack, ack) = (self.fwd.syn_ns?, self.rev.synack_ns?, self.fwd.ack_ns?);
+        (syn <= synack && synack <= ack).then_some((ack - syn, synack - syn, ack - synack))
+    }
+}
+
+struct Merged {
+    row: FlowRow,
+    /// Its retransmission counts add up (no slices with overlapping
+    /// sequence ranges).
+    exact: bool,
+}
+
+/// The flows of `slices`: each flow's slices merged and oriented by its
+/// first frame, as the flows SQL does.
+fn merge_flows(slices: &[FlowSlice]) -> Vec<Merged> {
+    // The flows SQL keys on addresses, ports and protocol only.
+    type Key = ([u8; 16], u16, [u8; 16], u16, u8);
+    let key = |s: &FlowSlice| -> Key {
+        let k = &s.key;
+        (k.a_ip, k.a_port, k.b_ip, k.b_port, k.proto)
+    };
+    let mut order: Vec<&FlowSlice> = slices.iter().filter(|s| s.key.is_ip()).collect();
+    order.sort_unstable_by_key(|s| key(s));
+    let mut out = Vec::new();
+    let mut ranges: Vec<(u32, u32)> = Vec::new();
+    for group in order.chunk_by(|x, y| key(x) == key(y)) {
+        let (mut a, mut b) = (Side::default(), Side::default());
+        let mut exact = true;
+        for pick in [|s: &FlowSlice| s.a, |s: &FlowSlice| s.b] {
+            ranges.clear();
+            ranges.extend(
+                group
+                    .iter()
+                    .map(|s| pick(s))
+                    .filter_map(|x| x.seq_min.zip(x.seq_max)),
+            );
+            ranges.sort_unstable();
+            exact &= ranges.windows(2).all(|w| w[0].1 < w[1].0);
+        }
+        for s in group {
+            a.absorb(&s.a);
+            b.absorb(&s.b);
+        }
+        let k = group[0].key;
+        let a_starts = b.first_ns.is_none() || a.first_ns.is_some_and(|x| Some(x) <= b.first_ns);
+        let ip = |x: &[u8; 16]| {
+            let mut s = String::new();
+            write_ip(x, &mut s);
+            s
+        };
+        let (src, sp, dst, dp, fwd, rev) = if a_starts {
+            (k.a_ip, k.a_port, k.b_ip, k.b_port, a, b)
+        } else {
+            (k.b_ip, k.b_port, k.a_ip, k.a_port, b, a)
+        };
+        let first_ns = a.first_ns.into_iter().chain(b.first_ns).min().unwrap_or(0);
+        let last_ns = a.last_ns.into_iter().chain(b.last_ns).max().unwrap_or(0);
+        out.push(Merged {
+            row: FlowRow {
+                src: ip(&src),
+                src_port: sp,
+                dst: ip(&dst),
+                dst_port: dp,
+                proto: k.proto,
+                first_ns,
+                last_ns,
+                fwd_retrans: fwd.retrans() as i64,
+                rev_retrans: rev.retrans() as i64,
+                fwd,
+                rev,
+            },
+            exact,
+        });
+    }
+    out
+}
+
+/// A flow as the flows SQL prints it: src, src_port, dst, dst_port, proto.
+type FlowText = (String, u64, String, u64, u64);
+
+/// Most flows whose retransmissions are looked up in the packets; more,
+/// and the whole analysis is better answered from the packets.
+pub const MAX_INEXACT_FLOWS: usize = 200;
+
+/// Takes the retransmission counts of the flows `which` from the flows SQL
+/// over the packets (restricted to those flows).
+fn retrans_from_packets(
+    session: &Session,
+    rows: &mut [Merged],
+    which: &[usize],
+) -> Result<(), AnalyzeError> {
+    for chunk in which.chunks(MAX_INEXACT_FLOWS) {
+        let cond: Vec<String> = chunk
+            .iter()
+            .map(|&i| {
+                let r = &rows[i].row;
+                format!(
+                    "(ip_text(src_ip) = '{}' AND src_port = {} AND ip_text(dst_ip) = '{}' AND \
+                     dst_port = {} AND proto = {})",
+                    r.src, r.src_port, r.dst, r.dst_port, r.proto
+                )
+            })
+            .collect();
+        let sql = format!(
+            "SELECT ip_text(src_ip) AS src, src_port, ip_text(dst_ip) AS dst, dst_port, proto, \
+             fwd_retrans, rev_retrans FROM flows WHERE {}",
+            cond.join(" OR ")
+        );
+        let batches = session.query(&sql)?;
+        let mut found: HashMap<FlowText, (i64, i64)> = HashMap::new();
+        for b in &batches {
+            let text = |i: usize| b.column(i).as_string::<i32>();
+            let num = |i: usize| -> Result<ArrayRef, AnalyzeError> {
+                cast(b.column(i), &DataType::Int64).map_err(AnalyzeError::from_arrow)
+            };
+            let (src, dst) = (text(0), text(2));
+            let (sp, dp, pr, fr, rr) = (num(1)?, num(3)?, num(4)?, num(5)?, num(6)?);
+            let v = |a: &ArrayRef, j: usize| a.as_primitive::<Int64Type>().value(j);
+            for j in 0..b.num_rows() {
+                found.insert(
+                    (
+                        src.value(j).to_string(),
+                        v(&sp, j) as u64,
+                        dst.value(j).to_string(),
+                        v(&dp, j) as u64,
+                        v(&pr, j) as u64,
+                    ),
+                    (v(&fr, j), v(&rr, j)),
+                );
+            }
+        }
+        for &i in chunk {
+            let r = &mut rows[i].row;
+            let k = (
+                r.src.clone(),
+                r.src_port as u64,
+                r.dst.clone(),
+                r.dst_port as u64,
+                r.proto as u64,
+            );
+            let Some(&(f, b)) = found.get(&k) else {
+                return Err(AnalyzeError::Engine(format!(
+                    "flow {}:{} > {}:{} ({}) is in the flows table but not in the packets: \
+                     the dataset's files disagree (run weir recover, or analyze with \
+                     --no-flows-table)",
+                    r.src, r.src_port, r.dst, r.dst_port, r.proto
+                )));
+            };
+            r.fwd_retrans = f;
+            r.rev_retrans = b;
+        }
+    }
+    Ok(())
+}
+
+fn parquet_names(dir: &std::path::Path) -> Result<Vec<String>, AnalyzeError> {
+    let mut out = Vec::new();
+    let rd = match std::fs::read_dir(dir) {
+        Ok(rd) => rd,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(out),
+        Err(e) => {
+            return Err(AnalyzeError::Io {
+                path: dir.to_path_buf(),
+                source: e,
+            });
+        }
+    };
+    for e in rd.flatten() {
+        let n = e.file_name().to_string_lossy().into_owned();
+        if n.ends_with(".parquet") && !n.starts_with('.') {
+            out.push(n);
+        }
+    }
+    out.sort();
+    Ok(out)
+}
+
+/// Reads the flows files, a share of them per thread.
+fn read_all(paths: &[PathBuf], threads: usize) -> Result<Vec<FlowSlice>, AnalyzeError> {
+    let per = paths.len().div_ceil(threads.max(1)).max(1);
+    let parts: Vec<Result<Vec<FlowSlice>, store::StoreError>> = std::thread::scope(|sc| {
+        let handles: Vec<_> = paths
+            .chunks(per)
+            .map(|chunk| {
+                sc.spawn(move || {
+                    let mut v = Vec::new();
+                    for p in chunk {
+                        read_flow_file(p, &mut v)?;
+                    }
+                    Ok(v)
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().unwrap_or_else(|_| Ok(Vec::new())))
+            .collect()
+    });
+    let mut all = Vec::new();
+    for p in parts {
+        all.extend(p?);
+    }
+    Ok(all)
+}
+
+fn strings<'a>(v: impl IntoIterator<Item = &'a str>) -> ArrayRef {
+    Arc::new(v.into_iter().map(Some).collect::<StringArray>())
+}
+
+fn u64s(v: impl IntoIterator<Item = u64>) -> ArrayRef {
+    Arc::new(v.into_iter().map(Some).collect::<UInt64Array>())
+}
+
+fn opt_u64s(v: impl IntoIterator<Item = Option<u64>>) -> ArrayRef {
+    Arc::new(v.into_iter().collect::<UInt64Array>())
+}
+
+fn i64s(v: impl IntoIterator<Item = Option<i64>>) -> ArrayRef {
+    Arc::new(v.into_iter().collect::<Int64Array>())
+}
+
+/// A result table whose columns are cast to the types the SQL would give,
+/// so that every renderer prints the two paths alike.
+fn table(name: &str, schema: &SchemaRef, cols: Vec<ArrayRef>) -> Result<Table, AnalyzeError> {
+    if cols.len() != schema.fields().len() {
+        return Err(AnalyzeError::Engine(format!(
+            "{name}: {} columns from the flows table, {} in the SQL's result",
+            cols.len(),
+            schema.fields().len()
+        )));
+    }
+    let cols = cols
+        .iter()
+        .zip(schema.fields())
+        .map(|(c, f)| cast(c, f.data_type()).map_err(AnalyzeError::from_arrow))
+        .collect::<Result<Vec<_>, _>>()?;
+    let batch = RecordBatch::try_new(schema.clone(), cols).map_err(AnalyzeError::from_arrow)?;
+    Ok(Table {
+        name: name.into(),
+        schema: schema.clone(),
+        batches: vec![batch],
+    })
+}

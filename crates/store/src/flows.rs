@@ -1,0 +1,698 @@
+//! The flows table: `flows/*.parquet`, one row per bidirectional flow per
+//! packet file (a *slice* of the flow), written beside each packet file
+//! from the rows its writer already visits grouped by flow.
+//!
+//! A slice holds, for each direction, what `weir analyze flows` reports of
+//! a flow (frames, bytes, payload, TCP flags, first frame, SYN/SYN-ACK/ACK
+//! times, retransmissions) in a form that adds up across slices, files,
+//! workers and datasets: counts are sums, times are minima and maxima.
+//! Retransmissions ("data segments less distinct sequence numbers") do not
+//! add up by themselves, so a slice keeps its data segments, its distinct
+//! sequence numbers and their least and greatest value: slices whose
+//! sequence ranges do not overlap have no sequence number in common, and
+//! their distinct counts add. The writer starts a new slice of a flow
+//! whenever a run of its segments would overlap what the current slice
+//! holds, so a slice is always exact; a reader merging slices whose ranges
+//! overlap cannot be, and answers those flows from the packets instead.
+//!
+//! Frames without an IP layer are kept too, one row per ethertype, so that
+//! the totals and the protocol mix of a dataset come from this table alone.
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::Arc;
+
+use arrow_array::builder::{
+    BooleanBuilder, FixedSizeBinaryBuilder, Int64Builder, UInt8Builder, UInt16Builder,
+};
+use arrow_array::{
+    Array, ArrayRef, BooleanArray, FixedSizeBinaryArray, Int64Array, RecordBatch, UInt8Array,
+    UInt16Array, UInt32Array, UInt64Array,
+};
+use arrow_schema::{DataType, Field, Schema, SchemaRef};
+use parquet::arrow::ArrowWriter;
+use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+use wire::{Has, PacketRecord, ParseError};
+
+use crate::error::StoreError;
+use crate::files::create_file;
+
+/// The flows table's directory in a dataset.
+pub const FLOWS_DIR: &str = "flows";
+
+/// Version of the flows table's columns.
+pub const FLOWS_SCHEMA_VERSION: u32 = 1;
+
+/// What identifies a slice's flow. Addresses and ports are ordered as the
+/// flows analysis orders them: `a` is the smaller (address, port) end.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct FlowKey {
+    /// 4 or 6; 0 for frames without an IP layer.
+    pub ip_version: u8,
+    /// For frames without an IP layer: their ethertype, if any.
+    pub ethertype: Option<u16>,
+    pub a_ip: [u8; 16],
+    pub b_ip: [u8; 16],
+    /// 0 when the frames carry no ports.
+    pub a_port: u16,
+    pub b_port: u16,
+    pub proto: u8,
+    /// The frames carry ports (a UDP flow to port 0 and the later
+    /// fragments of a UDP datagram differ only here).
+    pub has_ports: bool,
+}
+
+impl FlowKey {
+    pub fn is_ip(&self) -> bool {
+        self.ip_version != 0
+    }
+}
+
+/// One direction of a slice.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Side {
+    pub first_ns: Option<i64>,
+    pub last_ns: Option<i64>,
+    pub frames: u64,
+    pub bytes: u64,
+    pub cap_bytes: u64,
+    pub payload: u64,
+    /// OR of the TCP flags of its TCP segments.
+    pub tcp_flags: Option<u16>,
+    /// TCP segments with payload.
+    pub data_segs: u64,
+    /// Distinct sequence numbers among them, and their range.
+    pub distinct_seqs: u64,
+    pub seq_min: Option<u32>,
+    pub seq_max: Option<u32>,
+    /// First SYN alone, SYN+ACK, and ACK without SYN.
+    pub syn_ns: Option<i64>,
+    pub synack_ns: Option<i64>,
+    pub ack_ns: Option<i64>,
+    pub parse_errors: u64,
+}
+
+fn min_opt<T: Ord + Copy>(a: Option<T>, b: Option<T>) -> Option<T> {
+    match (a, b) {
+        (Some(x), Some(y)) => Some(x.min(y)),
+        (x, None) => x,
+        (None, y) => y,
+    }
+}
+
+fn max_opt<T: Ord + Copy>(a: Option<T>, b: Option<T>) -> Option<T> {
+    match (a, b) {
+        (Some(x), Some(y)) => Some(x.max(y)),
+        (x, None) => x,
+        (None, y) => y,
+    }
+}
+
+impl Side {
+    /// Whether the sequence numbers of `self` and `other` may have one in
+    /// common (their ranges overlap).
+    pub fn seqs_overlap(&self, other: &Side) -> bool {
+        match (self.seq_min, self.seq_max, other.seq_min, other.seq_max) {
+            (Some(a0), Some(a1), Some(b0), Some(b1)) => a0 <= b1 && b0 <= a1,
+            _ => false,
+        }
+    }
+
+    /// Adds `other`, whose sequence numbers must not overlap (see
+    /// [`Side::seqs_overlap`]).
+    pub fn absorb(&mut self, o: &Side) {
+        self.first_ns = min_opt(self.first_ns, o.first_ns);
+        self.last_ns = max_opt(self.last_ns, o.last_ns);
+        self.frames += o.frames;
+        self.bytes += o.bytes;
+        self.cap_bytes += o.cap_bytes;
+        self.payload += o.payload;
+        self.tcp_flags = match (self.tcp_flags, o.tcp_flags) {
+            (Some(a), Some(b)) => Some(a | b),
+            (a, None) => a,
+            (None, b) => b,
+        };
+        self.data_segs += o.data_segs;
+        self.distinct_seqs += o.distinct_seqs;
+        self.seq_min = min_opt(self.seq_min, o.seq_min);
+        self.seq_max = max_opt(self.seq_max, o.seq_max);
+        self.syn_ns = min_opt(self.syn_ns, o.syn_ns);
+        self.synack_ns = min_opt(self.synack_ns, o.synack_ns);
+        self.ack_ns = min_opt(self.ack_ns, o.ack_ns);
+        self.parse_errors += o.parse_errors;
+    }
+
+    /// Adds one frame's counters (not its sequence number: see
+    /// [`FlowSlicer`]).
+    #[inline]
+    fn count(&mut self, r: &PacketRecord) {
+        let ts = r.ts_ns;
+        if self.first_ns.is_none_or(|f| ts < f) {
+            self.first_ns = Some(ts);
+        }
+        if self.last_ns.is_none_or(|l| ts > l) {
+            self.last_ns = Some(ts);
+        }
+        self.frames += 1;
+        self.bytes += r.wire_len as u64;
+        self.cap_bytes += r.cap_len as u64;
+        if r.has(Has::PAYLOAD) {
+            self.payload += r.payload_len as u64;
+        }
+        if r.has(Has::TCP) {
+            let f = r.tcp_flags;
+            self.tcp_flags = Some(self.tcp_flags.unwrap_or(0) | f);
+            let first = |slot: &mut Option<i64>| {
+                if slot.is_none_or(|t| ts < t) {
+                    *slot = Some(ts);
+                }
+            };
+            match f & 0x12 {
+                0x02 => first(&mut self.syn_ns),
+                0x12 => first(&mut self.synack_ns),
+                0x10 => first(&mut self.ack_ns),
+                _ => {}
+            }
+        }
+        if r.parse_error != ParseError::None {
+            self.parse_errors += 1;
+        }
+    }
+
+    /// Retransmitted segments: data segments less distinct sequence
+    /// numbers (exact when the slices added had no overlapping ranges).
+    pub fn retrans(&self) -> u64 {
+        self.data_segs - self.distinct_seqs
+    }
+}
+
+/// One row of the flows table.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FlowSlice {
+    pub key: FlowKey,
+    pub a: Side,
+    pub b: Side,
+}
+
+impl FlowSlice {
+    pub fn first_ns(&self) -> Option<i64> {
+        min_opt(self.a.first_ns, self.b.first_ns)
+    }
+    pub fn last_ns(&self) -> Option<i64> {
+        max_opt(self.a.last_ns, self.b.last_ns)
+    }
+}
+
+/// The key of a record's flow and whether it travels from `a` to `b`.
+#[inline]
+pub fn flow_of(r: &PacketRecord) -> (FlowKey, bool) {
+    if !r.has(Has::IP) {
+        let key = FlowKey {
+            ip_version: 0,
+            ethertype: r.has(Has::ETHERTYPE).then_some(r.ethertype),
+            a_ip: [0; 16],
+            b_ip: [0; 16],
+            a_port: 0,
+            b_port: 0,
+            proto: 0,
+            has_ports: false,
+        };
+        return (key, true);
+    }
+    let has_ports = r.has(Has::PORTS);
+    let (sp, dp) = if has_ports {
+        (r.src_port, r.dst_port)
+    } else {
+        (0, 0)
+    };
+    let from_a = r.ip_src < r.ip_dst || (r.ip_src == r.ip_dst && sp <= dp);
+    let (a_ip, a_port, b_ip, b_port) = if from_a {
+        (r.ip_src, sp, r.ip_dst, dp)
+    } else {
+        (r.ip_dst, dp, r.ip_src, sp)
+    };
+    let key = FlowKey {
+        ip_version: r.ip_version,
+        ethertype: None,
+        a_ip,
+        b_ip,
+        a_port,
+        b_port,
+        proto: r.ip_proto,
+        has_ports,
+    };
+    (key, from_a)
+}
+
+/// A run of consecutive records of one flow direction, as the packet
+/// writer visits them (grouped by flow).
+#[derive(Default)]
+struct Run {
+    key: Option<(FlowKey, bool)>,
+    side: Side,
+    /// Sequence numbers of its data segments, in arrival order.
+    seqs: Vec<u32>,
+    sorted: Vec<u32>,
+}
+
+/// Builds the slices of one packet file from its records.
+#[derive(Default)]
+pub struct FlowSlicer {
+    run: Run,
+    open: HashMap<FlowKey, FlowSlice>,
+    done: Vec<FlowSlice>,
+}
+
+impl FlowSlicer {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Adds one record. Consecutive records of the same flow direction are
+    /// cheap: the map is visited once per run.
+    #[inline]
+    pub fn push(&mut self, r: &PacketRecord) {
+        let (key, from_a) = flow_of(r);
+        if self.run.key != Some((key, from_a)) {
+            self.end_run();
+            self.run.key = Some((key, from_a));
+        }
+        self.run.side.count(r);
+        if r.ip_proto == 6 && r.has(Has::PAYLOAD | Has::IP) && r.payload_len > 0 {
+            self.run.side.data_segs += 1;
+            if r.has(Has::TCP) {
+                self.run.seqs.push(r.tcp_seq);
+            }
+        }
+    }
+
+    /// Closes the current run: its distinct sequence numbers are counted
+    /// and it joins its flow's open slice, or starts a new slice when its
+    /// sequence range overlaps the open one's.
+    pub fn end_run(&mut self) {
+        let Some((key, from_a)) = self.run.key.take() else {
+            return;
+        };
+        let mut side = std::mem::take(&mut self.run.side);
+        let seqs = &mut self.run.seqs;
+        if !seqs.is_empty() {
+            side.seq_min = seqs.iter().copied().min();
+            side.seq_max = seqs.iter().copied().max();
+            side.distinct_seqs = if seqs.windows(2).all(|w| w[0] < w[1]) {
+                seqs.len() as u64
+            } else {
+                let s = &mut self.run.sorted;
+                s.clear();
+                s.extend_from_slice(seqs);
+                s.sort_unstable();
+                s.dedup();
+                s.len() as u64
+            };
+            seqs.clear();
+        }
+        let slice = self.open.entry(key).or_insert(FlowSlice {
+            key,
+            a: Side::default(),
+            b: Side::default(),
+        });
+        let held = if from_a { &mut slice.a } else { &mut slice.b };
+        if held.seqs_overlap(&side) {
+            // Exact slices only: what is held so far becomes a row.
+            let full = *slice;
+            self.done.push(full);
+            slice.a = Side::default();
+            slice.b = Side::default();
+        }
+        let held = if from_a { &mut slice.a } else { &mut slice.b };
+        held.absorb(&side);
+    }
+
+    /// Every slice, for the end of the file; the slicer is then empty.
+    pub fn finish(&mut self) -> Vec<FlowSlice> {
+        self.end_run();
+        let mut out = std::mem::take(&mut self.done);
+        out.extend(self.open.drain().map(|(_, s)| s));
+        out.sort_by(|x, y| x.key.cmp(&y.key).then(x.first_ns().cmp(&y.first_ns())));
+        out
+    }
+}
+
+/// The flows table's Arrow schema.
+pub fn flows_schema() -> SchemaRef {
+    let mut f = vec![
+        Field::new("ip_version", DataType::UInt8, true),
+        Field::new("ethertype", DataType::UInt16, true),
+        Field::new("a_ip", DataType::FixedSizeBinary(16), true),
+        Field::new("a_port", DataType::UInt16, true),
+        Field::new("b_ip", DataType::FixedSizeBinary(16), true),
+        Field::new("b_port", DataType::UInt16, true),
+        Field::new("proto", DataType::UInt8, true),
+        Field::new("has_ports", DataType::Boolean, false),
+        Field::new("first_ns", DataType::Int64, false),
+        Field::new("last_ns", DataType::Int64, false),
+    ];
+    for s in ["a", "b"] {
+        f.extend([
+            Field::new(format!("{s}_first_ns"), DataType::Int64, true),
+            Field::new(format!("{s}_last_ns"), DataType::Int64, true),
+            Field::new(format!("{s}_frames"), DataType::UInt64, false),
+            Field::new(format!("{s}_bytes"), DataType::UInt64, false),
+            Field::new(format!("{s}_cap_bytes"), DataType::UInt64, false),
+            Field::new(format!("{s}_payload"), DataType::UInt64, false),
+            Field::new(format!("{s}_tcp_flags"), DataType::UInt16, true),
+            Field::new(format!("{s}_data_segs"), DataType::UInt64, false),
+            Field::new(format!("{s}_distinct_seqs"), DataType::UInt64, false),
+            Field::new(format!("{s}_seq_min"), DataType::UInt32, true),
+            Field::new(format!("{s}_seq_max"), DataType::UInt32, true),
+            Field::new(format!("{s}_syn_ns"), DataType::Int64, true),
+            Field::new(format!("{s}_synack_ns"), DataType::Int64, true),
+            Field::new(format!("{s}_ack_ns"), DataType::Int64, true),
+            Field::new(format!("{s}_parse_errors"), DataType::UInt64, false),
+        ]);
+    }
+    Arc::new(Schema::new(f))
+}
+
+/// The slices as one Arrow batch of [`flows_schema`].
+pub fn slices_to_batch(slices: &[FlowSlice]) -> RecordBatch {
+    let n = slices.len();
+    let mut ipv = UInt8Builder::with_capacity(n);
+    let mut eth = UInt16Builder::with_capacity(n);
+    let mut a_ip = FixedSizeBinaryBuilder::with_capacity(n, 16);
+    let mut a_port = UInt16Builder::with_capacity(n);
+    let mut b_ip = FixedSizeBinaryBuilder::with_capacity(n, 16);
+    let mut b_port = UInt16Builder::with_capacity(n);
+    let mut proto = UInt8Builder::with_capacity(n);
+    let mut ports = BooleanBuilder::with_capacity(n);
+    let mut first = Int64Builder::with_capacity(n);
+    let mut last = Int64Builder::with_capacity(n);
+    for s in slices {
+        let k = &s.key;
+        if k.is_ip() {
+            ipv.append_value(k.ip_version);
+            eth.append_null();
+            a_ip.append_value(k.a_ip).expect("16 bytes");
+            a_port.append_value(k.a_port);
+            b_ip.append_value(k.b_ip).expect("16 bytes");
+            b_port.append_value(k.b_port);
+            proto.append_value(k.proto);
+        } else {
+            ipv.append_null();
+            eth.append_option(k.ethertype);
+            a_ip.append_null();
+            a_port.append_null();
+            b_ip.append_null();
+            b_port.append_null();
+            proto.append_null();
+        }
+        ports.append_value(k.has_ports);
+        first.append_value(s.first_ns().unwrap_or(0));
+        last.append_value(s.last_ns().unwrap_or(0));
+    }
+    let mut cols: Vec<ArrayRef> = vec![
+        Arc::new(ipv.finish()),
+        Arc::new(eth.finish()),
+        Arc::new(a_ip.finish()),
+        Arc::new(a_port.finish()),
+        Arc::new(b_ip.finish()),
+        Arc::new(b_port.finish()),
+        Arc::new(proto.finish()),
+        Arc::new(ports.finish()),
+        Arc::new(first.finish()),
+        Arc::new(last.finish()),
+    ];
+    for pick in [|s: &FlowSlice| s.a, |s: &FlowSlice| s.b] {
+        let sides: Vec<Side> = slices.iter().map(pick).collect();
+        let i64s = |f: fn(&Side) -> Option<i64>| -> ArrayRef {
+            Arc::new(sides.iter().map(f).collect::<Int64Array>())
+        };
+        let u64s = |f: fn(&Side) -> u64| -> ArrayRef {
+            Arc::new(sides.iter().map(|s| Some(f(s))).collect::<UInt64Array>())
+        };
+        let u32s = |f: fn(&Side) -> Option<u32>| -> ArrayRef {
+            Arc::new(sides.iter().map(f).collect::<UInt32Array>())
+        };
+        cols.extend([
+            i64s(|s| s.first_ns),
+            i64s(|s| s.last_ns),
+            u64s(|s| s.frames),
+            u64s(|s| s.bytes),
+            u64s(|s| s.cap_bytes),
+            u64s(|s| s.payload),
+            Arc::new(sides.iter().map(|s| s.tcp_flags).collect::<UInt16Array>()) as ArrayRef,
+            u64s(|s| s.data_segs),
+            u64s(|s| s.distinct_seqs),
+            u32s(|s| s.seq_min),
+            u32s(|s| s.seq_max),
+            i64s(|s| s.syn_ns),
+            i64s(|s| s.synack_ns),
+            i64s(|s| s.ack_ns),
+            u64s(|s| s.parse_errors),
+        ]);
+    }
+    RecordBatch::try_new(flows_schema(), cols).expect("columns match the flows schema")
+}
+
+/// The slices of a batch of [`flows_schema`] (as read back).
+pub fn batch_to_slices(b: &RecordBatch, out: &mut Vec<FlowSlice>) -> Result<(), String> {
+    let col = |name: &str| {
+        b.column_by_name(name)
+            .ok_or_else(|| format!("no column {name} (not a weir flows table?)"))
+    };
+    fn typed<'a, T: 'static>(a: &'a ArrayRef, name: &str) -> Result<&'a T, String> {
+        a.as_any()
+            .downcast_ref::<T>()
+            .ok_or_else(|| format!("column {name} has type {}", a.data_type()))
+    }
+    let ipv = col("ip_version")?;
+    let ipv: &UInt8Array = typed(ipv, "ip_version")?;
+    let eth = col("ethertype")?;
+    let eth: &UInt16Array = typed(eth, "ethertype")?;
+    let a_ip = col("a_ip")?;
+    let a_ip: &FixedSizeBinaryArray = typed(a_ip, "a_ip")?;
+    let b_ip = col("b_ip")?;
+    let b_ip: &FixedSizeBinaryArray = typed(b_ip, "b_ip")?;
+    let a_port = col("a_port")?;
+    let a_port: &UInt16Array = typed(a_port, "a_port")?;
+    let b_port = col("b_port")?;
+    let b_port: &UInt16Array = typed(b_port, "b_port")?;
+    let proto = col("proto")?;
+    let proto: &UInt8Array = typed(proto, "proto")?;
+    let ports = col("has_ports")?;
+    let ports: &BooleanArray = typed(ports, "has_ports")?;
+    struct SideCols<'a> {
+        i64s: [&'a Int64Array; 5],
+        u64s: [&'a UInt64Array; 7],
+        flags: &'a UInt16Array,
+        seqs: [&'a UInt32Array; 2],
+    }
+    let side_cols = |s: &str| -> Result<SideCols<'_>, String> {
+        let i = |n: &str| -> Result<&Int64Array, String> {
+            let name = format!("{s}_{n}");
+            typed(col(&name)?, &name)
+        };
+        let u = |n: &str| -> Result<&UInt64Array, String> {
+            let name = format!("{s}_{n}");
+            typed(col(&name)?, &name)
+        };
+        let q = |n: &str| -> Result<&UInt32Array, String> {
+            let name = format!("{s}_{n}");
+            typed(col(&name)?, &name)
+        };
+        let name = format!("{s}_tcp_flags");
+        Ok(SideCols {
+            i64s: [
+                i("first_ns")?,
+                i("last_ns")?,
+                i("syn_ns")?,
+                i("synack_ns")?,
+                i("ack_ns")?,
+            ],
+            u64s: [
+                u("frames")?,
+                u("bytes")?,
+                u("cap_bytes")?,
+                u("payload")?,
+                u("data_segs")?,
+                u("distinct_seqs")?,
+                u("parse_errors")?,
+            ],
+            flags: typed(col(&name)?, &name)?,
+            seqs: [q("seq_min")?, q("seq_max")?],
+        })
+    };
+    let sa = side_cols("a")?;
+    let sb = side_cols("b")?;
+    let opt_i = |a: &Int64Array, i: usize| (!a.is_null(i)).then(|| a.value(i));
+    let side = |c: &SideCols, i: usize| Side {
+        first_ns: opt_i(c.i64s[0], i),
+        last_ns: opt_i(c.i64s[1], i),
+        syn_ns: opt_i(c.i64s[2], i),
+        synack_ns: opt_i(c.i64s[3], i),
+        ack_ns: opt_i(c.i64s[4], i),
+        frames: c.u64s[0].value(i),
+        bytes: c.u64s[1].value(i),
+        cap_bytes: c.u64s[2].value(i),
+        payload: c.u64s[3].value(i),
+        data_segs: c.u64s[4].value(i),
+        distinct_seqs: c.u64s[5].value(i),
+        parse_errors: c.u64s[6].value(i),
+        tcp_flags: (!c.flags.is_null(i)).then(|| c.flags.value(i)),
+        seq_min: (!c.seqs[0].is_null(i)).then(|| c.seqs[0].value(i)),
+        seq_max: (!c.seqs[1].is_null(i)).then(|| c.seqs[1].value(i)),
+    };
+    let ip16 = |a: &FixedSizeBinaryArray, i: usize| -> [u8; 16] {
+        a.value(i).try_into().unwrap_or([0; 16])
+    };
+    for i in 0..b.num_rows() {
+        let key = if ipv.is_null(i) {
+            FlowKey {
+                ip_version: 0,
+                ethertype: (!eth.is_null(i)).then(|| eth.value(i)),
+                a_ip: [0; 16],
+                b_ip: [0; 16],
+                a_port: 0,
+                b_port: 0,
+                proto: 0,
+                has_ports: false,
+            }
+        } else {
+            FlowKey {
+                ip_version: ipv.value(i),
+                ethertype: None,
+                a_ip: ip16(a_ip, i),
+                b_ip: ip16(b_ip, i),
+                a_port: a_port.value(i),
+                b_port: b_port.value(i),
+                proto: proto.value(i),
+                has_ports: ports.value(i),
+            }
+        };
+        out.push(FlowSlice {
+            key,
+            a: side(&sa, i),
+            b: side(&sb, i),
+        });
+    }
+    Ok(())
+}
+
+/// What a finished flows file holds.
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct FlowFileSummary {
+    /// Path relative to the dataset root.
+    pub path: String,
+    pub rows: u64,
+    pub bytes: u64,
+}
+
+/// Writes `slices` to `path` (a hidden `.NAME.part` first, renamed when
+/// complete); `relative` is the path the summary records.
+pub fn write_flow_file(
+    path: &Path,
+    relative: &str,
+    slices: &[FlowSlice],
+) -> Result<FlowFileSummary, StoreError> {
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let part = path.with_file_name(format!(".{name}.part"));
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir).map_err(|e| StoreError::io(dir, e))?;
+    }
+    let file = create_file(&part)?;
+    let props = crate::table::writer_properties("flows", FLOWS_SCHEMA_VERSION, &[]);
+    let mut w = ArrowWriter::try_new(file, flows_schema(), Some(props))
+        .map_err(|e| StoreError::parquet(&part, e))?;
+    w.write(&slices_to_batch(slices))
+        .map_err(|e| StoreError::parquet(&part, e))?;
+    let file = w.into_inner().map_err(|e| StoreError::parquet(&part, e))?;
+    file.sync_data().map_err(|e| StoreError::io(&part, e))?;
+    let bytes = file.metadata().map_err(|e| StoreError::io(&part, e))?.len();
+    std::fs::rename(&part, path).map_err(|e| StoreError::io(&part, e))?;
+    Ok(FlowFileSummary {
+        path: relative.to_string(),
+        rows: slices.len() as u64,
+        bytes,
+    })
+}
+
+/// Reads every slice of a flows file.
+pub fn read_flow_file(path: &Path, out: &mut Vec<FlowSlice>) -> Result<(), StoreError> {
+    let f = std::fs::File::open(path).map_err(|e| StoreError::io(path, e))?;
+    let reader = ParquetRecordBatchReaderBuilder::try_new(f)
+        .and_then(|b| b.with_batch_size(64 * 1024).build())
+        .map_err(|e| StoreError::parquet(path, e))?;
+    for batch in reader {
+        let batch = batch.map_err(|e| StoreError::io(path, std::io::Error::other(e)))?;
+        batch_to_slices(&batch, out).map_err(|e| StoreError::io(path, std::io::Error::other(e)))?;
+    }
+    Ok(())
+}
+
+/// The flows file that goes with the packet file `packets/NAME.parquet`
+/// (relative to the dataset root): `flows/NAME.parquet`.
+pub fn flows_path_for(packets_rel: &str) -> String {
+    let name = packets_rel.rsplit('/').next().unwrap_or(packets_rel);
+    format!("{FLOWS_DIR}/{name}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A TCP record from 10.0.0.`src` to 10.0.0.`dst` (ports 5000/80).
+    fn rec(ts: i64, src: u8, dst: u8, flags: u16, seq: u32, payload: u32) -> PacketRecord {
+        let mut r = PacketRecord::new(ts, 100, 100);
+        r.has = Has::IP | Has::PORTS | Has::TCP | Has::PAYLOAD;
+        r.ip_version = 4;
+        r.ip_proto = 6;
+        r.ip_src[15] = src;
+        r.ip_dst[15] = dst;
+        (r.src_port, r.dst_port) = if src < dst { (5000, 80) } else { (80, 5000) };
+        r.tcp_flags = flags;
+        r.tcp_seq = seq;
+        r.payload_len = payload;
+        r
+    }
+
+    /// A retransmission that comes back after other data starts a new
+    /// slice; slices whose ranges do not overlap add up exactly.
+    #[test]
+    fn slices_are_exact_and_split_where_sequence_ranges_overlap() {
+        let mut s = FlowSlicer::new();
+        // Handshake, then data 1000..5000 from the client (1 -> 2).
+        s.push(&rec(1, 1, 2, 0x02, 999, 0));
+        s.push(&rec(2, 2, 1, 0x12, 7, 0));
+        s.push(&rec(3, 1, 2, 0x10, 1000, 0));
+        for (i, seq) in [1000u32, 2000, 3000, 4000].iter().enumerate() {
+            s.push(&rec(10 + i as i64, 1, 2, 0x18, *seq, 1000));
+        }
+        // Another flow in between, then 2000 again: a retransmission.
+        s.push(&rec(20, 3, 4, 0x10, 0, 0));
+        s.push(&rec(21, 1, 2, 0x18, 2000, 1000));
+        let slices = s.finish();
+        let ours: Vec<_> = slices.iter().filter(|x| x.key.a_ip[15] == 1).collect();
+        assert_eq!(ours.len(), 2, "{ours:?}");
+        let mut total = Side::default();
+        for x in &ours {
+            total.absorb(&x.a);
+        }
+        assert_eq!(total.frames, 7);
+        assert_eq!(total.data_segs, 5);
+        // Within each slice the count is exact; across them, the overlap
+        // is what tells a reader it cannot add them.
+        assert!(ours[0].a.seqs_overlap(&ours[1].a));
+        assert_eq!(ours[0].a.retrans() + ours[1].a.retrans(), 0);
+        let b: u64 = ours.iter().map(|x| x.b.frames).sum();
+        assert_eq!(b, 1);
+        assert_eq!(ours[0].a.syn_ns, Some(1));
+        assert_eq!(ours[0].b.synack_ns, Some(2));
+        assert_eq!(ours[0].a.ack_ns, Some(3));
+        // Round trip through Arrow.
+        let mut back = Vec::new();
+        batch_to_slices(&slices_to_batch(&slices), &mut back).unwrap();
+        assert_eq!(back, slices);
+    }
+}
