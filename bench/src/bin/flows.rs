@@ -14,7 +14,6 @@
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::time::Instant;
 
 use analyze::analyses::{self, By};
 use serde_json::{Value, json};
@@ -213,10 +212,9 @@ fn run(o: &Opts) -> Result<(), String> {
                     cmd.arg(concat!(env!("CARGO_MANIFEST_DIR"), "/duckdb/run_sql.py"))
                         .arg(&job);
                     let mut m = run_timed_with("duckdb", &mut cmd, &log, Stdio::from(f))?;
-                    let v: Value = serde_json::from_str(
-                        &fs::read_to_string(&out).map_err(|e| e.to_string())?,
-                    )
-                    .map_err(|e| format!("duckdb: {e}: {}", tail(&log)))?;
+                    let v: Value =
+                        serde_json::from_str(&fs::read_to_string(&out).map_err(|e| e.to_string())?)
+                            .map_err(|e| format!("duckdb: {e}: {}", tail(&log)))?;
                     m.wall_s = v["wall_s"].as_f64().unwrap_or(f64::NAN);
                     m.user_s = v["cpu_s"].as_f64().unwrap_or(f64::NAN);
                     m.sys_s = 0.0;
