@@ -44,6 +44,12 @@ pub struct CaptureArgs {
     /// Stop after this long (e.g. 30s, 5m).
     #[arg(long, value_parser = parse_duration)]
     duration: Option<Duration>,
+    /// With -o: close and publish records files (and, unless --rotate-size
+    /// or --rotate-time say otherwise, pcap files) at least this often, so
+    /// that weir analyze, sql and read see what was received up to that
+    /// long ago while the capture runs.
+    #[arg(long, value_parser = parse_duration, default_value = "10s", value_name = "D")]
+    records_every: Duration,
     /// Receive ring per worker, in KiB as for tcpdump (default: a quarter
     /// of a second at 10 Gb/s, bounded by free memory).
     #[arg(short = 'B', long = "buffer-size", value_name = "KIB")]
@@ -240,7 +246,12 @@ pub fn run(a: CaptureArgs) -> Result<ExitCode, String> {
             dir,
             single_name: single,
             rotate_bytes: a.rotate_size.or(a.max_disk.map(ring_file_bytes)),
-            rotate: a.rotate_time,
+            rotate: a.rotate_time.or_else(|| {
+                // A dataset's pcap files publish with its records, unless
+                // sized otherwise.
+                (a.output.is_some() && a.rotate_size.is_none() && a.max_disk.is_none())
+                    .then_some(a.records_every)
+            }),
             staging_bytes: (staging / rings as u64).max(1 << 20) as usize,
             codec: a.compress,
             direct: !a.no_direct,
@@ -257,8 +268,15 @@ pub fn run(a: CaptureArgs) -> Result<ExitCode, String> {
     };
     let filter = (!a.filter.is_empty()).then(|| a.filter.join(" "));
     let asks = crate::rpc_args::filter_asks_for_rpc(filter.as_deref());
+    if a.records_every < Duration::from_secs(1) {
+        return Err(format!(
+            "--records-every {:?}: at least 1s (each time closes a file per worker)",
+            a.records_every
+        ));
+    }
     let worker = ingest::WorkerOptions {
         rpc: Some(a.rpc.options(asks)),
+        file_every: Some(a.records_every),
         ..Default::default()
     };
     let kafka = match (&a.kafka, &a.topic) {

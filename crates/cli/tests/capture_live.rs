@@ -946,3 +946,100 @@ fn shards_split_the_traffic_into_disjoint_complete_shares() {
     assert_eq!(r.code(), 2, "{}", r.stderr());
     assert!(r.stderr().contains("below N"), "{}", r.stderr());
 }
+
+/// `weir analyze`, `weir sql` and `weir read` on a dataset whose capture is
+/// still running: what was received more than `--records-every` (10 s by
+/// default) earlier is there, while traffic goes on and files are being
+/// written.
+#[test]
+fn a_running_capture_answers_for_what_it_received_ten_seconds_ago() {
+    let net = VethPair::new("running");
+    let s = Scratch::new("cap-running");
+    let ds = s.join("ds");
+    let cap = capture(
+        &net.b,
+        &[
+            "-o",
+            ds.to_str().unwrap(),
+            "-j",
+            "2",
+            "--duration",
+            "60s",
+            "udp",
+        ],
+    );
+    send(
+        &net.a,
+        &[
+            "--count", "3000", "--rate", "1000", "--size", "300", "--flows", "8",
+        ],
+    );
+    let sent_at = std::time::Instant::now();
+    // More traffic meanwhile, into files still being written.
+    let mut g = VethPair::exec(&net.a, WEIR);
+    g.arg("gen").args(["-i", IFACE]).args([
+        "--duration",
+        "30s",
+        "--count",
+        "300000",
+        "--rate",
+        "2000",
+        "--size",
+        "200",
+        "--flows",
+        "4",
+    ]);
+    let more = Background::start(g, "", Duration::from_secs(5));
+    std::thread::sleep(Duration::from_secs(11).saturating_sub(sent_at.elapsed()));
+    std::thread::sleep(Duration::from_millis(1500));
+    assert!(
+        std::path::Path::new(&format!("/proc/{}", cap.pid())).exists(),
+        "the capture is still running"
+    );
+    let m = manifest(&ds);
+    assert_eq!(m["capture"]["ended_by"], "running");
+    assert!(!m["files"]["packets"].as_array().unwrap().is_empty(), "{m}");
+    // The first 3000 frames (300-byte, so told apart from the 200-byte
+    // stream after them) are all in the finished files.
+    let mut cmd = weir();
+    cmd.arg("sql")
+        .arg(&ds)
+        .arg("SELECT count(*) AS n FROM packets WHERE wire_len = 300")
+        .arg("--csv");
+    let r = run_bounded(cmd, Duration::from_secs(60));
+    assert_eq!(r.code(), 0, "{}", r.stderr());
+    assert_eq!(r.stdout().lines().last(), Some("3000"), "{}", r.stdout());
+    for kind in ["summary", "flows", "rates"] {
+        let mut cmd = weir();
+        cmd.arg("analyze").arg(&ds).arg(kind).arg("--json");
+        let r = run_bounded(cmd, Duration::from_secs(60));
+        assert_eq!(
+            r.code(),
+            0,
+            "analyze {kind} while capturing: {}",
+            r.stderr()
+        );
+    }
+    let out = s.join("first.pcap");
+    let mut cmd = weir();
+    cmd.arg("read")
+        .arg(&ds)
+        .arg("greater 250")
+        .arg("-w")
+        .arg(&out);
+    let r = run_bounded(cmd, Duration::from_secs(60));
+    assert_eq!(r.code(), 0, "read while capturing: {}", r.stderr());
+    assert_eq!(pcap_frames(&out).len(), 3000);
+    more.signal(libc::SIGINT);
+    let _ = more.wait(Duration::from_secs(30));
+    cap.signal(libc::SIGINT);
+    let r = cap.wait(Duration::from_secs(30));
+    assert_eq!(r.code(), 0, "{}", r.stderr());
+    let m = manifest(&ds);
+    assert_eq!(m["capture"]["ended_by"], "signal");
+    no_part_files(&ds);
+    assert_eq!(
+        records(&ds).len() as u64,
+        m["counts"]["frames"].as_u64().unwrap()
+    );
+}

@@ -20,7 +20,7 @@ use capture::ring::{
     Fanout, KernelStats, RingError, RingOptions, RxRing, SocketFilter, kernel_stats,
 };
 use capture::shard::{self, Shard, Verdict};
-use pcapio::retention::Retention;
+use pcapio::retention::{RemovedFile, Retention};
 use pcapio::seekable::Codec;
 use pcapio::spool::{OnFull, PcapFileInfo, Spool, SpoolOptions, SpoolReport, SpoolShared, spool};
 use store::manifest::{
@@ -305,6 +305,8 @@ impl Opened {
             });
         let mut direct_io = false;
         let mut handles = Vec::new();
+        // Files finished while the capture runs, for its manifest.
+        let published: crate::worker::Published = Default::default();
         let mut ctxs = Vec::with_capacity(slots.len());
         for slot in slots {
             let spool = match &opts.pcap {
@@ -344,6 +346,7 @@ impl Opened {
                     let mut wo = opts.worker;
                     wo.writer.prefault = true;
                     let mut w = Worker::new(slot.worker, d.clone(), wo);
+                    w.publish_to(published.clone());
                     if let Some(t) = &opts.taps {
                         w.set_tap((t.records)(slot.worker));
                     }
@@ -391,6 +394,7 @@ impl Opened {
         let mut totals = Second::default();
         let mut next_tick = started + Duration::from_secs(1);
         let mut warnings = Vec::new();
+        let mut announced = (0usize, 0usize, 0usize);
         loop {
             let all_done = handles.iter().all(|h| h.is_finished());
             if all_done {
@@ -434,6 +438,32 @@ impl Opened {
                 &mut totals,
             )?;
             on_second(&second);
+            if let Some(d) = dataset {
+                // What has been finished is readable now: the manifest
+                // says so (replaced whole, so a reader sees one or the
+                // other).
+                let packets = published.lock().unwrap_or_else(|e| e.into_inner()).clone();
+                let pcap: Vec<PcapFileInfo> = fds
+                    .iter()
+                    .filter_map(|f| f.3.spool.get())
+                    .flat_map(|s| s.finished_files())
+                    .collect();
+                let removed = retention
+                    .as_ref()
+                    .map(|r| r.removed().0)
+                    .unwrap_or_default();
+                let now = (packets.len(), pcap.len(), removed.len());
+                if now != announced {
+                    announced = now;
+                    let m = running_manifest(
+                        base_manifest(&opts, &libpcap, fds.len() as u32),
+                        packets,
+                        &pcap,
+                        &removed,
+                    );
+                    d.write_manifest(&m)?;
+                }
+            }
         }
         // Every worker has drained its ring and closed its sinks.
         let mut records_files = Vec::new();
@@ -536,20 +566,7 @@ impl Opened {
             Some(d) => {
                 let mut files = records_files;
                 files.sort_by(|a, b| a.path.cmp(&b.path));
-                let mut pcap: Vec<PcapFileEntry> = pcap_files
-                    .iter()
-                    .map(|f| PcapFileEntry {
-                        id: f.id,
-                        path: format!("{}/{}", store::dataset::PCAP_DIR, f.name),
-                        frames: f.frames,
-                        bytes: f.bytes,
-                        ts_first: f.ts_first,
-                        ts_last: f.ts_last,
-                        stored_bytes: (!f.methods.is_empty()).then_some(f.stored_bytes),
-                        methods: f.methods.clone(),
-                    })
-                    .collect();
-                pcap.sort_by_key(|f| f.id);
+                let pcap = pcap_entries(&pcap_files);
                 let (first, last) = span(&frame_stats, &pcap_files);
                 let mut m = base_manifest(&opts, &libpcap, fds.len() as u32);
                 m.clock = if hw { "hardware" } else { "kernel" }.to_string();
@@ -565,22 +582,7 @@ impl Opened {
                         .iter()
                         .map(|n| format!("{}/{n}", store::dataset::STATS_DIR))
                         .collect(),
-                    pcap_removed: removed
-                        .iter()
-                        .map(|f| RemovedPcapEntry {
-                            id: f.id,
-                            path: format!("{}/{}", store::dataset::PCAP_DIR, f.name),
-                            frames: f.frames,
-                            stored_bytes: f.stored_bytes,
-                            ts_first: f.ts_first,
-                            ts_last: f.ts_last,
-                            reason: f.reason.clone(),
-                            overwritten_by: f
-                                .overwritten_by
-                                .as_ref()
-                                .map(|n| format!("{}/{n}", store::dataset::PCAP_DIR)),
-                        })
-                        .collect(),
+                    pcap_removed: removed_entries(&removed),
                 };
                 m.run = Some(RunInfo {
                     command: opts.command.clone(),
@@ -624,6 +626,83 @@ impl Opened {
             warnings,
         })
     }
+}
+
+/// The wall clock, ns since the epoch (frames' timestamps are on it).
+fn wall_ns() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as i64)
+}
+
+/// The manifest's entries for pcap files, by id.
+fn pcap_entries(files: &[PcapFileInfo]) -> Vec<PcapFileEntry> {
+    let mut pcap: Vec<PcapFileEntry> = files
+        .iter()
+        .map(|f| PcapFileEntry {
+            id: f.id,
+            path: format!("{}/{}", store::dataset::PCAP_DIR, f.name),
+            frames: f.frames,
+            bytes: f.bytes,
+            ts_first: f.ts_first,
+            ts_last: f.ts_last,
+            stored_bytes: (!f.methods.is_empty()).then_some(f.stored_bytes),
+            methods: f.methods.clone(),
+        })
+        .collect();
+    pcap.sort_by_key(|f| f.id);
+    pcap
+}
+
+/// The manifest's entries for pcap files retention removed.
+fn removed_entries(removed: &[RemovedFile]) -> Vec<RemovedPcapEntry> {
+    removed
+        .iter()
+        .map(|f| RemovedPcapEntry {
+            id: f.id,
+            path: format!("{}/{}", store::dataset::PCAP_DIR, f.name),
+            frames: f.frames,
+            stored_bytes: f.stored_bytes,
+            ts_first: f.ts_first,
+            ts_last: f.ts_last,
+            reason: f.reason.clone(),
+            overwritten_by: f
+                .overwritten_by
+                .as_ref()
+                .map(|n| format!("{}/{n}", store::dataset::PCAP_DIR)),
+        })
+        .collect()
+}
+
+/// The manifest of a running capture: its finished files, and the time
+/// span and frames they hold (still `ended_by: running`).
+fn running_manifest(
+    mut m: Manifest,
+    mut packets: Vec<store::PacketFileSummary>,
+    pcap: &[PcapFileInfo],
+    removed: &[RemovedFile],
+) -> Manifest {
+    packets.sort_by(|a, b| a.path.cmp(&b.path));
+    let gone: std::collections::HashSet<u32> = removed.iter().map(|f| f.id).collect();
+    let kept: Vec<PcapFileInfo> = pcap
+        .iter()
+        .filter(|f| !gone.contains(&f.id))
+        .cloned()
+        .collect();
+    let mut lo = packets.iter().filter_map(|f| f.ts_min).min();
+    let mut hi = packets.iter().filter_map(|f| f.ts_max).max();
+    for f in &kept {
+        lo = lo.into_iter().chain(f.ts_first).min();
+        hi = hi.into_iter().chain(f.ts_last).max();
+    }
+    m.time_span = lo.zip(hi).map(|(a, b)| TimeSpan::new(a, b));
+    let rows: u64 = packets.iter().map(|f| f.rows).sum();
+    let frames: u64 = kept.iter().map(|f| f.frames).sum();
+    m.counts.frames = if packets.is_empty() { frames } else { rows };
+    m.files.packets = packets;
+    m.files.pcap = pcap_entries(&kept);
+    m.files.pcap_removed = removed_entries(removed);
+    m
 }
 
 /// The manifest of a capture before anything is known of its traffic:
@@ -923,14 +1002,20 @@ fn run_worker(ctx: WorkerCtx) -> WorkerOut {
         };
         if last_tick.elapsed() >= Duration::from_millis(200) {
             last_tick = Instant::now();
-            if let Some(w) = records.as_mut() {
-                w.tick();
+            if let Some(w) = records.as_mut()
+                && error.is_none()
+                && let Err(e) = w.tick()
+            {
+                error = Some(e.to_string());
+                stop.store(true, Ordering::Relaxed);
             }
             c.ring_backlog
                 .store(slot.ring.blocks_ready() as u64, Ordering::Relaxed);
             if let Some(s) = spool.as_mut() {
-                // Light traffic: do not let staged frames sit in memory.
+                // Light traffic: do not let staged frames sit in memory,
+                // nor a file stay open past its time.
                 s.flush_block();
+                s.close_if_due(wall_ns());
                 c.pcap_backlog.store(s.backlog() as u64, Ordering::Relaxed);
             }
         }

@@ -40,6 +40,9 @@ pub struct WorkerOptions {
     pub writer: PacketWriterOptions,
     /// Start a new packet file after this many rows.
     pub rows_per_file: u64,
+    /// And (live capture) once a file is this old, so that what was
+    /// received is readable that long after (`--records-every`).
+    pub file_every: Option<std::time::Duration>,
     /// An RPC stage in the worker (live capture, whose fanout keeps each
     /// flow on one worker; a conversion runs its own per source).
     pub rpc: Option<RpcOptions>,
@@ -50,6 +53,7 @@ impl Default for WorkerOptions {
         WorkerOptions {
             writer: PacketWriterOptions::default(),
             rows_per_file: 32 << 20,
+            file_every: None,
             rpc: None,
         }
     }
@@ -62,6 +66,10 @@ pub struct Worker {
     dataset: Dataset,
     opts: WorkerOptions,
     writer: Option<PacketWriter>,
+    /// When the open file was opened (for [`WorkerOptions::file_every`]).
+    opened: std::time::Instant,
+    /// Where finished files are announced while the capture runs.
+    published: Option<Published>,
     /// Row buffers of the last finished file, for the next.
     spare: Option<RowBuffers>,
     file_seq: u32,
@@ -76,6 +84,9 @@ pub struct Worker {
     handed: Option<(u32, Vec<SegmentAt>)>,
     tap: Option<Box<dyn RecordTap>>,
 }
+
+/// Packet files the workers of a running capture have finished.
+pub type Published = std::sync::Arc<std::sync::Mutex<Vec<PacketFileSummary>>>;
 
 /// What a worker wrote.
 pub struct WorkerDone {
@@ -108,6 +119,8 @@ impl Worker {
             dataset,
             opts,
             writer: None,
+            opened: std::time::Instant::now(),
+            published: None,
             spare: None,
             file_seq: 0,
             files: Vec::new(),
@@ -143,10 +156,26 @@ impl Worker {
     }
 
     /// Lets the tap hand over what it holds (a few times a second).
-    pub fn tick(&mut self) {
+    /// Called a few times a second by a live capture: the tap's turn, and
+    /// the open file closes once it is [`WorkerOptions::file_every`] old.
+    pub fn tick(&mut self) -> Result<(), StoreError> {
         if let Some(t) = self.tap.as_mut() {
             t.tick();
         }
+        if self
+            .opts
+            .file_every
+            .is_some_and(|every| self.opened.elapsed() >= every)
+            && self.writer.as_ref().is_some_and(|w| w.rows() > 0)
+        {
+            self.close_file()?;
+        }
+        Ok(())
+    }
+
+    /// Announces each finished packet file to `to` as it closes.
+    pub fn publish_to(&mut self, to: Published) {
+        self.published = Some(to);
     }
 
     pub fn id(&self) -> u16 {
@@ -209,6 +238,7 @@ impl Worker {
         self.close_file()?;
         let (path, rel) = self.dataset.packet_file(self.id, self.file_seq);
         self.file_seq += 1;
+        self.opened = std::time::Instant::now();
         self.writer = Some(PacketWriter::create_reusing(
             &path,
             &rel,
@@ -226,6 +256,11 @@ impl Worker {
                 self.file_seq -= 1;
             } else {
                 let (summary, buffers) = w.finish_keeping_buffers()?;
+                if let Some(p) = &self.published {
+                    p.lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .push(summary.clone());
+                }
                 self.files.push(summary);
                 self.spare = Some(buffers);
             }

@@ -139,9 +139,19 @@ pub struct SpoolShared {
     /// The method of the latest block ([`Method::code`]); `i32::MIN` when
     /// nothing is compressed.
     pub method: AtomicI32,
+    /// Files finished so far, for a running capture's manifest.
+    finished: Mutex<Vec<PcapFileInfo>>,
 }
 
 impl SpoolShared {
+    /// The files finished so far (under their final names).
+    pub fn finished_files(&self) -> Vec<PcapFileInfo> {
+        self.finished
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
     /// The latest block's compression method, if the spool compresses.
     pub fn method(&self) -> Option<Method> {
         let c = self.method.load(Ordering::Relaxed);
@@ -519,6 +529,21 @@ impl Spool {
             bytes: PCAP_HEADER_LEN,
             ..Default::default()
         });
+    }
+
+    /// Closes the current file when its first frame is a rotation period
+    /// older than `now_ns` (the wall clock): with rotation by time, a file
+    /// is finished even when traffic stops, so that readers get it.
+    pub fn close_if_due(&mut self, now_ns: i64) {
+        let due = self.opts.rotate_ns.is_some_and(|limit| {
+            self.file
+                .as_ref()
+                .and_then(|f| f.ts_first)
+                .is_some_and(|first| now_ns - first >= limit)
+        });
+        if due {
+            self.close_file();
+        }
     }
 
     fn close_file(&mut self) {
@@ -943,6 +968,11 @@ impl FileWriter {
             );
             r.enforce(now_ns());
         }
+        self.shared
+            .finished
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(info.clone());
         self.report.files.push(info);
     }
 }
