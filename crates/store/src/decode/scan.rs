@@ -5,6 +5,7 @@
 //! caller that needs a column in a few batches skips the rest undecoded.
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use parquet::basic::{Compression, Encoding, Type as Physical};
@@ -122,7 +123,7 @@ struct Column {
 pub struct TableScan {
     path: PathBuf,
     data: bytes::Bytes,
-    meta: ParquetMetaData,
+    meta: Arc<ParquetMetaData>,
     groups: Vec<usize>,
     next_group: usize,
     group_rows: (usize, usize),
@@ -199,7 +200,8 @@ pub fn map_file(path: &Path) -> Result<bytes::Bytes, StoreError> {
     Ok(bytes::Bytes::from_owner(map))
 }
 
-fn metadata(path: &Path, data: &bytes::Bytes) -> Result<ParquetMetaData, StoreError> {
+/// The footer of the file `data` (`path` names it in errors).
+pub fn metadata(path: &Path, data: &bytes::Bytes) -> Result<ParquetMetaData, StoreError> {
     ParquetMetaDataReader::new()
         .parse_and_finish(data)
         .map_err(|e| StoreError::parquet(path, e))
@@ -210,7 +212,13 @@ fn metadata(path: &Path, data: &bytes::Bytes) -> Result<ParquetMetaData, StoreEr
 /// codec or type it does not handle).
 pub fn readable(path: &Path, names: &[&str]) -> Result<bool, StoreError> {
     let data = map_file(path)?;
-    Ok(check(&metadata(path, &data)?, names).is_ok())
+    Ok(supports(&metadata(path, &data)?, names))
+}
+
+/// Whether a file with footer `meta` has the columns `names` in a form
+/// [`TableScan`] reads.
+pub fn supports(meta: &ParquetMetaData, names: &[&str]) -> bool {
+    check(meta, names).is_ok()
 }
 
 impl TableScan {
@@ -232,7 +240,20 @@ impl TableScan {
         names: &[&str],
         keep: impl Fn(&RowGroupMetaData) -> bool,
     ) -> Result<TableScan, StoreError> {
-        let meta = metadata(path, &data)?;
+        let meta = Arc::new(metadata(path, &data)?);
+        TableScan::of_parsed(path, data, meta, names, |_, rg| keep(rg))
+    }
+
+    /// [`TableScan::of_bytes`] with the footer already parsed ([`metadata`]),
+    /// over the row groups `keep` accepts by number and metadata: scans of
+    /// one file's row groups on several threads share one parse.
+    pub fn of_parsed(
+        path: &Path,
+        data: bytes::Bytes,
+        meta: Arc<ParquetMetaData>,
+        names: &[&str],
+        keep: impl Fn(usize, &RowGroupMetaData) -> bool,
+    ) -> Result<TableScan, StoreError> {
         let invalid = |e: DecodeError| StoreError::Invalid {
             path: path.into(),
             message: e.to_string(),
@@ -263,7 +284,7 @@ impl TableScan {
             })
             .collect();
         let groups = (meta.row_groups().iter().enumerate())
-            .filter(|(_, rg)| keep(rg))
+            .filter(|(i, rg)| keep(*i, rg))
             .map(|(i, _)| i)
             .collect();
         Ok(TableScan {
