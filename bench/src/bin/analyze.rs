@@ -142,11 +142,13 @@ fn analyses_for(parts: &[PathBuf], span: (i64, i64)) -> Result<Vec<Analysis>, St
     let mut burst_queries = Vec::new();
     for (_, _, source) in analyses::bursts_plan(span, &scales).map_err(e)? {
         match source {
-            BurstSource::Finest(sql) => {
+            BurstSource::Finest { sql, .. } => {
                 burst_queries.push(format!("CREATE TEMP TABLE intervals AS {sql}"));
                 burst_queries.push("SELECT frames, bytes FROM intervals".into());
             }
-            BurstSource::Rollup(sql) | BurstSource::Direct(sql) => burst_queries.push(sql),
+            BurstSource::Rollup { sql, .. } | BurstSource::Direct { sql, .. } => {
+                burst_queries.push(sql)
+            }
         }
     }
     let dirs: Vec<String> = parts.iter().map(|p| p.display().to_string()).collect();

@@ -6,7 +6,9 @@
 use datafusion::arrow::array::{Array, AsArray, RecordBatch};
 use datafusion::arrow::datatypes::{DataType, Int64Type, SchemaRef, UInt64Type};
 
+use crate::count_pass;
 use crate::error::AnalyzeError;
+use crate::loss_pass;
 use crate::session::Session;
 
 pub const FLOWS_SQL: &str = include_str!("sql/flows.sql");
@@ -177,42 +179,177 @@ pub fn top(session: &Session, what: &str, by: By, limit: usize) -> Result<Table,
     )
 }
 
-/// `loss`: per second and stage, from the stats table.
-pub fn loss(session: &Session) -> Result<Table, AnalyzeError> {
+/// `loss`: per second and stage, from the stats table, and which way it
+/// was answered.
+pub fn loss(session: &Session) -> Result<(Table, AnsweredBy), AnalyzeError> {
+    if let Some(files) = loss_pass::files_for(session)? {
+        let columns = loss_pass::run(&files, session.window(), session.threads())?;
+        let schema = session.plan_schema(LOSS_SQL)?;
+        return Ok((
+            crate::columns::table("loss", schema, columns)?,
+            AnsweredBy::Pass,
+        ));
+    }
+    Ok((loss_by_sql(session)?, AnsweredBy::Sql))
+}
+
+/// `loss` by its SQL.
+pub fn loss_by_sql(session: &Session) -> Result<Table, AnalyzeError> {
     run(session, "loss", LOSS_SQL)
 }
 
+/// Windows `rates` reports at most: a table of that many rows is already
+/// more than anyone reads, and a slip of `--every` or `--to` (a year in
+/// windows of a millisecond) should be an error, not an exhausted memory.
+pub const MAX_RATE_WINDOWS: i64 = 10_000_000;
+
+/// The span `rates` reports windows over: from `--from` (else the first
+/// frame of the datasets) to `--to` (else their last frame); `None` when
+/// that leaves nothing.
+pub fn rates_span(session: &Session) -> Option<(i64, i64)> {
+    let window = session.window();
+    let data = session.data_span_ns();
+    let first = window.from_ns.or(data.map(|d| d.0))?;
+    let last = window.to_ns.map(|t| t - 1).or(data.map(|d| d.1))?;
+    (first <= last).then_some((first, last))
+}
+
+/// How `rates --every E --sample S` places its windows and samples over a
+/// span: windows on whole multiples of E (minutes at :00), samples of S
+/// inside them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RateGrid {
+    pub origin_ns: i64,
+    pub every_ns: i64,
+    pub sample_ns: i64,
+    /// The span's first and last sample, counted from `origin_ns`.
+    pub first_sample: i64,
+    pub last_sample: i64,
+    pub windows: i64,
+}
+
+impl RateGrid {
+    pub fn new(
+        (first, last): (i64, i64),
+        every_ns: i64,
+        sample_ns: i64,
+    ) -> Result<Self, AnalyzeError> {
+        if sample_ns <= 0 || every_ns < sample_ns || every_ns % sample_ns != 0 {
+            return Err(AnalyzeError::Usage(format!(
+                "--every ({every_ns} ns) must be a whole multiple of --sample ({sample_ns} ns)"
+            )));
+        }
+        let origin = first.div_euclid(every_ns) * every_ns;
+        let windows = (last - origin) / every_ns + 1;
+        if windows > MAX_RATE_WINDOWS {
+            return Err(AnalyzeError::Usage(format!(
+                "rates: windows of {every_ns} ns over {} s make {windows} rows (at most \
+                 {MAX_RATE_WINDOWS}); give a longer --every, or --from/--to around the part to \
+                 look at",
+                (last - first) / 1_000_000_000
+            )));
+        }
+        Ok(RateGrid {
+            origin_ns: origin,
+            every_ns,
+            sample_ns,
+            first_sample: (first - origin) / sample_ns,
+            last_sample: (last - origin) / sample_ns,
+            windows,
+        })
+    }
+
+    pub fn samples_per_window(&self) -> i64 {
+        self.every_ns / self.sample_ns
+    }
+
+    /// The samples of window `win` inside the span.
+    pub fn samples_in(&self, win: i64) -> i64 {
+        let k = self.samples_per_window();
+        self.last_sample.min((win + 1) * k - 1) - self.first_sample.max(win * k) + 1
+    }
+
+    pub fn per_second(&self) -> f64 {
+        1e9 / self.sample_ns as f64
+    }
+}
+
 /// The query of `rates --every E --sample S` (both in ns; E a multiple of
-/// S) over data spanning `first_ns..=last_ns`.
+/// S): a row for every window of `span` (see [`rates_span`]).
 pub fn rates_query(
-    (first, last): (i64, i64),
+    span: (i64, i64),
     every_ns: i64,
     sample_ns: i64,
 ) -> Result<String, AnalyzeError> {
-    if sample_ns <= 0 || every_ns < sample_ns || every_ns % sample_ns != 0 {
-        return Err(AnalyzeError::Usage(format!(
-            "--every ({every_ns} ns) must be a whole multiple of --sample ({sample_ns} ns)"
-        )));
-    }
-    // Windows on whole multiples of the window length (minutes at :00).
-    let origin = first.div_euclid(every_ns) * every_ns;
+    let g = RateGrid::new(span, every_ns, sample_ns)?;
     fill(
         RATES_SQL,
         &[
-            ("origin_ns", origin.to_string()),
+            ("origin_ns", g.origin_ns.to_string()),
             ("sample_ns", sample_ns.to_string()),
             ("every_ns", every_ns.to_string()),
-            ("samples_per_window", (every_ns / sample_ns).to_string()),
-            ("first_sample", ((first - origin) / sample_ns).to_string()),
-            ("last_sample", ((last - origin) / sample_ns).to_string()),
-            ("per_second", float_literal(1e9 / sample_ns as f64)),
+            ("samples_per_window", g.samples_per_window().to_string()),
+            ("first_sample", g.first_sample.to_string()),
+            ("last_sample", g.last_sample.to_string()),
+            ("windows", g.windows.to_string()),
+            ("per_second", float_literal(g.per_second())),
         ],
     )
 }
 
-/// `rates --every E --sample S` (both in ns; E a multiple of S).
-pub fn rates(session: &Session, every_ns: i64, sample_ns: i64) -> Result<Table, AnalyzeError> {
-    let span = session.span_ns();
+/// Which way an analysis was answered.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AnsweredBy {
+    /// A pass over the columns with weir's own decoder.
+    Pass,
+    /// Its SQL on DataFusion (with a filter, or files the decoder cannot
+    /// read).
+    Sql,
+}
+
+impl std::fmt::Display for AnsweredBy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            AnsweredBy::Pass => "one pass over the columns (weir's Parquet decoder)",
+            AnsweredBy::Sql => "its SQL on DataFusion",
+        })
+    }
+}
+
+/// `rates --every E --sample S` (both in ns; E a multiple of S), and which
+/// way it was answered.
+pub fn rates(
+    session: &Session,
+    every_ns: i64,
+    sample_ns: i64,
+) -> Result<(Table, AnsweredBy), AnalyzeError> {
+    if let Some(span) = rates_span(session)
+        && let Some(files) = count_pass::files_for(session)?
+    {
+        let sql = rates_query(span, every_ns, sample_ns)?;
+        let grid = RateGrid::new(span, every_ns, sample_ns)?;
+        let samples = count_pass::count(
+            &files,
+            session.window(),
+            session.threads(),
+            &[(grid.origin_ns, sample_ns)],
+        )?
+        .pop()
+        .unwrap_or_default();
+        let columns = count_pass::rate_columns(&grid, &samples);
+        let table = crate::columns::table("rates", session.plan_schema(&sql)?, columns)?;
+        return Ok((table, AnsweredBy::Pass));
+    }
+    Ok((rates_by_sql(session, every_ns, sample_ns)?, AnsweredBy::Sql))
+}
+
+/// `rates` by its SQL on DataFusion.
+pub fn rates_by_sql(
+    session: &Session,
+    every_ns: i64,
+    sample_ns: i64,
+) -> Result<Table, AnalyzeError> {
+    let span = rates_span(session);
     // Checked even without data, so that a mistake is reported.
     let sql = rates_query(span.unwrap_or((0, 0)), every_ns, sample_ns)?;
     if span.is_none() {
@@ -258,13 +395,24 @@ pub struct BurstScale {
 /// How `bursts` counts one scale.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum BurstSource {
-    /// The finest scale: `INTERVALS_SQL` over the packets, kept as the
-    /// table `intervals`.
-    Finest(String),
-    /// Summed from `intervals` (`ROLLUP_SQL`).
-    Rollup(String),
-    /// Counted from the packets on its own (not a multiple of the finest).
-    Direct(String),
+    /// The finest scale: `INTERVALS_SQL` over the packets, intervals from
+    /// `origin_ns`, kept as the table `intervals`.
+    Finest { sql: String, origin_ns: i64 },
+    /// Summed from `intervals` (`ROLLUP_SQL`), `factor` of them at a time.
+    Rollup { sql: String, factor: i64 },
+    /// Counted from the packets on its own (not a multiple of the finest),
+    /// intervals from `origin_ns`.
+    Direct { sql: String, origin_ns: i64 },
+}
+
+impl BurstSource {
+    pub fn sql(&self) -> &str {
+        match self {
+            BurstSource::Finest { sql, .. }
+            | BurstSource::Rollup { sql, .. }
+            | BurstSource::Direct { sql, .. } => sql,
+        }
+    }
 }
 
 /// The plan of `bursts`: per scale (ascending), its query and how many
@@ -323,33 +471,62 @@ pub fn bursts_plan_reading(
         let o = first.div_euclid(scale) * scale;
         let intervals = ((last - o) / scale + 1) as u64;
         let source = if scale == finest {
-            BurstSource::Finest(finest_sql.clone())
+            BurstSource::Finest {
+                sql: finest_sql.clone(),
+                origin_ns: origin,
+            }
         } else if scale % finest == 0 && period % scale == 0 {
-            BurstSource::Rollup(fill(
-                ROLLUP_SQL,
-                &[
-                    ("factor", (scale / finest).to_string()),
-                    ("intervals", intervals_from.clone()),
-                ],
-            )?)
+            BurstSource::Rollup {
+                sql: fill(
+                    ROLLUP_SQL,
+                    &[
+                        ("factor", (scale / finest).to_string()),
+                        ("intervals", intervals_from.clone()),
+                    ],
+                )?,
+                factor: scale / finest,
+            }
         } else {
-            BurstSource::Direct(fill(
-                INTERVALS_SQL,
-                &[
-                    ("origin_ns", o.to_string()),
-                    ("scale_ns", scale.to_string()),
-                ],
-            )?)
+            BurstSource::Direct {
+                sql: fill(
+                    INTERVALS_SQL,
+                    &[
+                        ("origin_ns", o.to_string()),
+                        ("scale_ns", scale.to_string()),
+                    ],
+                )?,
+                origin_ns: o,
+            }
         };
         plan.push((scale, intervals, source));
     }
     Ok(plan)
 }
 
-/// `bursts --scales ...`: the finest scale is counted from the packets in
-/// one scan; each coarser one that is a multiple of it is summed from those
-/// intervals instead of scanning again.
-pub fn bursts(session: &Session, scales_ns: &[i64]) -> Result<Vec<BurstScale>, AnalyzeError> {
+/// `bursts --scales ...`, and which way it was answered: the finest scale
+/// is counted from the packets in one scan; each coarser one that is a
+/// multiple of it is summed from those intervals instead of scanning
+/// again.
+pub fn bursts(
+    session: &Session,
+    scales_ns: &[i64],
+) -> Result<(Vec<BurstScale>, AnsweredBy), AnalyzeError> {
+    let Some(span) = session.span_ns() else {
+        bursts_plan((0, 0), scales_ns)?;
+        return Ok((Vec::new(), AnsweredBy::Sql));
+    };
+    let plan = bursts_plan(span, scales_ns)?;
+    if let Some(files) = count_pass::files_for(session)? {
+        return Ok((bursts_by_pass(session, &files, &plan)?, AnsweredBy::Pass));
+    }
+    Ok((bursts_by_sql(session, scales_ns)?, AnsweredBy::Sql))
+}
+
+/// `bursts` by its SQL on DataFusion.
+pub fn bursts_by_sql(
+    session: &Session,
+    scales_ns: &[i64],
+) -> Result<Vec<BurstScale>, AnalyzeError> {
     let Some(span) = session.span_ns() else {
         bursts_plan((0, 0), scales_ns)?;
         return Ok(Vec::new());
@@ -360,25 +537,64 @@ pub fn bursts(session: &Session, scales_ns: &[i64]) -> Result<Vec<BurstScale>, A
     let mut registered = false;
     for (scale, intervals, source) in plan {
         let batches = match source {
-            BurstSource::Finest(sql) => {
+            BurstSource::Finest { sql, .. } => {
                 fine = session.query(&sql)?;
                 fine.clone()
             }
-            BurstSource::Rollup(_) if fine.iter().all(|b| b.num_rows() == 0) => Vec::new(),
-            BurstSource::Rollup(sql) => {
+            BurstSource::Rollup { .. } if fine.iter().all(|b| b.num_rows() == 0) => Vec::new(),
+            BurstSource::Rollup { sql, .. } => {
                 if !registered {
                     session.register_batches("intervals", fine.clone())?;
                     registered = true;
                 }
                 session.query(&sql)?
             }
-            BurstSource::Direct(sql) => session.query(&sql)?,
+            BurstSource::Direct { sql, .. } => session.query(&sql)?,
         };
         let (frames, bytes) = interval_counts(&batches)?;
         out.push(distribution(scale, intervals, frames, bytes));
     }
     if registered {
         session.deregister("intervals")?;
+    }
+    Ok(out)
+}
+
+/// [`bursts`] by one pass over the packets' times and lengths, counting
+/// the finest scale and each direct one together; rollups are summed from
+/// the finest counts as the SQL sums them.
+fn bursts_by_pass(
+    session: &Session,
+    files: &count_pass::PacketFiles,
+    plan: &[(i64, u64, BurstSource)],
+) -> Result<Vec<BurstScale>, AnalyzeError> {
+    let grids: Vec<(i64, i64)> = plan
+        .iter()
+        .filter_map(|(scale, _, source)| match source {
+            BurstSource::Finest { origin_ns, .. } | BurstSource::Direct { origin_ns, .. } => {
+                Some((*origin_ns, *scale))
+            }
+            BurstSource::Rollup { .. } => None,
+        })
+        .collect();
+    let mut counted =
+        count_pass::count(files, session.window(), session.threads(), &grids)?.into_iter();
+    let mut finest: Option<count_pass::Intervals> = None;
+    let mut out = Vec::new();
+    for (scale, intervals, source) in plan {
+        let c = match source {
+            BurstSource::Finest { .. } => {
+                let c = counted.next().unwrap_or_default();
+                finest = Some(c.clone());
+                c
+            }
+            BurstSource::Direct { .. } => counted.next().unwrap_or_default(),
+            BurstSource::Rollup { factor, .. } => finest
+                .as_ref()
+                .map(|f| f.rolled_up(*factor))
+                .unwrap_or_default(),
+        };
+        out.push(distribution(*scale, *intervals, c.frames, c.bytes));
     }
     Ok(out)
 }

@@ -9,9 +9,9 @@
 use std::fmt::Write;
 use std::path::PathBuf;
 
-use crate::analyses::{self, BurstSource, By, fill, strip_comments};
+use crate::analyses::{self, By, fill, strip_comments};
 use crate::error::AnalyzeError;
-use crate::session::TimeWindow;
+use crate::session::{Session, TimeWindow};
 
 /// One statement of the script: its result's name, what the result is,
 /// and the SQL.
@@ -41,7 +41,18 @@ pub struct Request<'a> {
 /// (`stack` joins results in Rust between its queries.)
 pub const KINDS: &[&str] = &["summary", "flows", "top", "loss", "rates", "bursts", "rpc"];
 
-/// The statements of `req` over data spanning `span` (rates and bursts
+/// The span the statements of analysis `kind` place their intervals over,
+/// as the analysis itself does: for `rates` its windows' span
+/// ([`analyses::rates_span`]), for the others the data's in the window.
+pub fn span_for(kind: &str, session: &Session) -> Option<(i64, i64)> {
+    if kind == "rates" {
+        analyses::rates_span(session)
+    } else {
+        session.span_ns()
+    }
+}
+
+/// The statements of `req` over `span` ([`span_for`]: rates and bursts
 /// place their intervals by it).
 pub fn statements(req: &Request, span: Option<(i64, i64)>) -> Result<Vec<Statement>, AnalyzeError> {
     let st = |name: &str, note: &str, sql: String| Statement {
@@ -105,9 +116,7 @@ pub fn statements(req: &Request, span: Option<(i64, i64)>) -> Result<Vec<Stateme
         "bursts" => analyses::bursts_plan_reading(need_span()?, req.scales_ns, true)?
             .into_iter()
             .map(|(scale, intervals, source)| {
-                let sql = match source {
-                    BurstSource::Finest(s) | BurstSource::Rollup(s) | BurstSource::Direct(s) => s,
-                };
+                let sql = source.sql().to_string();
                 st(
                     &format!("intervals_{scale}ns"),
                     &format!(

@@ -10,10 +10,13 @@
 //! the definition, for `--emit-sql` and the tests.
 
 pub mod analyses;
+mod columns;
+mod count_pass;
 pub mod emit;
 mod error;
 pub mod filter;
 pub mod flow_table;
+mod loss_pass;
 pub mod plot;
 pub mod render;
 pub mod rpc;

@@ -67,6 +67,8 @@ struct Panel {
     /// Logarithmic x and y axes.
     log: (bool, bool),
     series: Vec<Series>,
+    /// Stretches of x to shade, and what they mean.
+    bands: Option<(String, Vec<(f64, f64)>)>,
 }
 
 /// Panels in a grid of (rows, columns).
@@ -148,6 +150,7 @@ where
         y_desc,
         log,
         series,
+        bands,
     } = panel;
     let log = *log;
     let pts = series.iter().flat_map(|s| s.2.iter()).filter(|p| {
@@ -188,6 +191,18 @@ where
                 .y_label_formatter(&|v| si(*v))
                 .draw()
                 .map_err(err)?;
+            if let Some((name, spans)) = bands {
+                let fill = DROP_C.mix(0.3).filled();
+                chart
+                    .draw_series(
+                        spans
+                            .iter()
+                            .map(|&(a, b)| Rectangle::new([(a, y0), (b, y1)], fill)),
+                    )
+                    .map_err(err)?
+                    .label(name.as_str())
+                    .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 20, y + 5)], fill));
+            }
             for (name, color, data) in series {
                 let c = *color;
                 chart
@@ -235,6 +250,7 @@ where
 const MIN_C: RGBColor = RGBColor(0x1f, 0x77, 0xb4);
 const MEAN_C: RGBColor = RGBColor(0x2c, 0xa0, 0x2c);
 const MAX_C: RGBColor = RGBColor(0xd6, 0x27, 0x28);
+const DROP_C: RGBColor = RGBColor(0xff, 0x7f, 0x0e);
 const PALETTE: [RGBColor; 8] = [
     RGBColor(0x1f, 0x77, 0xb4),
     RGBColor(0xff, 0x7f, 0x0e),
@@ -253,6 +269,7 @@ fn panel(title: &str, x: &str, y: &str, log: (bool, bool)) -> Panel {
         y_desc: y.into(),
         log,
         series: Vec::new(),
+        bands: None,
     }
 }
 
@@ -267,11 +284,60 @@ fn against(x: &[f64], y: Vec<f64>) -> Vec<(f64, f64)> {
     x.iter().copied().zip(y).collect()
 }
 
-/// `rates`: frames/s and bits/s per window (least, mean, greatest), over
-/// seconds from the first window.
-pub fn rates(table: &Table, path: &Path) -> Result<(), AnalyzeError> {
+/// The rate a column of `table` gives each window of `every_ns`, as steps:
+/// the window's value from its start to its end (x in seconds from the
+/// first window), two points a window.
+fn steps(table: &Table, column_name: &str, every_ns: i64) -> Result<Vec<(f64, f64)>, AnalyzeError> {
     let x = seconds(table)?;
-    let x_desc = "window start, seconds from the first window";
+    let width = every_ns as f64 / 1e9;
+    let y = column(table, column_name)?;
+    Ok(x.iter()
+        .zip(y)
+        .flat_map(|(&x, y)| [(x, y), (x + width, y)])
+        .collect())
+}
+
+/// The windows of `rates` (x in seconds from the first, as [`steps`])
+/// in which the stats table (`loss`) counts dropped frames, at any stage.
+fn drop_windows(
+    rates: &Table,
+    loss: &Table,
+    every_ns: i64,
+) -> Result<Vec<(f64, f64)>, AnalyzeError> {
+    let starts = column(rates, "start_ns")?;
+    let Some(&t0) = starts.first() else {
+        return Ok(Vec::new());
+    };
+    let seconds = column(loss, "start_ns")?;
+    let mut dropped = vec![0.0; seconds.len()];
+    for k in ["kernel_drops", "pcap_drops"] {
+        for (d, v) in dropped.iter_mut().zip(column(loss, k)?) {
+            *d += if v.is_finite() { v } else { 0.0 };
+        }
+    }
+    let every = every_ns as f64;
+    let mut out: Vec<(f64, f64)> = Vec::new();
+    for &start in &starts {
+        // A stats row covers the second from its time.
+        let lost = seconds
+            .iter()
+            .zip(&dropped)
+            .any(|(&t, &d)| d > 0.0 && t < start + every && t + 1e9 > start);
+        if lost {
+            let x = (start - t0) / 1e9;
+            out.push((x, x + every / 1e9));
+        }
+    }
+    Ok(out)
+}
+
+/// `rates`: frames/s and bits/s per window (least, mean, greatest) as
+/// steps over seconds from the first window (an empty window is a step at
+/// zero), with the windows where frames were dropped (`loss`, from the
+/// stats table) shaded, so that loss is not read as silence.
+pub fn rates(table: &Table, loss: &Table, every_ns: i64, path: &Path) -> Result<(), AnalyzeError> {
+    let x_desc = "time, seconds from the first window";
+    let drops = drop_windows(table, loss, every_ns)?;
     let mut panels = Vec::new();
     for (unit, title, y) in [
         ("fps", "frames per second", "frames/s"),
@@ -283,8 +349,14 @@ pub fn rates(table: &Table, path: &Path) -> Result<(), AnalyzeError> {
             ("mean", "mean", MEAN_C),
             ("min", "least sample", MIN_C),
         ] {
-            let y = column(table, &format!("{k}_{unit}"))?;
-            p.series.push((name.into(), color, against(&x, y)));
+            p.series.push((
+                name.into(),
+                color,
+                steps(table, &format!("{k}_{unit}"), every_ns)?,
+            ));
+        }
+        if !drops.is_empty() {
+            p.bands = Some(("frames dropped (stats)".into(), drops.clone()));
         }
         panels.push(p);
     }
@@ -479,4 +551,63 @@ pub fn stack(s: &crate::stack::StackAnalysis, path: &Path) -> Result<(), Analyze
             panels: vec![cwnd, rtt, delay],
         },
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use datafusion::arrow::array::{ArrayRef, Float64Array, Int64Array, RecordBatch, UInt64Array};
+    use datafusion::arrow::datatypes::{Field, Schema};
+    use std::sync::Arc;
+
+    fn table(cols: Vec<(&str, ArrayRef)>) -> Table {
+        let schema = Arc::new(Schema::new(
+            cols.iter()
+                .map(|(n, a)| Field::new(*n, a.data_type().clone(), true))
+                .collect::<Vec<_>>(),
+        ));
+        let batch =
+            RecordBatch::try_new(schema.clone(), cols.into_iter().map(|c| c.1).collect()).unwrap();
+        Table {
+            name: "t".into(),
+            schema,
+            batches: vec![batch],
+        }
+    }
+
+    #[test]
+    fn rates_are_steps_and_drops_mark_their_windows() {
+        const S: i64 = 1_000_000_000;
+        let rates = table(vec![
+            (
+                "start_ns",
+                Arc::new(Int64Array::from(vec![10 * S, 12 * S, 14 * S])),
+            ),
+            (
+                "mean_fps",
+                Arc::new(Float64Array::from(vec![5.0, 0.0, 7.0])),
+            ),
+        ]);
+        assert_eq!(
+            steps(&rates, "mean_fps", 2 * S).unwrap(),
+            vec![
+                (0.0, 5.0),
+                (2.0, 5.0),
+                (2.0, 0.0),
+                (4.0, 0.0),
+                (4.0, 7.0),
+                (6.0, 7.0)
+            ]
+        );
+        // Drops in the second from 13 s (the window from 12 s), none at 10 s.
+        let loss = table(vec![
+            ("start_ns", Arc::new(Int64Array::from(vec![10 * S, 13 * S]))),
+            ("kernel_drops", Arc::new(UInt64Array::from(vec![0, 0]))),
+            ("pcap_drops", Arc::new(UInt64Array::from(vec![0, 3]))),
+        ]);
+        assert_eq!(
+            drop_windows(&rates, &loss, 2 * S).unwrap(),
+            vec![(2.0, 4.0)]
+        );
+    }
 }

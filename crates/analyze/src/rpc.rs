@@ -82,7 +82,7 @@ pub fn rpc(
     )?;
     let [procedures, latency, clients, handles] = r.tables;
     let t = |(cols, name): (Vec<_>, &str), sql: &str| {
-        rpc_pass::table(name, session.plan_schema(sql)?, cols)
+        crate::columns::table(name, session.plan_schema(sql)?, cols)
     };
     let mut out = RpcAnalysis {
         procedures: t(procedures, sql[0])?,

@@ -23,18 +23,15 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
 
 use datafusion::arrow::array::{
-    Array, ArrayRef, Float64Array, Int64Array, RecordBatch, StringArray, UInt32Array, UInt64Array,
+    ArrayRef, Float64Array, Int64Array, StringArray, UInt32Array, UInt64Array,
 };
-use datafusion::arrow::compute::cast;
-use datafusion::arrow::datatypes::SchemaRef;
 use datafusion::parquet::file::statistics::Statistics;
 use foldhash::{HashMap, HashMapExt, HashSet};
 use store::decode::scan::{Col, Dictionary, TableScan};
 
-use crate::analyses::Table;
+use crate::columns::{engine, par_fold, par_map, parquet_files};
 use crate::error::AnalyzeError;
 use crate::session::TimeWindow;
 
@@ -53,30 +50,6 @@ impl DatasetFiles {
             nfs: parquet_files(&root.join(store::rpc::NFS_DIR))?,
         })
     }
-}
-
-fn parquet_files(dir: &Path) -> Result<Vec<PathBuf>, AnalyzeError> {
-    let rd = match std::fs::read_dir(dir) {
-        Ok(rd) => rd,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
-        Err(e) => {
-            return Err(AnalyzeError::Io {
-                path: dir.into(),
-                source: e,
-            });
-        }
-    };
-    let mut out: Vec<PathBuf> = rd
-        .flatten()
-        .map(|e| e.path())
-        .filter(|p| p.extension().is_some_and(|x| x == "parquet"))
-        .collect();
-    out.sort();
-    Ok(out)
-}
-
-fn engine(path: &Path, what: impl std::fmt::Display) -> AnalyzeError {
-    AnalyzeError::Engine(format!("{}: {what}", path.display()))
 }
 
 /// Whether every file has the columns this pass reads, in a form weir's
@@ -140,58 +113,6 @@ fn open(path: &Path, cols: &[&str], window: TimeWindow) -> Result<TableScan, Ana
         };
         window.from_ns.is_none_or(|f| hi >= f) && window.to_ns.is_none_or(|t| lo < t)
     })?)
-}
-
-/// Runs `f` on every item over `threads` threads; results in item order.
-fn par_map<T: Sync, R: Send>(
-    threads: usize,
-    items: &[T],
-    f: impl Fn(&T) -> Result<R, AnalyzeError> + Sync,
-) -> Result<Vec<R>, AnalyzeError> {
-    let threads = threads.clamp(1, items.len().max(1));
-    let mut outs: Vec<Vec<(usize, R)>> = (0..threads).map(|_| Vec::new()).collect();
-    par_fold(&mut outs, items, |out, i, item| {
-        out.push((i, f(item)?));
-        Ok(())
-    })?;
-    let mut done: Vec<(usize, R)> = outs.into_iter().flatten().collect();
-    done.sort_by_key(|(i, _)| *i);
-    Ok(done.into_iter().map(|(_, r)| r).collect())
-}
-
-/// Runs `f` on every item (with its index) over as many threads as there
-/// are `states` (at least one), each thread folding the items it takes
-/// into a state of its own.
-fn par_fold<T: Sync, S: Send>(
-    states: &mut [S],
-    items: &[T],
-    f: impl Fn(&mut S, usize, &T) -> Result<(), AnalyzeError> + Sync,
-) -> Result<(), AnalyzeError> {
-    if let [state] = states {
-        return (items.iter().enumerate()).try_for_each(|(i, item)| f(state, i, item));
-    }
-    let next = AtomicUsize::new(0);
-    std::thread::scope(|s| {
-        let workers: Vec<_> = states
-            .iter_mut()
-            .map(|state| {
-                let (next, f) = (&next, &f);
-                s.spawn(move || {
-                    loop {
-                        let i = next.fetch_add(1, Ordering::Relaxed);
-                        let Some(item) = items.get(i) else {
-                            return Ok(());
-                        };
-                        f(state, i, item)?;
-                    }
-                })
-            })
-            .collect();
-        workers.into_iter().try_for_each(|w| {
-            w.join()
-                .unwrap_or_else(|_| Err(AnalyzeError::Engine("a scan thread failed".into())))
-        })
-    })
 }
 
 /// The columns to read: `cols`, and ts last when the window is bounded
@@ -1313,39 +1234,6 @@ pub(crate) fn run(
             (handles, "handles"),
         ],
         samples,
-    })
-}
-
-/// `columns` as a table of `schema` (planned from the SQL): the same
-/// names and types the SQL would give.
-pub(crate) fn table(
-    name: &str,
-    schema: SchemaRef,
-    columns: Vec<ArrayRef>,
-) -> Result<Table, AnalyzeError> {
-    if schema.fields().len() != columns.len() {
-        return Err(AnalyzeError::Engine(format!(
-            "rpc {name}: {} columns planned, {} computed",
-            schema.fields().len(),
-            columns.len()
-        )));
-    }
-    let mut cols = Vec::with_capacity(columns.len());
-    for (f, c) in schema.fields().iter().zip(columns) {
-        let c = if c.data_type() == f.data_type() {
-            c
-        } else {
-            cast(&c, f.data_type())
-                .map_err(|e| AnalyzeError::Engine(format!("rpc {name}.{}: {e}", f.name())))?
-        };
-        cols.push(c);
-    }
-    let batch = RecordBatch::try_new(schema.clone(), cols)
-        .map_err(|e| AnalyzeError::Engine(format!("rpc {name}: {e}")))?;
-    Ok(Table {
-        name: name.into(),
-        schema,
-        batches: vec![batch],
     })
 }
 

@@ -130,8 +130,9 @@ impl Session {
         self.filter.as_deref()
     }
 
-    /// The time span of the data in the window, from the manifests (no scan).
-    pub fn span_ns(&self) -> Option<(i64, i64)> {
+    /// The first and last frame's time of the datasets, from the manifests
+    /// (no scan), whatever the window.
+    pub fn data_span_ns(&self) -> Option<(i64, i64)> {
         let mut span: Option<(i64, i64)> = None;
         for (_, m) in &self.manifests {
             if let Some(t) = &m.time_span {
@@ -141,7 +142,12 @@ impl Session {
                 });
             }
         }
-        let (mut a, mut b) = span?;
+        span
+    }
+
+    /// The time span of the data in the window, from the manifests (no scan).
+    pub fn span_ns(&self) -> Option<(i64, i64)> {
+        let (mut a, mut b) = self.data_span_ns()?;
         if let Some(f) = self.window.from_ns {
             a = a.max(f);
         }

@@ -89,8 +89,10 @@ pub struct AnalyzeArgs {
     /// has a flows table (for checking one against the other).
     #[arg(long)]
     no_flows_table: bool,
-    /// Say on stderr how the analysis was answered (flows table or packets,
-    /// and why).
+    /// Say on stderr how the analysis was answered: flows, top, summary
+    /// from the flows table or the packets, and why; rates, bursts, loss by
+    /// one pass over the columns or by the SQL on DataFusion (with a
+    /// filter).
     #[arg(short, long)]
     verbose: bool,
 }
@@ -242,6 +244,8 @@ pub fn run_analyze(a: AnalyzeArgs) -> Result<ExitCode, String> {
                 }
             }
         }
+        // rates, bursts and loss say which way they were answered.
+        "rates" | "bursts" | "loss" => None,
         _ => {
             if a.verbose {
                 eprintln!("{kind}: answered from the packets");
@@ -279,7 +283,8 @@ pub fn run_analyze(a: AnalyzeArgs) -> Result<ExitCode, String> {
             ]
         }
         "loss" => {
-            let t = analyze::analyses::loss(&session).map_err(|e| e.to_string())?;
+            let (t, by) = analyze::analyses::loss(&session).map_err(|e| e.to_string())?;
+            answered(&a, kind, by);
             if let Some(p) = &a.plot {
                 analyze::plot::loss(&t, p).map_err(|e| e.to_string())?;
             }
@@ -311,15 +316,22 @@ pub fn run_analyze(a: AnalyzeArgs) -> Result<ExitCode, String> {
         "rates" => {
             let every = ns_of(parse_duration(&a.every).map_err(|e| format!("--every: {e}"))?);
             let sample = ns_of(parse_duration(&a.sample).map_err(|e| format!("--sample: {e}"))?);
-            let t = analyze::analyses::rates(&session, every, sample).map_err(|e| e.to_string())?;
+            let (t, by) =
+                analyze::analyses::rates(&session, every, sample).map_err(|e| e.to_string())?;
+            answered(&a, kind, by);
             if let Some(p) = &a.plot {
-                analyze::plot::rates(&t, p).map_err(|e| e.to_string())?;
+                // Windows where frames were dropped are marked, so that
+                // loss is not read as silence.
+                let (loss, _) = analyze::analyses::loss(&session).map_err(|e| e.to_string())?;
+                analyze::plot::rates(&t, &loss, every, p).map_err(|e| e.to_string())?;
             }
             vec![t]
         }
         "bursts" => {
             let scales = scales_ns(&a.scales)?;
-            let b = analyze::analyses::bursts(&session, &scales).map_err(|e| e.to_string())?;
+            let (b, by) =
+                analyze::analyses::bursts(&session, &scales).map_err(|e| e.to_string())?;
+            answered(&a, kind, by);
             if let Some(p) = &a.plot {
                 analyze::plot::bursts(&b, p).map_err(|e| e.to_string())?;
             }
@@ -342,6 +354,13 @@ pub fn run_analyze(a: AnalyzeArgs) -> Result<ExitCode, String> {
     };
     print!("{}", render(&tables, format).map_err(|e| e.to_string())?);
     Ok(ExitCode::SUCCESS)
+}
+
+/// With --verbose, says how the analysis was answered.
+fn answered(a: &AnalyzeArgs, kind: &str, by: analyze::analyses::AnsweredBy) {
+    if a.verbose {
+        eprintln!("{kind}: answered by {by}");
+    }
 }
 
 /// Parses --scales.
@@ -377,7 +396,7 @@ fn emit_sql(a: &AnalyzeArgs, datasets: &[PathBuf], rest: &[String]) -> Result<Ex
         (TimeWindow::default(), None)
     } else {
         let session = open(datasets, &a.out, None)?;
-        (session.window(), session.span_ns())
+        (session.window(), analyze::emit::span_for(kind, &session))
     };
     let scales = scales_ns(&a.scales)?;
     let req = analyze::emit::Request {

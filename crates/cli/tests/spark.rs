@@ -118,6 +118,9 @@ fn spark_sql_gives_datafusions_results_for_flows_rates_and_bursts() {
         "20000",
         "--rate",
         "100k",
+        // Silences of five rates windows between bursts.
+        "--burst",
+        "20ms/50ms",
     ]);
     weir_out(&["convert", "-q", &p(&trace), "-o", &p(&ds)]);
     let d = p(&ds);
@@ -179,6 +182,22 @@ fn spark_sql_gives_datafusions_results_for_flows_rates_and_bursts() {
             normalise(spark_rows(&spark[kind[0]])),
             "weir analyze {kind:?} differs from its SQL on Spark"
         );
+    }
+    // The silences are windows of zero frames, on Spark as in weir.
+    let rates = spark_rows(&spark["rates"]);
+    let silent = rates
+        .iter()
+        .filter(|r| r["frames"].as_f64() == Some(0.0))
+        .count();
+    let busy = rates.len() - silent;
+    assert_eq!(busy % 2, 0, "bursts of two 10 ms windows: {busy} busy");
+    assert_eq!(silent, (busy / 2 - 1) * 5, "{} windows", rates.len());
+    for r in rates.iter().filter(|r| r["frames"].as_f64() == Some(0.0)) {
+        for k in [
+            "bytes", "min_fps", "mean_fps", "max_fps", "min_bps", "mean_bps", "max_bps",
+        ] {
+            assert_eq!(r[k].as_f64(), Some(0.0), "{k}: {r:?}");
+        }
     }
     let bursts: Value = serde_json::from_str(&weir_out(&[
         "analyze",

@@ -1,11 +1,12 @@
--- Per window of ${every_ns} ns: the least, mean and greatest rate over its
--- samples of ${sample_ns} ns, in frames/s and bits/s. Samples without a
--- frame count as zero; a window holds ${first_sample}..${last_sample} only
--- where the data does. Windows start at ${origin_ns}.
+-- Per window of ${every_ns} ns, each of the ${windows} windows from
+-- ${origin_ns} (the span's, empty ones included): the least, mean and
+-- greatest rate over its samples of ${sample_ns} ns, in frames/s and
+-- bits/s. Samples and windows without a frame count as zero; a window
+-- holds samples ${first_sample}..${last_sample} only where the span does.
 WITH s AS (
   SELECT CAST(floor((ts_ns - ${origin_ns}) / ${sample_ns}) AS BIGINT) AS sample,
          count(*) AS frames,
-         sum(wire_len) AS bytes
+         CAST(sum(wire_len) AS BIGINT) AS bytes
   FROM packets
   GROUP BY CAST(floor((ts_ns - ${origin_ns}) / ${sample_ns}) AS BIGINT)
 ),
@@ -18,10 +19,18 @@ w AS (
   GROUP BY CAST(floor(sample / ${samples_per_window}) AS BIGINT)
 ),
 n AS (
-  SELECT w.*,
-         least(${last_sample}, (win + 1) * ${samples_per_window} - 1)
-           - greatest(${first_sample}, win * ${samples_per_window}) + 1 AS samples
-  FROM w
+  SELECT r.win,
+         least(${last_sample}, (r.win + 1) * ${samples_per_window} - 1)
+           - greatest(${first_sample}, r.win * ${samples_per_window}) + 1 AS samples,
+         coalesce(w.busy, 0) AS busy,
+         coalesce(w.min_frames, 0) AS min_frames,
+         coalesce(w.max_frames, 0) AS max_frames,
+         coalesce(w.frames, 0) AS frames,
+         coalesce(w.min_bytes, 0) AS min_bytes,
+         coalesce(w.max_bytes, 0) AS max_bytes,
+         coalesce(w.bytes, 0) AS bytes
+  FROM range(0, ${windows}) AS r(win)
+  LEFT JOIN w ON w.win = r.win
 )
 SELECT ${origin_ns} + win * ${every_ns} AS start_ns,
        samples,

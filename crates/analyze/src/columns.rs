@@ -1,0 +1,124 @@
+//! What the hand-written passes over a dataset's columns share (`rpc_pass`,
+//! `count_pass`, `loss_pass`): the files, work spread over threads, and
+//! results shaped as the SQL they stand for would shape them.
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use datafusion::arrow::array::{ArrayRef, RecordBatch};
+use datafusion::arrow::compute::cast;
+use datafusion::arrow::datatypes::SchemaRef;
+
+use crate::analyses::Table;
+use crate::error::AnalyzeError;
+
+/// The Parquet files in `dir`, by name (none if `dir` does not exist).
+pub(crate) fn parquet_files(dir: &Path) -> Result<Vec<PathBuf>, AnalyzeError> {
+    let rd = match std::fs::read_dir(dir) {
+        Ok(rd) => rd,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => {
+            return Err(AnalyzeError::Io {
+                path: dir.into(),
+                source: e,
+            });
+        }
+    };
+    let mut out: Vec<PathBuf> = rd
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|x| x == "parquet"))
+        .collect();
+    out.sort();
+    Ok(out)
+}
+
+/// An error about the file at `path`.
+pub(crate) fn engine(path: &Path, what: impl std::fmt::Display) -> AnalyzeError {
+    AnalyzeError::Engine(format!("{}: {what}", path.display()))
+}
+
+/// Runs `f` on every item over `threads` threads; results in item order.
+pub(crate) fn par_map<T: Sync, R: Send>(
+    threads: usize,
+    items: &[T],
+    f: impl Fn(&T) -> Result<R, AnalyzeError> + Sync,
+) -> Result<Vec<R>, AnalyzeError> {
+    let threads = threads.clamp(1, items.len().max(1));
+    let mut outs: Vec<Vec<(usize, R)>> = (0..threads).map(|_| Vec::new()).collect();
+    par_fold(&mut outs, items, |out, i, item| {
+        out.push((i, f(item)?));
+        Ok(())
+    })?;
+    let mut done: Vec<(usize, R)> = outs.into_iter().flatten().collect();
+    done.sort_by_key(|(i, _)| *i);
+    Ok(done.into_iter().map(|(_, r)| r).collect())
+}
+
+/// Runs `f` on every item (with its index) over as many threads as there
+/// are `states` (at least one), each thread folding the items it takes
+/// into a state of its own.
+pub(crate) fn par_fold<T: Sync, S: Send>(
+    states: &mut [S],
+    items: &[T],
+    f: impl Fn(&mut S, usize, &T) -> Result<(), AnalyzeError> + Sync,
+) -> Result<(), AnalyzeError> {
+    if let [state] = states {
+        return (items.iter().enumerate()).try_for_each(|(i, item)| f(state, i, item));
+    }
+    let next = AtomicUsize::new(0);
+    std::thread::scope(|s| {
+        let workers: Vec<_> = states
+            .iter_mut()
+            .map(|state| {
+                let (next, f) = (&next, &f);
+                s.spawn(move || {
+                    loop {
+                        let i = next.fetch_add(1, Ordering::Relaxed);
+                        let Some(item) = items.get(i) else {
+                            return Ok(());
+                        };
+                        f(state, i, item)?;
+                    }
+                })
+            })
+            .collect();
+        workers.into_iter().try_for_each(|w| {
+            w.join()
+                .unwrap_or_else(|_| Err(AnalyzeError::Engine("a scan thread failed".into())))
+        })
+    })
+}
+
+/// `columns` as a table of `schema` (planned from the SQL): the same
+/// names and types the SQL would give.
+pub(crate) fn table(
+    name: &str,
+    schema: SchemaRef,
+    columns: Vec<ArrayRef>,
+) -> Result<Table, AnalyzeError> {
+    if schema.fields().len() != columns.len() {
+        return Err(AnalyzeError::Engine(format!(
+            "{name}: {} columns planned, {} computed",
+            schema.fields().len(),
+            columns.len()
+        )));
+    }
+    let mut cols = Vec::with_capacity(columns.len());
+    for (f, c) in schema.fields().iter().zip(columns) {
+        let c = if c.data_type() == f.data_type() {
+            c
+        } else {
+            cast(&c, f.data_type())
+                .map_err(|e| AnalyzeError::Engine(format!("{name}.{}: {e}", f.name())))?
+        };
+        cols.push(c);
+    }
+    let batch = RecordBatch::try_new(schema.clone(), cols)
+        .map_err(|e| AnalyzeError::Engine(format!("{name}: {e}")))?;
+    Ok(Table {
+        name: name.into(),
+        schema,
+        batches: vec![batch],
+    })
+}
