@@ -5,7 +5,7 @@
 //! records it had to read.
 //!
 //! Usage: analyze [--quick] [--records N] [--reps R] [--json OUT.json]
-//!                [--dir SCRATCH] [--weir PATH]
+//!                [--dir SCRATCH] [--weir PATH] [--only NAME,...]
 //!
 //! weir is timed as a whole process (start-up included) with wait4(2);
 //! DuckDB inside its Python process around the queries only (views and
@@ -33,6 +33,16 @@ struct Opts {
     json: Option<PathBuf>,
     dir: PathBuf,
     weir: Option<PathBuf>,
+    /// Only these of flows, rates, bursts and read.
+    only: Option<Vec<String>>,
+}
+
+impl Opts {
+    fn runs(&self, name: &str) -> bool {
+        self.only
+            .as_ref()
+            .is_none_or(|o| o.iter().any(|n| n == name))
+    }
 }
 
 fn usage() -> ! {
@@ -41,7 +51,7 @@ fn usage() -> ! {
          [--weir PATH]\n\n  --quick      5 M records, one repetition\n  --records N  records \
          in the dataset (default 100 M)\n  --reps R     repetitions (default 3)\n  --json FILE  \
          also write every number as JSON\n  --dir DIR    scratch directory (default {DEFAULT_DIR}); \
-         needs ~9 GB free for the read test at 100 M\n  --weir PATH  the weir binary"
+         needs ~9 GB free for the read test at 100 M\n  --weir PATH  the weir binary\n  --only N,..  only these of flows, rates, bursts, read"
     );
     std::process::exit(2)
 }
@@ -54,6 +64,7 @@ fn parse_args() -> Opts {
         json: None,
         dir: PathBuf::from(DEFAULT_DIR),
         weir: None,
+        only: None,
     };
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
@@ -69,6 +80,7 @@ fn parse_args() -> Opts {
             "--json" => o.json = Some(PathBuf::from(val())),
             "--dir" => o.dir = PathBuf::from(val()),
             "--weir" => o.weir = Some(PathBuf::from(val())),
+            "--only" => o.only = Some(val().split(',').map(str::to_string).collect()),
             _ => usage(),
         }
     }
@@ -284,7 +296,8 @@ fn run(o: &Opts) -> Result<(), String> {
         .filter_map(|e| e.metadata().ok())
         .map(|m| m.len())
         .sum();
-    let list = analyses_for(&parts, (first, last))?;
+    let mut list = analyses_for(&parts, (first, last))?;
+    list.retain(|a| o.runs(a.name));
 
     let mut results: Vec<(String, &str, Vec<Measure>)> = Vec::new();
     for a in &list {
@@ -317,65 +330,70 @@ fn run(o: &Opts) -> Result<(), String> {
         }
     }
 
-    // weir read: a one-second window out of a dataset of 64-byte frames at
-    // 1 M frames/s, with its pcap.
-    let read_frames = o.records;
-    let big = scratch.path("frames.pcap");
-    let dsr = scratch.path("read-ds");
-    eprintln!("making the read dataset: {read_frames} 64-byte frames at 1 M/s");
-    run_ok(
-        "gen",
-        Command::new(&weir)
-            .args(["gen", "--model", "fixed", "--size", "64", "--flows", "1000"])
-            .args(["--rate", "1M", "-c", &read_frames.to_string(), "-w"])
-            .arg(&big),
-        &log,
-    )?;
-    run_ok(
-        "convert",
-        Command::new(&weir)
-            .arg("convert")
-            .arg(&big)
-            .arg("-o")
-            .arg(&dsr)
-            .args(["-q", "--index-sources"]),
-        &log,
-    )?;
-    let mid = (read_frames / 1_000_000 / 2).max(1);
-    let mut reads = Vec::new();
-    let mut read_msg = String::new();
-    for _ in 0..o.reps {
-        let out = scratch.path("window.pcap");
-        let err = scratch.path("read.err");
-        let m = run_ok(
-            "weir read",
+    let read = if o.runs("read") {
+        // weir read: a one-second window out of a dataset of 64-byte frames at
+        // 1 M frames/s, with its pcap.
+        let read_frames = o.records;
+        let big = scratch.path("frames.pcap");
+        let dsr = scratch.path("read-ds");
+        eprintln!("making the read dataset: {read_frames} 64-byte frames at 1 M/s");
+        run_ok(
+            "gen",
             Command::new(&weir)
-                .arg("read")
-                .arg(&dsr)
-                .args([
-                    "--from",
-                    &format!("+{mid}s"),
-                    "--to",
-                    &format!("+{}s", mid + 1),
-                ])
-                .arg("-w")
-                .arg(&out)
-                .arg("--force"),
-            &err,
+                .args(["gen", "--model", "fixed", "--size", "64", "--flows", "1000"])
+                .args(["--rate", "1M", "-c", &read_frames.to_string(), "-w"])
+                .arg(&big),
+            &log,
         )?;
-        read_msg = fs::read_to_string(&err)
-            .unwrap_or_default()
-            .trim()
-            .to_string();
-        reads.push(m);
-    }
-    let read_ds_bytes: u64 = fs::read_dir(dsr.join("packets"))
-        .into_iter()
-        .flatten()
-        .flatten()
-        .filter_map(|e| e.metadata().ok())
-        .map(|m| m.len())
-        .sum();
+        run_ok(
+            "convert",
+            Command::new(&weir)
+                .arg("convert")
+                .arg(&big)
+                .arg("-o")
+                .arg(&dsr)
+                .args(["-q", "--index-sources"]),
+            &log,
+        )?;
+        let mid = (read_frames / 1_000_000 / 2).max(1);
+        let mut reads = Vec::new();
+        let mut read_msg = String::new();
+        for _ in 0..o.reps {
+            let out = scratch.path("window.pcap");
+            let err = scratch.path("read.err");
+            let m = run_ok(
+                "weir read",
+                Command::new(&weir)
+                    .arg("read")
+                    .arg(&dsr)
+                    .args([
+                        "--from",
+                        &format!("+{mid}s"),
+                        "--to",
+                        &format!("+{}s", mid + 1),
+                    ])
+                    .arg("-w")
+                    .arg(&out)
+                    .arg("--force"),
+                &err,
+            )?;
+            read_msg = fs::read_to_string(&err)
+                .unwrap_or_default()
+                .trim()
+                .to_string();
+            reads.push(m);
+        }
+        let read_ds_bytes: u64 = fs::read_dir(dsr.join("packets"))
+            .into_iter()
+            .flatten()
+            .flatten()
+            .filter_map(|e| e.metadata().ok())
+            .map(|m| m.len())
+            .sum();
+        Some((reads, read_msg, read_ds_bytes, mid, read_frames))
+    } else {
+        None
+    };
 
     // Report.
     let kernel = tool_output(Path::new("uname"), &["-r"]).unwrap_or_default();
@@ -449,17 +467,22 @@ fn run(o: &Opts) -> Result<(), String> {
             med(w, |m| m.cpu_s()) / med(d, |m| m.cpu_s()),
         );
     }
-    let rd = spread(&reads.iter().map(|m| m.wall_s).collect::<Vec<_>>());
-    let _ = writeln!(
-        md,
-        "\n`weir read --from +{mid}s --to +{}s` of a dataset of {} 64-byte frames (1 M/s, {} of \
-         records): {} s wall (median of {}).\nweir said: {read_msg}",
-        mid + 1,
-        digits(read_frames),
-        mb(read_ds_bytes),
-        rd.show(o.reps, |x| format!("{x:.3}")),
-        o.reps
-    );
+    let mut read_json = Value::Null;
+    if let Some((reads, read_msg, read_ds_bytes, mid, read_frames)) = &read {
+        let rd = spread(&reads.iter().map(|m| m.wall_s).collect::<Vec<_>>());
+        let _ = writeln!(
+            md,
+            "\n`weir read --from +{mid}s --to +{}s` of a dataset of {} 64-byte frames (1 M/s, {} of \
+             records): {} s wall (median of {}).\nweir said: {read_msg}",
+            mid + 1,
+            digits(*read_frames),
+            mb(*read_ds_bytes),
+            rd.show(o.reps, |x| format!("{x:.3}")),
+            o.reps
+        );
+        read_json = json!({"wall_s": rd.json(), "message": read_msg,
+            "dataset_records_bytes": read_ds_bytes});
+    }
     let _ = writeln!(
         md,
         "\nweir is timed as a process (start-up, planning and result formatting included), \
@@ -470,8 +493,7 @@ fn run(o: &Opts) -> Result<(), String> {
     print!("{md}");
     if let Some(p) = &o.json {
         let v = json!({"records": records, "parts": nparts, "parquet_bytes": parquet_bytes,
-            "runs": js, "read": {"wall_s": rd.json(), "message": read_msg,
-            "dataset_records_bytes": read_ds_bytes}, "duckdb": duckdb_version});
+            "runs": js, "read": read_json, "duckdb": duckdb_version});
         fs::write(p, serde_json::to_string_pretty(&v).unwrap_or_default())
             .map_err(|e| format!("{}: {e}", p.display()))?;
     }

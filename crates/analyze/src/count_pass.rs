@@ -222,8 +222,8 @@ struct Dense {
     scale: u64,
     /// 1 / scale, for an estimate of the interval corrected by one step.
     inv: f64,
-    frames: Vec<u64>,
-    bytes: Vec<u64>,
+    /// Frames and bytes per interval, side by side (one cache line a row).
+    counts: Vec<[u64; 2]>,
 }
 
 impl Dense {
@@ -241,45 +241,54 @@ impl Dense {
             base_ns: origin + first * scale,
             scale: scale as u64,
             inv: 1.0 / scale as f64,
-            frames: vec![0; n],
-            bytes: vec![0; n],
+            counts: vec![[0; 2]; n],
         })
     }
 
-    /// The slot of time `t`; `None` outside the row group's span (whose
-    /// statistics were then wrong).
+    /// The slot of time `t`, or one past the end for a time outside the
+    /// row group's span (whose statistics were then wrong): a time before
+    /// it wraps to a huge offset.
     #[inline(always)]
-    fn slot(&self, t: i64) -> Option<usize> {
-        let d = t.checked_sub(self.base_ns).filter(|&d| d >= 0)? as u64;
-        // d × (1/scale) is off by at most one either way (d < 2^53 in any
-        // span a row group's slots cover).
+    fn slot(&self, t: u64) -> usize {
+        let d = (t as i64).wrapping_sub(self.base_ns) as u64;
+        // d × (1/scale) is off by at most one either way (exactly so for
+        // d < 2^52 intervals; anything larger is out of the span anyway).
         let mut q = (d as f64 * self.inv) as u64;
-        if q.wrapping_mul(self.scale) > d {
-            q = q.wrapping_sub(1);
-        } else if (q + 1) * self.scale <= d {
-            q += 1;
-        }
-        let q = q as usize;
-        (q < self.frames.len()).then_some(q)
+        q = q.wrapping_sub(u64::from(q.wrapping_mul(self.scale) > d));
+        q = q.wrapping_add(u64::from(q.wrapping_add(1).wrapping_mul(self.scale) <= d));
+        usize::try_from(q).map_or(self.counts.len(), |q| q.min(self.counts.len()))
     }
 
-    fn add(&mut self, ts: &[u64], lens: &[u64], window: Option<TimeWindow>) -> Result<(), ()> {
+    fn add(&mut self, ts: &[u64], lens: &[u64]) -> Result<(), ()> {
         for (&t, &len) in ts.iter().zip(lens) {
-            let t = t as i64;
-            if let Some(w) = window
-                && (w.from_ns.is_some_and(|f| t < f) || w.to_ns.is_some_and(|e| t >= e))
-            {
+            let q = self.slot(t);
+            let c = self.counts.get_mut(q).ok_or(())?;
+            c[0] += 1;
+            c[1] += len;
+        }
+        Ok(())
+    }
+
+    /// [`Dense::add`] of the rows inside `window` only.
+    fn add_within(&mut self, ts: &[u64], lens: &[u64], window: TimeWindow) -> Result<(), ()> {
+        let (from, to) = (
+            window.from_ns.unwrap_or(i64::MIN),
+            window.to_ns.unwrap_or(i64::MAX),
+        );
+        for (&t, &len) in ts.iter().zip(lens) {
+            if (t as i64) < from || (t as i64) >= to {
                 continue;
             }
-            let q = self.slot(t).ok_or(())?;
-            self.frames[q] += 1;
-            self.bytes[q] += len;
+            let q = self.slot(t);
+            let c = self.counts.get_mut(q).ok_or(())?;
+            c[0] += 1;
+            c[1] += len;
         }
         Ok(())
     }
 
     fn runs(&self, out: &mut Vec<Run>) {
-        for (k, (&frames, &bytes)) in self.frames.iter().zip(&self.bytes).enumerate() {
+        for (k, &[frames, bytes]) in self.counts.iter().enumerate() {
             if frames > 0 {
                 out.push(Run {
                     index: self.first + k as i64,
@@ -441,7 +450,12 @@ fn count_unit(
                 let ts = ts.ints();
                 for ((dense, c), out) in counters.iter_mut().zip(&mut w.runs) {
                     match dense {
-                        Some(d) => d.add(ts, lens, bounded.then_some(window)).map_err(|_| {
+                        Some(d) => if bounded {
+                            d.add_within(ts, lens, window)
+                        } else {
+                            d.add(ts, lens)
+                        }
+                        .map_err(|_| {
                             engine(&f.path, "a time outside its row group's ts statistics")
                         })?,
                         None if bounded => c.add_within(ts, lens, window, out),
@@ -577,7 +591,7 @@ mod tests {
         let lens: Vec<u64> = (0..5000u64).map(|k| 60 + k % 1400).collect();
         for grid in [(0, 13), (1_000, 20), (-3, 977), (999, 100_000)] {
             let mut d = Dense::new(grid, (1_000, 101_002), ts.len()).unwrap();
-            d.add(&ts, &lens, None).unwrap();
+            d.add(&ts, &lens).unwrap();
             let mut out = Vec::new();
             d.runs(&mut out);
             assert_eq!(
@@ -588,8 +602,10 @@ mod tests {
         }
         // A time outside the statistics' span is an error, not a panic.
         let mut d = Dense::new((0, 10), (100, 200), 10).unwrap();
-        assert!(d.add(&[99], &[1], None).is_err());
-        assert!(d.add(&[210], &[1], None).is_err());
+        assert!(d.add(&[99], &[1]).is_err());
+        assert!(d.add(&[210], &[1]).is_err());
+        assert!(d.add(&[u64::MAX], &[1]).is_err());
+        assert!(d.add(&[200], &[1]).is_ok());
     }
 
     #[test]
