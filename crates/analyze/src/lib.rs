@@ -5,9 +5,10 @@
 //! text runs on Spark SQL: standard aggregates and CASE, integer times in
 //! ns (`ts_ns`), no engine-specific functions except `ip_text`/`mac_text`,
 //! which only format results. The binding of tables, the time window and
-//! the UDFs live in [`session`]. `rpc` runs its SQL's equivalent as one
-//! hand-written pass over the columns (`rpc_pass`): the SQL there stays
-//! the definition, for `--emit-sql` and the tests.
+//! the UDFs live in [`session`]. `rpc`, `rates`, `bursts` and `loss` run
+//! their SQL's equivalent as hand-written passes over the columns
+//! (`rpc_pass`, `count_pass`, `loss_pass`): the SQL there stays the
+//! definition, for `--emit-sql`, for filters and for the tests.
 
 pub mod analyses;
 mod columns;
