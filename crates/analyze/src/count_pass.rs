@@ -92,10 +92,33 @@ impl Intervals {
     /// Sorted by interval, one entry per interval (runs of the same one
     /// summed).
     fn of_runs(mut runs: Vec<Run>) -> Intervals {
+        let mut out = Intervals::default();
         if !runs.is_sorted_by_key(|r| r.index) {
+            // Row groups overlap in time at their edges, and threads take
+            // them out of order: where the intervals are few for the runs,
+            // they are summed in place, in one step over the runs and one
+            // over the intervals, rather than sorted.
+            let lo = runs.iter().map(|r| r.index).min().unwrap_or(0);
+            let hi = runs.iter().map(|r| r.index).max().unwrap_or(0);
+            let span = usize::try_from(hi.wrapping_sub(lo)).unwrap_or(usize::MAX);
+            if span < runs.len().saturating_mul(4).max(1 << 16) {
+                let mut counts = vec![[0u64; 2]; span + 1];
+                for r in &runs {
+                    let c = &mut counts[(r.index - lo) as usize];
+                    c[0] += r.frames;
+                    c[1] += r.bytes;
+                }
+                for (k, &[frames, bytes]) in counts.iter().enumerate() {
+                    if frames > 0 {
+                        out.index.push(lo + k as i64);
+                        out.frames.push(frames);
+                        out.bytes.push(bytes);
+                    }
+                }
+                return out;
+            }
             runs.sort_unstable_by_key(|r| r.index);
         }
-        let mut out = Intervals::default();
         for r in runs {
             if out.index.last() == Some(&r.index) {
                 *out.frames.last_mut().expect("same length") += r.frames;
@@ -583,6 +606,27 @@ mod tests {
                 bytes: vec![21, 15, 9],
             }
         );
+    }
+
+    #[test]
+    fn runs_are_summed_by_interval_whether_near_or_far_apart() {
+        let run = |index, frames| Run {
+            index,
+            frames,
+            bytes: 10 * frames,
+        };
+        for far in [3, 1 << 40] {
+            let runs = vec![run(far, 1), run(-2, 2), run(far, 4), run(0, 8), run(-2, 16)];
+            assert_eq!(
+                Intervals::of_runs(runs),
+                Intervals {
+                    index: vec![-2, 0, far],
+                    frames: vec![18, 8, 5],
+                    bytes: vec![180, 80, 50],
+                },
+                "{far}"
+            );
+        }
     }
 
     #[test]
