@@ -252,19 +252,28 @@ struct Dense {
 impl Dense {
     /// Counts for grid `(origin, scale)` over `[lo, hi]`, if they take no
     /// more room than a few times the row group's `rows`.
-    fn new((origin, scale): (i64, i64), (lo, hi): (i64, i64), rows: usize) -> Option<Dense> {
+    /// `counts` is a vector to reuse (a thread's, from its last row group:
+    /// fresh memory costs a page fault a page).
+    fn new(
+        (origin, scale): (i64, i64),
+        (lo, hi): (i64, i64),
+        rows: usize,
+        mut counts: Vec<[u64; 2]>,
+    ) -> Option<Dense> {
         let first = (lo - origin).div_euclid(scale);
         let last = (hi - origin).div_euclid(scale);
         let n = usize::try_from(last - first + 1).ok()?;
         if n > rows.saturating_mul(2).max(4096) {
             return None;
         }
+        counts.clear();
+        counts.resize(n, [0; 2]);
         Some(Dense {
             first,
             base_ns: origin + first * scale,
             scale: scale as u64,
             inv: 1.0 / scale as f64,
-            counts: vec![[0; 2]; n],
+            counts,
         })
     }
 
@@ -346,6 +355,8 @@ struct Unit {
 #[derive(Default)]
 struct Worker {
     runs: Vec<Vec<Run>>,
+    /// Dense counts' vectors, kept for the next row group.
+    spare: Vec<Vec<[u64; 2]>>,
 }
 
 /// Counts the frames and bytes in `files`, within `window`, per interval of
@@ -360,6 +371,7 @@ pub(crate) fn count(
     let mut workers: Vec<Worker> = (0..threads.clamp(1, units.len().max(1)))
         .map(|_| Worker {
             runs: vec![Vec::new(); grids.len()],
+            spare: Vec::new(),
         })
         .collect();
     par_fold(&mut workers, &units, |w, _, u| {
@@ -446,7 +458,7 @@ fn count_unit(
             let dense = match u.work {
                 Work::Rows {
                     span: Some(span), ..
-                } => Dense::new(g, span, rows),
+                } => Dense::new(g, span, rows, w.spare.pop().unwrap_or_default()),
                 _ => None,
             };
             (dense, Counter::new(g))
@@ -503,7 +515,10 @@ fn count_unit(
         Work::Rows { .. } => {
             for ((dense, c), out) in counters.iter_mut().zip(&mut w.runs) {
                 match dense {
-                    Some(d) => d.runs(out),
+                    Some(d) => {
+                        d.runs(out);
+                        w.spare.push(std::mem::take(&mut d.counts));
+                    }
                     None => c.end_run(out),
                 }
             }
@@ -634,7 +649,7 @@ mod tests {
         let ts: Vec<u64> = (0..5000u64).map(|k| 1_000 + (k * 7919) % 100_003).collect();
         let lens: Vec<u64> = (0..5000u64).map(|k| 60 + k % 1400).collect();
         for grid in [(0, 13), (1_000, 20), (-3, 977), (999, 100_000)] {
-            let mut d = Dense::new(grid, (1_000, 101_002), ts.len()).unwrap();
+            let mut d = Dense::new(grid, (1_000, 101_002), ts.len(), Vec::new()).unwrap();
             d.add(&ts, &lens).unwrap();
             let mut out = Vec::new();
             d.runs(&mut out);
@@ -645,7 +660,7 @@ mod tests {
             );
         }
         // A time outside the statistics' span is an error, not a panic.
-        let mut d = Dense::new((0, 10), (100, 200), 10).unwrap();
+        let mut d = Dense::new((0, 10), (100, 200), 10, vec![[5, 5]; 3]).unwrap();
         assert!(d.add(&[99], &[1]).is_err());
         assert!(d.add(&[210], &[1]).is_err());
         assert!(d.add(&[u64::MAX], &[1]).is_err());
