@@ -20,7 +20,7 @@ use datafusion::arrow::array::{
 };
 use datafusion::arrow::compute::cast;
 use datafusion::arrow::datatypes::{DataType, Int64Type, SchemaRef};
-use store::flows::{FLOWS_DIR, FlowKey, FlowSlice, Side, read_flow_file};
+use store::flows::{FLOWS_DIR, FlowKey, FlowSlice, SeqRanges, Side, read_flow_file};
 
 use crate::analyses::{By, Table, flows_query, sql_limit, top_query};
 use crate::error::AnalyzeError;
@@ -309,8 +309,8 @@ impl FlowTable {
         for s in &self.slices {
             let frames = s.a.frames + s.b.frames;
             let bytes = s.a.bytes + s.b.bytes;
-            all.absorb_counts(&s.a);
-            all.absorb_counts(&s.b);
+            all.absorb(&s.a);
+            all.absorb(&s.b);
             let e = protocols.entry(protocol_name(&s.key)).or_default();
             e[0] += frames;
             e[1] += bytes;
@@ -388,26 +388,6 @@ fn protocol_name(k: &FlowKey) -> String {
     }
 }
 
-trait Counts {
-    fn absorb_counts(&mut self, o: &Side);
-}
-
-impl Counts for Side {
-    /// Frames, bytes, times and parse errors (not sequence numbers).
-    fn absorb_counts(&mut self, o: &Side) {
-        let mut o = *o;
-        o.seq_min = None;
-        o.seq_max = None;
-        let (segs, distinct) = (self.data_segs, self.distinct_seqs);
-        let (lo, hi) = (self.seq_min.take(), self.seq_max.take());
-        self.absorb(&o);
-        self.data_segs = segs;
-        self.distinct_seqs = distinct;
-        self.seq_min = lo;
-        self.seq_max = hi;
-    }
-}
-
 /// One flow as `weir analyze flows` prints it.
 struct FlowRow {
     src: String,
@@ -451,21 +431,12 @@ fn merge_flows(slices: &[FlowSlice]) -> Vec<Merged> {
     let mut order: Vec<&FlowSlice> = slices.iter().filter(|s| s.key.is_ip()).collect();
     order.sort_unstable_by_key(|s| key(s));
     let mut out = Vec::new();
-    let mut ranges: Vec<(u32, u32)> = Vec::new();
+    let mut scratch: Vec<(u32, u32)> = Vec::new();
     for group in order.chunk_by(|x, y| key(x) == key(y)) {
         let (mut a, mut b) = (Side::default(), Side::default());
-        let mut exact = true;
-        for pick in [|s: &FlowSlice| s.a, |s: &FlowSlice| s.b] {
-            ranges.clear();
-            ranges.extend(
-                group
-                    .iter()
-                    .map(|s| pick(s))
-                    .filter_map(|x| x.seq_min.zip(x.seq_max)),
-            );
-            ranges.sort_unstable();
-            exact &= ranges.windows(2).all(|w| w[0].1 < w[1].0);
-        }
+        let exact = group.len() == 1
+            || (SeqRanges::disjoint(group.iter().map(|s| &s.a_seqs), &mut scratch)
+                && SeqRanges::disjoint(group.iter().map(|s| &s.b_seqs), &mut scratch));
         for s in group {
             a.absorb(&s.a);
             b.absorb(&s.b);
@@ -507,77 +478,51 @@ fn merge_flows(slices: &[FlowSlice]) -> Vec<Merged> {
 /// A flow as the flows SQL prints it: src, src_port, dst, dst_port, proto.
 type FlowText = (String, u64, String, u64, u64);
 
-/// Most flows whose retransmissions are looked up in the packets; more,
-/// and the whole analysis is better answered from the packets.
-pub const MAX_INEXACT_FLOWS: usize = 200;
-
 /// Takes the retransmission counts of the flows `which` from the flows SQL
-/// over the packets (restricted to those flows).
+/// over the packets (one query, however many flows).
 fn retrans_from_packets(
     session: &Session,
     rows: &mut [Merged],
     which: &[usize],
 ) -> Result<(), AnalyzeError> {
-    for chunk in which.chunks(MAX_INEXACT_FLOWS) {
-        let cond: Vec<String> = chunk
-            .iter()
-            .map(|&i| {
-                let r = &rows[i].row;
-                format!(
-                    "(ip_text(src_ip) = '{}' AND src_port = {} AND ip_text(dst_ip) = '{}' AND \
-                     dst_port = {} AND proto = {})",
-                    r.src, r.src_port, r.dst, r.dst_port, r.proto
-                )
-            })
-            .collect();
-        let sql = format!(
-            "SELECT ip_text(src_ip) AS src, src_port, ip_text(dst_ip) AS dst, dst_port, proto, \
-             fwd_retrans, rev_retrans FROM flows WHERE {}",
-            cond.join(" OR ")
-        );
-        let batches = session.query(&sql)?;
-        let mut found: HashMap<FlowText, (i64, i64)> = HashMap::new();
-        for b in &batches {
-            let text = |i: usize| b.column(i).as_string::<i32>();
-            let num = |i: usize| -> Result<ArrayRef, AnalyzeError> {
-                cast(b.column(i), &DataType::Int64).map_err(AnalyzeError::from_arrow)
-            };
-            let (src, dst) = (text(0), text(2));
-            let (sp, dp, pr, fr, rr) = (num(1)?, num(3)?, num(4)?, num(5)?, num(6)?);
-            let v = |a: &ArrayRef, j: usize| a.as_primitive::<Int64Type>().value(j);
-            for j in 0..b.num_rows() {
-                found.insert(
-                    (
-                        src.value(j).to_string(),
-                        v(&sp, j) as u64,
-                        dst.value(j).to_string(),
-                        v(&dp, j) as u64,
-                        v(&pr, j) as u64,
-                    ),
-                    (v(&fr, j), v(&rr, j)),
-                );
-            }
-        }
-        for &i in chunk {
-            let r = &mut rows[i].row;
-            let k = (
-                r.src.clone(),
-                r.src_port as u64,
-                r.dst.clone(),
-                r.dst_port as u64,
-                r.proto as u64,
+    let sql = "SELECT ip_text(src_ip) AS src, src_port, ip_text(dst_ip) AS dst, dst_port, proto, \
+               fwd_retrans, rev_retrans FROM flows WHERE fwd_retrans + rev_retrans > 0";
+    let batches = session.query(sql)?;
+    let mut found: HashMap<FlowText, (i64, i64)> = HashMap::new();
+    for b in &batches {
+        let text = |i: usize| b.column(i).as_string::<i32>();
+        let num = |i: usize| -> Result<ArrayRef, AnalyzeError> {
+            cast(b.column(i), &DataType::Int64).map_err(AnalyzeError::from_arrow)
+        };
+        let (src, dst) = (text(0), text(2));
+        let (sp, dp, pr, fr, rr) = (num(1)?, num(3)?, num(4)?, num(5)?, num(6)?);
+        let v = |a: &ArrayRef, j: usize| a.as_primitive::<Int64Type>().value(j);
+        for j in 0..b.num_rows() {
+            found.insert(
+                (
+                    src.value(j).to_string(),
+                    v(&sp, j) as u64,
+                    dst.value(j).to_string(),
+                    v(&dp, j) as u64,
+                    v(&pr, j) as u64,
+                ),
+                (v(&fr, j), v(&rr, j)),
             );
-            let Some(&(f, b)) = found.get(&k) else {
-                return Err(AnalyzeError::Engine(format!(
-                    "flow {}:{} > {}:{} ({}) is in the flows table but not in the packets: \
-                     the dataset's files disagree (run weir recover, or analyze with \
-                     --no-flows-table)",
-                    r.src, r.src_port, r.dst, r.dst_port, r.proto
-                )));
-            };
-            r.fwd_retrans = f;
-            r.rev_retrans = b;
         }
+    }
+    for &i in which {
+        let r = &mut rows[i].row;
+        let k = (
+            r.src.clone(),
+            r.src_port as u64,
+            r.dst.clone(),
+            r.dst_port as u64,
+            r.proto as u64,
+        );
+        // Not listed: no retransmission in the packets.
+        let (f, b) = found.get(&k).copied().unwrap_or((0, 0));
+        r.fwd_retrans = f;
+        r.rev_retrans = b;
     }
     Ok(())
 }

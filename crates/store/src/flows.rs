@@ -8,12 +8,14 @@
 //! workers and datasets: counts are sums, times are minima and maxima.
 //! Retransmissions ("data segments less distinct sequence numbers") do not
 //! add up by themselves, so a slice keeps its data segments, its distinct
-//! sequence numbers and their least and greatest value: slices whose
-//! sequence ranges do not overlap have no sequence number in common, and
-//! their distinct counts add. The writer starts a new slice of a flow
-//! whenever a run of its segments would overlap what the current slice
-//! holds, so a slice is always exact; a reader merging slices whose ranges
-//! overlap cannot be, and answers those flows from the packets instead.
+//! sequence numbers, and the ranges they lie in (one per run of the flow
+//! the writer saw: a run rises, a conversion hands a flow's frames to
+//! several workers a chunk at a time): pieces whose ranges do not overlap
+//! have no sequence number in common, and their distinct counts add. The
+//! writer starts a new slice of a flow whenever a run's range would overlap
+//! one the current slice holds, so a slice is always exact; a reader
+//! merging slices whose ranges overlap cannot be, and answers those flows
+//! from the packets instead.
 //!
 //! Frames without an IP layer are kept too, one row per ethertype, so that
 //! the totals and the protocol mix of a dataset come from this table alone.
@@ -23,11 +25,12 @@ use std::path::Path;
 use std::sync::Arc;
 
 use arrow_array::builder::{
-    BooleanBuilder, FixedSizeBinaryBuilder, Int64Builder, UInt8Builder, UInt16Builder,
+    BooleanBuilder, FixedSizeBinaryBuilder, Int64Builder, ListBuilder, UInt8Builder, UInt16Builder,
+    UInt32Builder,
 };
 use arrow_array::{
-    Array, ArrayRef, BooleanArray, FixedSizeBinaryArray, Int64Array, RecordBatch, UInt8Array,
-    UInt16Array, UInt32Array, UInt64Array,
+    Array, ArrayRef, BooleanArray, FixedSizeBinaryArray, Int64Array, ListArray, RecordBatch,
+    UInt8Array, UInt16Array, UInt32Array, UInt64Array,
 };
 use arrow_schema::{DataType, Field, Schema, SchemaRef};
 use parquet::arrow::ArrowWriter;
@@ -81,10 +84,8 @@ pub struct Side {
     pub tcp_flags: Option<u16>,
     /// TCP segments with payload.
     pub data_segs: u64,
-    /// Distinct sequence numbers among them, and their range.
+    /// Distinct sequence numbers among them (their ranges are the slice's).
     pub distinct_seqs: u64,
-    pub seq_min: Option<u32>,
-    pub seq_max: Option<u32>,
     /// First SYN alone, SYN+ACK, and ACK without SYN.
     pub syn_ns: Option<i64>,
     pub synack_ns: Option<i64>,
@@ -108,18 +109,42 @@ fn max_opt<T: Ord + Copy>(a: Option<T>, b: Option<T>) -> Option<T> {
     }
 }
 
-impl Side {
-    /// Whether the sequence numbers of `self` and `other` may have one in
-    /// common (their ranges overlap).
-    pub fn seqs_overlap(&self, other: &Side) -> bool {
-        match (self.seq_min, self.seq_max, other.seq_min, other.seq_max) {
-            (Some(a0), Some(a1), Some(b0), Some(b1)) => a0 <= b1 && b0 <= a1,
-            _ => false,
-        }
+/// Disjoint ranges of sequence numbers, ascending: where a direction's
+/// data segments lie.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SeqRanges(pub Vec<(u32, u32)>);
+
+impl SeqRanges {
+    /// Whether `r` overlaps one of the ranges.
+    pub fn overlaps(&self, r: (u32, u32)) -> bool {
+        let i = self.0.partition_point(|x| x.1 < r.0);
+        self.0.get(i).is_some_and(|x| x.0 <= r.1)
     }
 
-    /// Adds `other`, whose sequence numbers must not overlap (see
-    /// [`Side::seqs_overlap`]).
+    /// Adds `r`, which must not overlap (see [`SeqRanges::overlaps`]).
+    pub fn insert(&mut self, r: (u32, u32)) {
+        let i = self.0.partition_point(|x| x.1 < r.0);
+        self.0.insert(i, r);
+    }
+
+    /// Whether the ranges of all of `sets` are pairwise disjoint, so their
+    /// distinct counts add up.
+    pub fn disjoint<'a>(
+        sets: impl IntoIterator<Item = &'a SeqRanges>,
+        scratch: &mut Vec<(u32, u32)>,
+    ) -> bool {
+        scratch.clear();
+        for s in sets {
+            scratch.extend_from_slice(&s.0);
+        }
+        scratch.sort_unstable();
+        scratch.windows(2).all(|w| w[0].1 < w[1].0)
+    }
+}
+
+impl Side {
+    /// Adds `o`'s counters and times (sequence ranges are kept beside, in
+    /// [`FlowSlice`]).
     pub fn absorb(&mut self, o: &Side) {
         self.first_ns = min_opt(self.first_ns, o.first_ns);
         self.last_ns = max_opt(self.last_ns, o.last_ns);
@@ -134,8 +159,6 @@ impl Side {
         };
         self.data_segs += o.data_segs;
         self.distinct_seqs += o.distinct_seqs;
-        self.seq_min = min_opt(self.seq_min, o.seq_min);
-        self.seq_max = max_opt(self.seq_max, o.seq_max);
         self.syn_ns = min_opt(self.syn_ns, o.syn_ns);
         self.synack_ns = min_opt(self.synack_ns, o.synack_ns);
         self.ack_ns = min_opt(self.ack_ns, o.ack_ns);
@@ -180,18 +203,20 @@ impl Side {
     }
 
     /// Retransmitted segments: data segments less distinct sequence
-    /// numbers (exact when the slices added had no overlapping ranges).
+    /// numbers (exact when the pieces added had disjoint ranges).
     pub fn retrans(&self) -> u64 {
         self.data_segs - self.distinct_seqs
     }
 }
 
 /// One row of the flows table.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct FlowSlice {
     pub key: FlowKey,
     pub a: Side,
     pub b: Side,
+    pub a_seqs: SeqRanges,
+    pub b_seqs: SeqRanges,
 }
 
 impl FlowSlice {
@@ -295,9 +320,11 @@ impl FlowSlicer {
         };
         let mut side = std::mem::take(&mut self.run.side);
         let seqs = &mut self.run.seqs;
+        let mut range = None;
         if !seqs.is_empty() {
-            side.seq_min = seqs.iter().copied().min();
-            side.seq_max = seqs.iter().copied().max();
+            let lo = seqs.iter().copied().min().unwrap_or(0);
+            let hi = seqs.iter().copied().max().unwrap_or(0);
+            range = Some((lo, hi));
             side.distinct_seqs = if seqs.windows(2).all(|w| w[0] < w[1]) {
                 seqs.len() as u64
             } else {
@@ -310,21 +337,34 @@ impl FlowSlicer {
             };
             seqs.clear();
         }
-        let slice = self.open.entry(key).or_insert(FlowSlice {
+        let slice = self.open.entry(key).or_insert_with(|| FlowSlice {
             key,
             a: Side::default(),
             b: Side::default(),
+            a_seqs: SeqRanges::default(),
+            b_seqs: SeqRanges::default(),
         });
-        let held = if from_a { &mut slice.a } else { &mut slice.b };
-        if held.seqs_overlap(&side) {
+        let held = if from_a { &slice.a_seqs } else { &slice.b_seqs };
+        if range.is_some_and(|r| held.overlaps(r)) {
             // Exact slices only: what is held so far becomes a row.
-            let full = *slice;
-            self.done.push(full);
-            slice.a = Side::default();
-            slice.b = Side::default();
+            let fresh = FlowSlice {
+                key,
+                a: Side::default(),
+                b: Side::default(),
+                a_seqs: SeqRanges::default(),
+                b_seqs: SeqRanges::default(),
+            };
+            self.done.push(std::mem::replace(slice, fresh));
         }
-        let held = if from_a { &mut slice.a } else { &mut slice.b };
+        let (held, seqs) = if from_a {
+            (&mut slice.a, &mut slice.a_seqs)
+        } else {
+            (&mut slice.b, &mut slice.b_seqs)
+        };
         held.absorb(&side);
+        if let Some(r) = range {
+            seqs.insert(r);
+        }
     }
 
     /// Every slice, for the end of the file; the slicer is then empty.
@@ -362,8 +402,11 @@ pub fn flows_schema() -> SchemaRef {
             Field::new(format!("{s}_tcp_flags"), DataType::UInt16, true),
             Field::new(format!("{s}_data_segs"), DataType::UInt64, false),
             Field::new(format!("{s}_distinct_seqs"), DataType::UInt64, false),
-            Field::new(format!("{s}_seq_min"), DataType::UInt32, true),
-            Field::new(format!("{s}_seq_max"), DataType::UInt32, true),
+            Field::new(
+                format!("{s}_seq_ranges"),
+                DataType::List(Arc::new(Field::new("item", DataType::UInt32, false))),
+                false,
+            ),
             Field::new(format!("{s}_syn_ns"), DataType::Int64, true),
             Field::new(format!("{s}_synack_ns"), DataType::Int64, true),
             Field::new(format!("{s}_ack_ns"), DataType::Int64, true),
@@ -421,16 +464,27 @@ pub fn slices_to_batch(slices: &[FlowSlice]) -> RecordBatch {
         Arc::new(first.finish()),
         Arc::new(last.finish()),
     ];
-    for pick in [|s: &FlowSlice| s.a, |s: &FlowSlice| s.b] {
-        let sides: Vec<Side> = slices.iter().map(pick).collect();
+    type Pick = fn(&FlowSlice) -> (&Side, &SeqRanges);
+    let picks: [Pick; 2] = [|s| (&s.a, &s.a_seqs), |s| (&s.b, &s.b_seqs)];
+    for pick in picks {
+        let sides: Vec<Side> = slices.iter().map(|s| *pick(s).0).collect();
+        let mut ranges = ListBuilder::new(UInt32Builder::new()).with_field(Arc::new(Field::new(
+            "item",
+            DataType::UInt32,
+            false,
+        )));
+        for s in slices {
+            for &(lo, hi) in &pick(s).1.0 {
+                ranges.values().append_value(lo);
+                ranges.values().append_value(hi);
+            }
+            ranges.append(true);
+        }
         let i64s = |f: fn(&Side) -> Option<i64>| -> ArrayRef {
             Arc::new(sides.iter().map(f).collect::<Int64Array>())
         };
         let u64s = |f: fn(&Side) -> u64| -> ArrayRef {
             Arc::new(sides.iter().map(|s| Some(f(s))).collect::<UInt64Array>())
-        };
-        let u32s = |f: fn(&Side) -> Option<u32>| -> ArrayRef {
-            Arc::new(sides.iter().map(f).collect::<UInt32Array>())
         };
         cols.extend([
             i64s(|s| s.first_ns),
@@ -442,8 +496,7 @@ pub fn slices_to_batch(slices: &[FlowSlice]) -> RecordBatch {
             Arc::new(sides.iter().map(|s| s.tcp_flags).collect::<UInt16Array>()) as ArrayRef,
             u64s(|s| s.data_segs),
             u64s(|s| s.distinct_seqs),
-            u32s(|s| s.seq_min),
-            u32s(|s| s.seq_max),
+            Arc::new(ranges.finish()) as ArrayRef,
             i64s(|s| s.syn_ns),
             i64s(|s| s.synack_ns),
             i64s(|s| s.ack_ns),
@@ -484,7 +537,7 @@ pub fn batch_to_slices(b: &RecordBatch, out: &mut Vec<FlowSlice>) -> Result<(), 
         i64s: [&'a Int64Array; 5],
         u64s: [&'a UInt64Array; 7],
         flags: &'a UInt16Array,
-        seqs: [&'a UInt32Array; 2],
+        seqs: &'a ListArray,
     }
     let side_cols = |s: &str| -> Result<SideCols<'_>, String> {
         let i = |n: &str| -> Result<&Int64Array, String> {
@@ -492,10 +545,6 @@ pub fn batch_to_slices(b: &RecordBatch, out: &mut Vec<FlowSlice>) -> Result<(), 
             typed(col(&name)?, &name)
         };
         let u = |n: &str| -> Result<&UInt64Array, String> {
-            let name = format!("{s}_{n}");
-            typed(col(&name)?, &name)
-        };
-        let q = |n: &str| -> Result<&UInt32Array, String> {
             let name = format!("{s}_{n}");
             typed(col(&name)?, &name)
         };
@@ -518,7 +567,10 @@ pub fn batch_to_slices(b: &RecordBatch, out: &mut Vec<FlowSlice>) -> Result<(), 
                 u("parse_errors")?,
             ],
             flags: typed(col(&name)?, &name)?,
-            seqs: [q("seq_min")?, q("seq_max")?],
+            seqs: {
+                let name = format!("{s}_seq_ranges");
+                typed(col(&name)?, &name)?
+            },
         })
     };
     let sa = side_cols("a")?;
@@ -538,8 +590,19 @@ pub fn batch_to_slices(b: &RecordBatch, out: &mut Vec<FlowSlice>) -> Result<(), 
         distinct_seqs: c.u64s[5].value(i),
         parse_errors: c.u64s[6].value(i),
         tcp_flags: (!c.flags.is_null(i)).then(|| c.flags.value(i)),
-        seq_min: (!c.seqs[0].is_null(i)).then(|| c.seqs[0].value(i)),
-        seq_max: (!c.seqs[1].is_null(i)).then(|| c.seqs[1].value(i)),
+    };
+    let ranges = |c: &SideCols, i: usize| -> Result<SeqRanges, String> {
+        let v = c.seqs.value(i);
+        let v = v
+            .as_any()
+            .downcast_ref::<UInt32Array>()
+            .ok_or("seq_ranges holds no u32 values")?;
+        if v.len() % 2 != 0 {
+            return Err("seq_ranges holds an odd number of values".into());
+        }
+        Ok(SeqRanges(
+            v.values().chunks(2).map(|p| (p[0], p[1])).collect(),
+        ))
     };
     let ip16 = |a: &FixedSizeBinaryArray, i: usize| -> [u8; 16] {
         a.value(i).try_into().unwrap_or([0; 16])
@@ -572,6 +635,8 @@ pub fn batch_to_slices(b: &RecordBatch, out: &mut Vec<FlowSlice>) -> Result<(), 
             key,
             a: side(&sa, i),
             b: side(&sb, i),
+            a_seqs: ranges(&sa, i)?,
+            b_seqs: ranges(&sb, i)?,
         });
     }
     Ok(())
@@ -679,11 +744,15 @@ mod tests {
         for x in &ours {
             total.absorb(&x.a);
         }
+        let mut scratch = Vec::new();
         assert_eq!(total.frames, 7);
         assert_eq!(total.data_segs, 5);
         // Within each slice the count is exact; across them, the overlap
         // is what tells a reader it cannot add them.
-        assert!(ours[0].a.seqs_overlap(&ours[1].a));
+        assert!(!SeqRanges::disjoint(
+            [&ours[0].a_seqs, &ours[1].a_seqs],
+            &mut scratch
+        ));
         assert_eq!(ours[0].a.retrans() + ours[1].a.retrans(), 0);
         let b: u64 = ours.iter().map(|x| x.b.frames).sum();
         assert_eq!(b, 1);
@@ -694,5 +763,39 @@ mod tests {
         let mut back = Vec::new();
         batch_to_slices(&slices_to_batch(&slices), &mut back).unwrap();
         assert_eq!(back, slices);
+    }
+
+    /// A conversion deals a flow's frames to its workers a chunk at a time:
+    /// each worker's slice has one range per chunk, and the two slices'
+    /// ranges interleave without overlapping, so a reader adds them exactly.
+    #[test]
+    fn chunks_dealt_to_two_workers_merge_exactly() {
+        let (mut w0, mut w1) = (FlowSlicer::new(), FlowSlicer::new());
+        let mut seq = 1000u32;
+        for chunk in 0..6 {
+            let w = if chunk % 2 == 0 { &mut w0 } else { &mut w1 };
+            for _ in 0..5 {
+                w.push(&rec(seq as i64, 1, 2, 0x18, seq, 100));
+                seq += 100;
+            }
+            // The worker's row group ends with its chunk.
+            w.end_run();
+        }
+        let (a, b) = (w0.finish(), w1.finish());
+        assert_eq!((a.len(), b.len()), (1, 1));
+        assert_eq!(a[0].a_seqs.0.len(), 3);
+        let mut scratch = Vec::new();
+        assert!(SeqRanges::disjoint(
+            [&a[0].a_seqs, &b[0].a_seqs],
+            &mut scratch
+        ));
+        assert_eq!(a[0].a.distinct_seqs + b[0].a.distinct_seqs, 30);
+        // A segment of chunk 0 sent again in chunk 5's worker: not disjoint.
+        w1.push(&rec(9_999, 1, 2, 0x18, 1200, 100));
+        let again = w1.finish();
+        assert!(!SeqRanges::disjoint(
+            [&a[0].a_seqs, &again[0].a_seqs],
+            &mut scratch
+        ));
     }
 }
