@@ -275,9 +275,11 @@ pub fn flow_of(r: &PacketRecord) -> (FlowKey, bool) {
 struct Run {
     key: Option<(FlowKey, bool)>,
     side: Side,
-    /// Sequence numbers of its data segments, in arrival order.
-    seqs: Vec<u32>,
-    sorted: Vec<u32>,
+    /// Sequence numbers and lengths of its data segments, in arrival
+    /// order.
+    seqs: Vec<(u32, u32)>,
+    /// The byte ranges they cover.
+    ranges: Vec<(u32, u32)>,
 }
 
 /// Builds the slices of one packet file from its records.
@@ -306,7 +308,7 @@ impl FlowSlicer {
         if r.ip_proto == 6 && r.has(Has::PAYLOAD | Has::IP) && r.payload_len > 0 {
             self.run.side.data_segs += 1;
             if r.has(Has::TCP) {
-                self.run.seqs.push(r.tcp_seq);
+                self.run.seqs.push((r.tcp_seq, r.payload_len));
             }
         }
     }
@@ -319,22 +321,39 @@ impl FlowSlicer {
             return;
         };
         let mut side = std::mem::take(&mut self.run.side);
-        let seqs = &mut self.run.seqs;
-        let mut range = None;
+        let (seqs, ranges) = (&mut self.run.seqs, &mut self.run.ranges);
+        ranges.clear();
         if !seqs.is_empty() {
-            let lo = seqs.iter().copied().min().unwrap_or(0);
-            let hi = seqs.iter().copied().max().unwrap_or(0);
-            range = Some((lo, hi));
-            side.distinct_seqs = if seqs.windows(2).all(|w| w[0] < w[1]) {
-                seqs.len() as u64
-            } else {
-                let s = &mut self.run.sorted;
-                s.clear();
-                s.extend_from_slice(seqs);
-                s.sort_unstable();
-                s.dedup();
-                s.len() as u64
-            };
+            // Sorted (usually already: a run rises), then distinct values,
+            // and the stretches of contiguous bytes: a stretch ends where
+            // the next segment starts past its end (data this run did not
+            // see, such as a chunk a conversion gave another worker).
+            if !seqs.windows(2).all(|w| w[0].0 < w[1].0) {
+                seqs.sort_unstable();
+            }
+            let mut distinct = 0u64;
+            let mut prev = None;
+            let mut cur: Option<(u64, u64)> = None;
+            let close = |(lo, end): (u64, u64)| (lo as u32, (end - 1).min(u32::MAX as u64) as u32);
+            for &(seq, len) in seqs.iter() {
+                if prev != Some(seq) {
+                    distinct += 1;
+                    prev = Some(seq);
+                }
+                let (lo, end) = (seq as u64, seq as u64 + len.max(1) as u64);
+                cur = match cur {
+                    Some((a, e)) if lo <= e => Some((a, e.max(end))),
+                    Some(done) => {
+                        ranges.push(close(done));
+                        Some((lo, end))
+                    }
+                    None => Some((lo, end)),
+                };
+            }
+            if let Some(done) = cur {
+                ranges.push(close(done));
+            }
+            side.distinct_seqs = distinct;
             seqs.clear();
         }
         let slice = self.open.entry(key).or_insert_with(|| FlowSlice {
@@ -345,7 +364,7 @@ impl FlowSlicer {
             b_seqs: SeqRanges::default(),
         });
         let held = if from_a { &slice.a_seqs } else { &slice.b_seqs };
-        if range.is_some_and(|r| held.overlaps(r)) {
+        if ranges.iter().any(|r| held.overlaps(*r)) {
             // Exact slices only: what is held so far becomes a row.
             let fresh = FlowSlice {
                 key,
@@ -362,8 +381,8 @@ impl FlowSlicer {
             (&mut slice.b, &mut slice.b_seqs)
         };
         held.absorb(&side);
-        if let Some(r) = range {
-            seqs.insert(r);
+        for r in ranges.iter() {
+            seqs.insert(*r);
         }
     }
 
@@ -772,14 +791,14 @@ mod tests {
     fn chunks_dealt_to_two_workers_merge_exactly() {
         let (mut w0, mut w1) = (FlowSlicer::new(), FlowSlicer::new());
         let mut seq = 1000u32;
+        // Each worker sees its chunks of the flow as one run (its row
+        // group groups them).
         for chunk in 0..6 {
             let w = if chunk % 2 == 0 { &mut w0 } else { &mut w1 };
             for _ in 0..5 {
                 w.push(&rec(seq as i64, 1, 2, 0x18, seq, 100));
                 seq += 100;
             }
-            // The worker's row group ends with its chunk.
-            w.end_run();
         }
         let (a, b) = (w0.finish(), w1.finish());
         assert_eq!((a.len(), b.len()), (1, 1));
