@@ -4,9 +4,10 @@
 //! the packets, column for column and in the same order.
 //!
 //! The table answers when every packet file of every dataset has its flows
-//! file, no filter is given, and every slice lies wholly inside or wholly
-//! outside the time window; otherwise [`FlowTable::load`] says why not and
-//! the caller runs the SQL over the packets. A flow whose slices have
+//! file, the filter (if any) looks only at addresses, ports and protocol,
+//! and every slice lies wholly inside or wholly outside the time window;
+//! otherwise [`FlowTable::load`] says why not and the caller runs the SQL
+//! over the packets. A flow whose slices have
 //! overlapping sequence ranges (a retransmission across packet files) has
 //! its retransmission counts taken from the packets, by a query over that
 //! flow alone.
@@ -39,9 +40,6 @@ pub type NotUsable = String;
 impl FlowTable {
     /// Reads the flows table, or says why it cannot answer for `session`.
     pub fn load(session: &Session) -> Result<Result<FlowTable, NotUsable>, AnalyzeError> {
-        if let Some(f) = session.filter() {
-            return Ok(Err(format!("a filter ({f}) is given")));
-        }
         let mut paths = Vec::new();
         for (root, _) in session.manifests() {
             let packets = root.join(store::dataset::PACKETS_DIR);
@@ -60,7 +58,13 @@ impl FlowTable {
             }
         }
         let files = paths.len();
-        let slices = read_all(&paths, session.threads())?;
+        // A flows file this weir cannot read (another version's columns,
+        // damage) leaves the answer to the packets.
+        let slices = match read_all(&paths, session.threads()) {
+            Ok(s) => s,
+            Err(AnalyzeError::Store(e)) => return Ok(Err(format!("{e}"))),
+            Err(e) => return Err(e),
+        };
         let w = session.window();
         let inside = |s: &FlowSlice| {
             let (Some(first), Some(last)) = (s.first_ns(), s.last_ns()) else {
@@ -90,6 +94,14 @@ impl FlowTable {
                             .into(),
                     ));
                 }
+            }
+        }
+        if let Some(f) = session.filter() {
+            // A filter on addresses, ports and protocol holds for all of
+            // one direction of a flow or none of it: it picks sides of
+            // slices. Any other filter needs the packets.
+            if let Err(why) = keep_matching_sides(session, f, &mut kept)? {
+                return Ok(Err(why));
             }
         }
         Ok(Ok(FlowTable {
@@ -359,6 +371,105 @@ impl FlowTable {
             },
         ])
     }
+}
+
+/// Keeps the sides of `slices` whose frames the tcpdump filter `f` keeps,
+/// by running the filter's SQL over one row per side holding the columns a
+/// flow fixes (`ip_version`, addresses, ports, `ip_proto`); a filter on any
+/// other column fails to plan there, and is refused.
+fn keep_matching_sides(
+    session: &Session,
+    f: &str,
+    slices: &mut Vec<FlowSlice>,
+) -> Result<Result<(), NotUsable>, AnalyzeError> {
+    use datafusion::arrow::array::{FixedSizeBinaryArray, UInt8Array, UInt16Array};
+    use datafusion::arrow::datatypes::{Field, Schema};
+    let cond = crate::filter::to_sql(f).map_err(|e| AnalyzeError::Usage(e.to_string()))?;
+    let n = slices.len() * 2;
+    let mut idx = Vec::with_capacity(n);
+    let (mut ver, mut src, mut dst) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut sp, mut dp, mut proto) = (Vec::new(), Vec::new(), Vec::new());
+    for (i, s) in slices.iter().enumerate() {
+        let k = &s.key;
+        for (side, frames) in [(0u64, s.a.frames), (1, s.b.frames)] {
+            if frames == 0 {
+                continue;
+            }
+            idx.push(i as u64 * 2 + side);
+            let ip = k.is_ip();
+            let (from, to, fp, tp) = if side == 0 {
+                (k.a_ip, k.b_ip, k.a_port, k.b_port)
+            } else {
+                (k.b_ip, k.a_ip, k.b_port, k.a_port)
+            };
+            ver.push(ip.then_some(k.ip_version));
+            src.push(ip.then_some(from));
+            dst.push(ip.then_some(to));
+            sp.push((ip && k.has_ports).then_some(fp));
+            dp.push((ip && k.has_ports).then_some(tp));
+            proto.push(ip.then_some(k.proto));
+        }
+    }
+    let bin = |v: Vec<Option<[u8; 16]>>| -> Result<ArrayRef, AnalyzeError> {
+        Ok(Arc::new(
+            FixedSizeBinaryArray::try_from_sparse_iter_with_size(v.into_iter(), 16)
+                .map_err(AnalyzeError::from_arrow)?,
+        ))
+    };
+    let schema = Arc::new(Schema::new(vec![
+        Field::new("side", DataType::UInt64, false),
+        Field::new("ip_version", DataType::UInt8, true),
+        Field::new("ip_src", DataType::FixedSizeBinary(16), true),
+        Field::new("ip_dst", DataType::FixedSizeBinary(16), true),
+        Field::new("src_port", DataType::UInt16, true),
+        Field::new("dst_port", DataType::UInt16, true),
+        Field::new("ip_proto", DataType::UInt8, true),
+    ]));
+    let batch = RecordBatch::try_new(
+        schema,
+        vec![
+            Arc::new(UInt64Array::from(idx)),
+            Arc::new(UInt8Array::from(ver)),
+            bin(src)?,
+            bin(dst)?,
+            Arc::new(UInt16Array::from(sp)),
+            Arc::new(UInt16Array::from(dp)),
+            Arc::new(UInt8Array::from(proto)),
+        ],
+    )
+    .map_err(AnalyzeError::from_arrow)?;
+    session.register_batches("flow_sides", vec![batch])?;
+    let kept = match session.query(&format!("SELECT side FROM flow_sides WHERE {cond}")) {
+        Ok(b) => b,
+        Err(AnalyzeError::Sql(_)) => {
+            return Ok(Err(format!(
+                "the filter ({f}) looks at more than addresses, ports and protocol"
+            )));
+        }
+        Err(e) => return Err(e),
+    };
+    let mut keep = vec![false; n];
+    for b in &kept {
+        for v in b
+            .column(0)
+            .as_primitive::<datafusion::arrow::datatypes::UInt64Type>()
+            .values()
+        {
+            keep[*v as usize] = true;
+        }
+    }
+    for (i, s) in slices.iter_mut().enumerate() {
+        if !keep[2 * i] {
+            s.a = Side::default();
+            s.a_seqs = SeqRanges::default();
+        }
+        if !keep[2 * i + 1] {
+            s.b = Side::default();
+            s.b_seqs = SeqRanges::default();
+        }
+    }
+    slices.retain(|s| s.a.frames + s.b.frames > 0);
+    Ok(Ok(()))
 }
 
 /// The protocol label `summary` gives a slice's frames.
