@@ -802,3 +802,34 @@ pub fn track_and_write(
     w.finish().expect("closing the rpc tables");
     rows
 }
+
+/// DuckDB statements that make the view `packets` over the datasets'
+/// `packets/*.parquet` (with `ts_ns`, as weir's) and weir's SQL functions
+/// (docs/duckdb-macros.sql): what a benchmark runs before DuckDB's clock.
+pub fn duckdb_packets_setup(datasets: &[PathBuf]) -> Result<Vec<String>, String> {
+    let files: Vec<String> = datasets
+        .iter()
+        .map(|p| format!("'{}/packets/*.parquet'", p.display()))
+        .collect();
+    let macros = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../docs/duckdb-macros.sql"
+    ))
+    .map_err(|e| format!("docs/duckdb-macros.sql: {e}"))?;
+    let mut setup = vec![format!(
+        "CREATE VIEW packets AS SELECT *, epoch_ns(ts) AS ts_ns FROM read_parquet([{}])",
+        files.join(", ")
+    )];
+    setup.extend(
+        macros
+            .split(';')
+            .map(|s| {
+                s.lines()
+                    .filter(|l| !l.trim_start().starts_with("--"))
+                    .collect::<Vec<_>>()
+                    .join("\n")
+            })
+            .filter(|s| !s.trim().is_empty()),
+    );
+    Ok(setup)
+}

@@ -122,30 +122,7 @@ struct Analysis {
 }
 
 fn analyses_for(parts: &[PathBuf], span: (i64, i64)) -> Result<Vec<Analysis>, String> {
-    let files: Vec<String> = parts
-        .iter()
-        .map(|p| format!("'{}/packets/*.parquet'", p.display()))
-        .collect();
-    let macros = fs::read_to_string(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../docs/duckdb-macros.sql"
-    ))
-    .map_err(|e| format!("docs/duckdb-macros.sql: {e}"))?;
-    let mut base = vec![format!(
-        "CREATE VIEW packets AS SELECT *, epoch_ns(ts) AS ts_ns FROM read_parquet([{}])",
-        files.join(", ")
-    )];
-    base.extend(
-        macros
-            .split(';')
-            .map(|s| {
-                s.lines()
-                    .filter(|l| !l.trim_start().starts_with("--"))
-                    .collect::<Vec<_>>()
-                    .join("\n")
-            })
-            .filter(|s| !s.trim().is_empty()),
-    );
+    let base = duckdb_packets_setup(parts)?;
     let e = |e: analyze::AnalyzeError| e.to_string();
     let mut flows_setup = base.clone();
     flows_setup.push(format!("CREATE VIEW flows AS {}", analyses::flows_sql()));

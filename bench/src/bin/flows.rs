@@ -151,30 +151,7 @@ fn run(o: &Opts) -> Result<(), String> {
     }
 
     // The analysis three ways.
-    let files: Vec<String> = parts
-        .iter()
-        .map(|p| format!("'{}/packets/*.parquet'", p.display()))
-        .collect();
-    let mut setup = vec![format!(
-        "CREATE VIEW packets AS SELECT *, epoch_ns(ts) AS ts_ns FROM read_parquet([{}])",
-        files.join(", ")
-    )];
-    let macros = fs::read_to_string(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../docs/duckdb-macros.sql"
-    ))
-    .map_err(|e| format!("docs/duckdb-macros.sql: {e}"))?;
-    setup.extend(
-        macros
-            .split(';')
-            .map(|s| {
-                s.lines()
-                    .filter(|l| !l.trim_start().starts_with("--"))
-                    .collect::<Vec<_>>()
-                    .join("\n")
-            })
-            .filter(|s| !s.trim().is_empty()),
-    );
+    let mut setup = duckdb_packets_setup(&parts)?;
     setup.push(format!("CREATE VIEW flows AS {}", analyses::flows_sql()));
     let job = scratch.path("duck.json");
     fs::write(
