@@ -2,7 +2,8 @@
 //! unsupported type), with a wire length above, equal to or below the
 //! captured length. Besides "never panics", checks that decode leaves the
 //! capture metadata alone and that what it fills is self-consistent, and
-//! that the flow hash is symmetric.
+//! that the flow hash is symmetric and that `flow_hash_of` finds the same
+//! hash without a record.
 //!
 //! Input layout: `[link selector, wire_len mode, delta hi, delta lo, frame...]`.
 
@@ -11,6 +12,7 @@
 use libfuzzer_sys::fuzz_target;
 use wire::flow::FlowKey;
 use wire::ip::{proto, v4_unmapped};
+use wire::decode::flow_hash_of;
 use wire::{Has, LinkType, PacketRecord, ParseError, decode, flow_hash};
 
 /// Every link type `decode` understands, then one it does not (USER0).
@@ -68,6 +70,11 @@ fuzz_target!(|data: &[u8]| {
 
     let mut rec = meta;
     decode(link, frame, &mut rec);
+    assert_eq!(
+        flow_hash_of(link, frame, wire_len),
+        rec.has(Has::FLOW).then_some(rec.flow_hash),
+        "flow_hash_of disagrees with decode: {rec:?}"
+    );
 
     assert_eq!(rec.ts_ns, meta.ts_ns);
     assert_eq!(rec.wire_len, wire_len);

@@ -1,7 +1,8 @@
 //! Results as a terminal table, JSON or CSV.
 //!
 //! Tables for people format by column name: `*_ns` integers are times
-//! (RFC 3339, UTC) or, for `duration_ns` and `*rtt_ns`, durations; `*_fps`
+//! (RFC 3339, UTC) or, for `duration_ns`, `span_ns`, `*rtt_ns` and
+//! `*after_ns` (offsets), durations; `*_fps`
 //! and `*_bps` rates get SI prefixes; `*tcp_flags` are shown as letters.
 //! JSON and CSV keep the raw numbers.
 
@@ -127,6 +128,8 @@ fn kind_of(name: &str, ty: &DataType) -> Kind {
             || name.ends_with("rtt_ns")
             || name.ends_with("delay_ns")
             || name.ends_with("latency_ns")
+            || name.ends_with("after_ns")
+            || name == "span_ns"
             || name == "scale_ns")
     {
         Kind::Duration

@@ -310,14 +310,25 @@ impl Session {
             "CREATE VIEW flows AS {}",
             crate::analyses::flows_sql()
         ))?;
-        // The flows table as written (slices, not merged flows).
+        // The flows table as written (slices, not merged flows), with its
+        // times (stored as offsets from each slice's first frame) absolute.
         self.register_files(
-            "flow_slices",
+            "flow_slice_files",
             &roots,
             store::flows::FLOWS_DIR,
             store::flows::flows_schema(),
             true,
         )?;
+        let mut absolute = vec!["first_ns + span_ns AS last_ns".to_string()];
+        for side in ["a", "b"] {
+            for t in ["first", "last", "syn", "synack", "ack"] {
+                absolute.push(format!("first_ns + {side}_{t}_after_ns AS {side}_{t}_ns"));
+            }
+        }
+        self.execute(&format!(
+            "CREATE VIEW flow_slices AS SELECT *, {} FROM flow_slice_files",
+            absolute.join(", ")
+        ))?;
         Ok(())
     }
 

@@ -177,9 +177,29 @@ fn workers_compression_and_stdin_give_the_same_rows() {
             extra.as_ref(),
         ]);
         assert_eq!(r.code(), 0, "{name}: {}", r.stderr());
-        let mut got: Vec<String> = records(&ds).iter().map(key).collect();
+        let rows = records(&ds);
+        let mut got: Vec<String> = rows.iter().map(key).collect();
         got.sort();
         assert_eq!(got, expect, "{name}");
+        // Frames are dealt to workers by flow: one worker per flow, and
+        // both workers busy.
+        let mut worker_of = std::collections::HashMap::new();
+        let mut per_worker = [0usize; 2];
+        for r in rows.iter().filter(|r| r.has(wire::Has::FLOW)) {
+            per_worker[r.worker as usize] += 1;
+            let w = *worker_of.entry(r.flow_hash).or_insert(r.worker);
+            assert_eq!(
+                w, r.worker,
+                "{name}: flow {:08x} on two workers",
+                r.flow_hash
+            );
+        }
+        if workers == "2" {
+            assert!(
+                per_worker.iter().all(|&n| n > 10_000),
+                "{name}: {per_worker:?}"
+            );
+        }
     }
 
     // Standard input, in arrival order: exactly the file's order.

@@ -202,6 +202,23 @@ fn the_flows_table_answers_as_the_packets_do_on_split_application_traffic() {
         both_ways(&[&d1, &d2], &[f], true);
     }
     both_ways(&[&d1], &["greater 100"], false);
+    // `weir sql`'s flow_slices gives the times absolute (the files keep
+    // offsets from each slice's first frame): they bound the packets.
+    let sql = "SELECT \
+        (SELECT sum(a_frames + b_frames) FROM flow_slices) = (SELECT count(*) FROM packets) AS frames, \
+        (SELECT min(first_ns) FROM flow_slices) = (SELECT min(ts_ns) FROM packets) AS first, \
+        (SELECT max(last_ns) FROM flow_slices) = (SELECT max(ts_ns) FROM packets) AS last, \
+        (SELECT max(greatest(a_last_ns, b_last_ns)) FROM flow_slices) = (SELECT max(ts_ns) FROM packets) AS sides, \
+        (SELECT count(*) FROM flow_slices WHERE a_syn_ns < first_ns OR b_ack_ns > last_ns \
+            OR a_first_ns > a_last_ns) = 0 AS inside";
+    let mut cmd = weir();
+    cmd.arg("sql").arg(&d1).args([sql, "--json"]);
+    let r = run_bounded(cmd, Duration::from_secs(120));
+    assert_eq!(r.code(), 0, "{}", r.stderr());
+    let v: serde_json::Value = serde_json::from_str(&r.stdout()).unwrap();
+    for k in ["frames", "first", "last", "sides", "inside"] {
+        assert_eq!(v[0][k], serde_json::json!(true), "{k}: {v}");
+    }
 }
 
 /// A TCP segment from 10.0.0.1:40000 to 10.0.0.2:80 (or back).

@@ -14,6 +14,8 @@ use store::{Dataset, StoreError};
 use crate::rpc::{RpcMode, RpcOptions, RpcStage, SegmentAt, TablesOn, chunk_segments};
 use crate::stats::FrameStats;
 use crate::worker::{FrameMeta, Worker, WorkerOptions};
+use wire::decode::flow_hash_of;
+use wire::fasthash::FastMap;
 
 /// A trace to convert.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -85,22 +87,37 @@ pub enum ConvertError {
     NoInputs,
 }
 
+/// A chunk on its way to the workers. Every worker gets every chunk and
+/// decodes the frames of the flows it owns, as a live capture's fanout
+/// deals them: each flow is then one worker's, and the flows table holds
+/// one slice of it per file rather than one per worker. The chunk's buffer
+/// goes back to its reader when the last holder lets go of it.
 struct Job {
     chunk: Chunk,
+    /// The worker that decodes each frame (empty: worker 0, the only one).
+    owners: Vec<u16>,
     /// Global interface index of each of the reader's interfaces.
     ifaces: Arc<Vec<u16>>,
     source: u32,
     back: Sender<Vec<u8>>,
-    /// The source's RPC stage, which takes the chunk after the worker.
+    /// The source's RPC stage, which takes the chunk after the workers.
     rpc: Option<Sender<RpcJob>>,
 }
 
-/// A chunk the workers are done with, and its TCP and UDP segments as
-/// they decoded them, on its way to its source's RPC stage.
+impl Drop for Job {
+    fn drop(&mut self) {
+        if let Some(buf) = std::mem::take(&mut self.chunk).data.into_buffer() {
+            let _ = self.back.send(buf);
+        }
+    }
+}
+
+/// One worker's part of a chunk it is done with: the TCP and UDP segments
+/// of its frames as it decoded them, on their way to the source's RPC
+/// stage, which waits for every worker's part.
 struct RpcJob {
-    chunk: Chunk,
+    job: Arc<Job>,
     segments: Vec<SegmentAt>,
-    back: Sender<Vec<u8>>,
 }
 
 #[derive(Default)]
@@ -136,31 +153,34 @@ pub fn convert(
         ..Default::default()
     });
     let abort = AtomicBool::new(false);
+    let load = Load::new(workers);
     let next_input = AtomicUsize::new(0);
-    let (job_tx, job_rx) = bounded::<Job>(workers * 2);
+    let (job_txs, job_rxs): (Vec<_>, Vec<_>) =
+        (0..workers).map(|_| bounded::<Arc<Job>>(32)).unzip();
     // Readers: enough to keep decompression from starving the workers when
     // there are several files, one for a single file.
     let readers = inputs.len().min(workers.div_ceil(2)).max(1);
 
     let results = std::thread::scope(|s| {
-        let worker_handles: Vec<_> = (0..workers)
-            .map(|w| {
-                let rx = job_rx.clone();
-                let (abort, progress, dataset) = (&abort, progress, dataset.clone());
+        let worker_handles: Vec<_> = job_rxs
+            .into_iter()
+            .enumerate()
+            .map(|(w, rx)| {
+                let (abort, progress, dataset, load) = (&abort, progress, dataset.clone(), &load);
                 let (wopts, index_sources) = (opts.worker, opts.index_sources);
                 std::thread::Builder::new()
                     .name(format!("weir-work{w}"))
                     .spawn_scoped(s, move || {
-                        run_worker(w as u16, rx, dataset, wopts, index_sources, abort, progress)
+                        let on = (abort, progress, load);
+                        run_worker(w as u16, rx, dataset, wopts, index_sources, on)
                     })
                     .expect("spawning a worker thread")
             })
             .collect();
-        drop(job_rx);
         let reader_handles: Vec<_> = (0..readers)
             .map(|_| {
-                let tx = job_tx.clone();
-                let (registry, abort, next_input) = (&registry, &abort, &next_input);
+                let tx = job_txs.clone();
+                let (registry, abort, next_input, load) = (&registry, &abort, &next_input, &load);
                 let (reader_opts, rpc_opts) = (opts.reader, opts.rpc);
                 std::thread::Builder::new()
                     .name("weir-read".into())
@@ -175,7 +195,11 @@ pub fn convert(
                                     i,
                                     &inputs[i],
                                     reader_opts,
-                                    (&tx, rpc),
+                                    Outlets {
+                                        workers: &tx,
+                                        rpc,
+                                        load,
+                                    },
                                     registry,
                                     abort,
                                     progress,
@@ -190,7 +214,7 @@ pub fn convert(
                                     rpc_opts,
                                     TablesOn::Caller,
                                 );
-                                read(start_rpc_stage(s, i, rpc, registry));
+                                read(start_rpc_stage(s, i, rpc, workers, registry));
                             }
                             progress.files_done.fetch_add(1, Ordering::Relaxed);
                         }
@@ -198,7 +222,7 @@ pub fn convert(
                     .expect("spawning a reader thread")
             })
             .collect();
-        drop(job_tx);
+        drop(job_txs);
         let mut reader_panicked = false;
         for h in reader_handles {
             reader_panicked |= h.join().is_err();
@@ -270,24 +294,31 @@ type WorkerResult = Result<(Vec<store::PacketFileSummary>, FrameStats), StoreErr
 
 fn run_worker(
     id: u16,
-    rx: Receiver<Job>,
+    rx: Receiver<Arc<Job>>,
     dataset: Dataset,
     opts: WorkerOptions,
     index_sources: bool,
-    abort: &AtomicBool,
-    progress: &Progress,
+    (abort, progress, load): (&AtomicBool, &Progress, &Load),
 ) -> WorkerResult {
     let mut worker = Worker::new(id, dataset, opts);
     let mut keeping_segments = false;
     let mut failed = None;
+    // The chunk's index of each frame this worker decoded, to name the
+    // frames of its segments as the RPC stage counts them.
+    let mut mine = Vec::new();
     for job in rx.iter() {
         if job.rpc.is_some() && !keeping_segments {
             worker.keep_segments();
             keeping_segments = true;
         }
+        mine.clear();
         if failed.is_none() {
             let r = (|| {
-                for f in &job.chunk.frames {
+                for (i, f) in job.chunk.frames.iter().enumerate() {
+                    if job.owners.get(i).is_some_and(|&o| o != id) {
+                        continue;
+                    }
+                    mine.push(i as u32);
                     let meta = FrameMeta {
                         ts_ns: f.ts_ns,
                         wire_len: f.wire_len,
@@ -305,7 +336,8 @@ fn run_worker(
             })();
             progress
                 .frames
-                .fetch_add(job.chunk.frames.len() as u64, Ordering::Relaxed);
+                .fetch_add(mine.len() as u64, Ordering::Relaxed);
+            load.done[id as usize].fetch_add(mine.len() as u64, Ordering::Relaxed);
             if let Err(e) = r {
                 // Stop the readers; keep draining so that none blocks.
                 abort.store(true, Ordering::Relaxed);
@@ -314,16 +346,15 @@ fn run_worker(
         }
         // Segments of a chunk cut short by an error are still handed on:
         // the stage takes chunks in order and must see every one.
-        let segments = worker.take_segments();
-        match job.rpc {
-            Some(stage) => {
-                let _ = stage.send(RpcJob {
-                    chunk: job.chunk,
-                    segments,
-                    back: job.back,
-                });
+        let mut segments = worker.take_segments();
+        if let Some(stage) = &job.rpc {
+            for seg in &mut segments {
+                seg.frame = mine.get(seg.frame as usize).copied().unwrap_or(u32::MAX);
             }
-            None => recycle(job.chunk, &job.back),
+            let _ = stage.send(RpcJob {
+                job: job.clone(),
+                segments,
+            });
         }
     }
     match failed {
@@ -332,17 +363,94 @@ fn run_worker(
     }
 }
 
-fn recycle(chunk: Chunk, back: &Sender<Vec<u8>>) {
-    if let Some(buf) = chunk.data.into_buffer() {
-        let _ = back.send(buf);
+/// Frames dealt to each worker and frames each has decoded: what it has
+/// queued, for giving new flows to the least busy.
+struct Load {
+    dealt: Vec<AtomicU64>,
+    done: Vec<AtomicU64>,
+}
+
+impl Load {
+    fn new(workers: usize) -> Self {
+        let zeros = || (0..workers).map(|_| AtomicU64::new(0)).collect();
+        Load {
+            dealt: zeros(),
+            done: zeros(),
+        }
+    }
+}
+
+/// Deals a source's frames to the workers by flow: a flow stays on the
+/// worker that got its first frame, and a new flow goes to the worker with
+/// the fewest frames queued (counting those just dealt), so that a few
+/// long flows do not leave one worker idle. Flows not seen for a while
+/// are forgotten (they may then go elsewhere: another slice, still exact).
+struct FlowDealer<'a> {
+    load: &'a Load,
+    owner: FastMap<u32, (u16, u64)>,
+    chunks: u64,
+    queued: Vec<u64>,
+}
+
+impl<'a> FlowDealer<'a> {
+    /// Chunks after which a quiet flow is forgotten.
+    const FORGET_AFTER: u64 = 64;
+
+    fn new(load: &'a Load) -> Self {
+        FlowDealer {
+            load,
+            owner: FastMap::default(),
+            chunks: 0,
+            queued: Vec::new(),
+        }
+    }
+
+    /// Which worker decodes each frame of `chunk` (frames without a flow
+    /// go by load too); empty for one worker.
+    fn deal(&mut self, chunk: &Chunk, out: &mut Vec<u16>) {
+        out.clear();
+        let workers = self.load.dealt.len();
+        if workers <= 1 {
+            return;
+        }
+        self.chunks += 1;
+        if self.chunks % Self::FORGET_AFTER == 0 {
+            let since = self.chunks - Self::FORGET_AFTER;
+            self.owner.retain(|_, (_, last)| *last >= since);
+        }
+        self.queued.clear();
+        self.queued
+            .extend(self.load.dealt.iter().zip(&self.load.done).map(|(d, e)| {
+                d.load(Ordering::Relaxed)
+                    .saturating_sub(e.load(Ordering::Relaxed))
+            }));
+        let (queued, owner, now) = (&mut self.queued, &mut self.owner, self.chunks);
+        let least = |q: &[u64]| (0..q.len()).min_by_key(|&w| q[w]).unwrap_or(0) as u16;
+        out.extend(chunk.iter().map(|(f, bytes)| {
+            let w = match flow_hash_of(f.link, bytes, f.wire_len) {
+                Some(h) => {
+                    let e = owner.entry(h).or_insert_with(|| (least(queued), now));
+                    e.1 = now;
+                    e.0
+                }
+                None => least(queued),
+            };
+            queued[w as usize] += 1;
+            w
+        }));
+        for (w, q) in self.load.dealt.iter().enumerate() {
+            let n = out.iter().filter(|&&o| o as usize == w).count() as u64;
+            q.fetch_add(n, Ordering::Relaxed);
+        }
     }
 }
 
 /// Starts the RPC stage of source `index` on a thread of its own and
-/// returns where its chunks go. The workers decode each chunk and hand it
-/// on with its segments; the stage puts the chunks back in order (it needs
-/// each flow's frames in order, and the workers finish chunks in any
-/// order), tracks them, and gives each chunk's buffer back to the reader.
+/// returns where its chunks go. Each of the `workers` hands on its part of
+/// every chunk (the segments of the frames it decoded); the stage puts the
+/// parts of a chunk together and the chunks in order (it needs each flow's
+/// frames in order, and the workers finish chunks at their own pace), and
+/// tracks them; the last part to go gives the chunk's buffer back.
 /// Once the workers have handed on the source's last chunk it finishes and
 /// records what it did in the registry (nobody waits for it but the end
 /// of the conversion's scope: the reader goes on to the next source and
@@ -351,6 +459,7 @@ fn start_rpc_stage<'scope>(
     s: &'scope std::thread::Scope<'scope, '_>,
     index: usize,
     mut rpc: RpcStage,
+    workers: usize,
     registry: &'scope Mutex<Registry>,
 ) -> Option<Sender<RpcJob>> {
     let (tx, rx) = bounded::<RpcJob>(4);
@@ -368,20 +477,27 @@ fn start_rpc_stage<'scope>(
     let stage = move || {
         let mut error = None;
         let mut next = 0u64;
-        let mut early = BTreeMap::new();
-        for job in rx.iter() {
-            early.insert(job.chunk.seq, job);
-            while let Some(job) = early.remove(&next) {
+        // Chunks by sequence number: the parts come so far.
+        let mut early: BTreeMap<u64, Vec<RpcJob>> = BTreeMap::new();
+        for part in rx.iter() {
+            early.entry(part.job.chunk.seq).or_default().push(part);
+            while early.get(&next).is_some_and(|parts| parts.len() == workers) {
+                let mut parts = early.remove(&next).unwrap_or_default();
                 next += 1;
+                let Some(first) = parts.pop() else { continue };
+                let mut segments = first.segments;
+                for p in parts {
+                    segments.extend(p.segments);
+                }
+                segments.sort_unstable_by_key(|s| s.frame);
                 if error.is_none() {
-                    for seg in chunk_segments(&job.chunk, &job.segments) {
+                    for seg in chunk_segments(&first.job.chunk, &segments) {
                         if let Err(e) = rpc.segment(&seg) {
                             error = Some(e);
                             break;
                         }
                     }
                 }
-                recycle(job.chunk, &job.back);
             }
         }
         // Chunks after one that never came (the conversion was stopped)
@@ -411,11 +527,19 @@ fn start_rpc_stage<'scope>(
     }
 }
 
+/// Where a reader sends its chunks.
+struct Outlets<'a> {
+    workers: &'a [Sender<Arc<Job>>],
+    /// The source's RPC stage, named in each chunk for the workers.
+    rpc: Option<Sender<RpcJob>>,
+    load: &'a Load,
+}
+
 fn read_input(
     index: usize,
     input: &Input,
     opts: ReaderOptions,
-    (tx, rpc): (&Sender<Job>, Option<Sender<RpcJob>>),
+    to: Outlets,
     registry: &Mutex<Registry>,
     abort: &AtomicBool,
     progress: &Progress,
@@ -439,7 +563,8 @@ fn read_input(
     let mut ifaces: Arc<Vec<u16>> = Arc::new(Vec::new());
     let mut error = None;
     let mut last_bytes = reader.bytes_read();
-    while !abort.load(Ordering::Relaxed) {
+    let mut dealer = FlowDealer::new(to.load);
+    'chunks: while !abort.load(Ordering::Relaxed) {
         while let Ok(buf) = back_rx.try_recv() {
             reader.recycle(buf);
         }
@@ -453,15 +578,20 @@ fn read_input(
                     .bytes
                     .fetch_add(bytes - last_bytes, Ordering::Relaxed);
                 last_bytes = bytes;
-                let job = Job {
+                let mut owners = Vec::new();
+                dealer.deal(&chunk, &mut owners);
+                let job = Arc::new(Job {
                     chunk,
+                    owners,
                     ifaces: ifaces.clone(),
                     source: index as u32,
                     back: back_tx.clone(),
-                    rpc: rpc.clone(),
-                };
-                if tx.send(job).is_err() {
-                    break;
+                    rpc: to.rpc.clone(),
+                });
+                for worker in to.workers {
+                    if worker.send(job.clone()).is_err() {
+                        break 'chunks;
+                    }
                 }
             }
             Ok(None) => break,

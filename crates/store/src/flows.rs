@@ -9,8 +9,7 @@
 //! Retransmissions ("data segments less distinct sequence numbers") do not
 //! add up by themselves, so a slice keeps its data segments, its distinct
 //! sequence numbers, and the ranges they lie in (one per run of the flow
-//! the writer saw: a run rises, a conversion hands a flow's frames to
-//! several workers a chunk at a time): pieces whose ranges do not overlap
+//! the writer saw): pieces whose ranges do not overlap
 //! have no sequence number in common, and their distinct counts add. The
 //! writer starts a new slice of a flow whenever a run's range would overlap
 //! one the current slice holds, so a slice is always exact; a reader
@@ -44,7 +43,7 @@ use crate::files::create_file;
 pub const FLOWS_DIR: &str = "flows";
 
 /// Version of the flows table's columns.
-pub const FLOWS_SCHEMA_VERSION: u32 = 1;
+pub const FLOWS_SCHEMA_VERSION: u32 = 2;
 
 /// What identifies a slice's flow. Addresses and ports are ordered as the
 /// flows analysis orders them: `a` is the smaller (address, port) end.
@@ -408,12 +407,12 @@ pub fn flows_schema() -> SchemaRef {
         Field::new("proto", DataType::UInt8, true),
         Field::new("has_ports", DataType::Boolean, false),
         Field::new("first_ns", DataType::Int64, false),
-        Field::new("last_ns", DataType::Int64, false),
+        Field::new("span_ns", DataType::Int64, false),
     ];
     for s in ["a", "b"] {
         f.extend([
-            Field::new(format!("{s}_first_ns"), DataType::Int64, true),
-            Field::new(format!("{s}_last_ns"), DataType::Int64, true),
+            Field::new(format!("{s}_first_after_ns"), DataType::Int64, true),
+            Field::new(format!("{s}_last_after_ns"), DataType::Int64, true),
             Field::new(format!("{s}_frames"), DataType::UInt64, false),
             Field::new(format!("{s}_bytes"), DataType::UInt64, false),
             Field::new(format!("{s}_cap_bytes"), DataType::UInt64, false),
@@ -422,13 +421,13 @@ pub fn flows_schema() -> SchemaRef {
             Field::new(format!("{s}_data_segs"), DataType::UInt64, false),
             Field::new(format!("{s}_distinct_seqs"), DataType::UInt64, false),
             Field::new(
-                format!("{s}_seq_ranges"),
+                format!("{s}_seq_spans"),
                 DataType::List(Arc::new(Field::new("item", DataType::UInt32, false))),
                 false,
             ),
-            Field::new(format!("{s}_syn_ns"), DataType::Int64, true),
-            Field::new(format!("{s}_synack_ns"), DataType::Int64, true),
-            Field::new(format!("{s}_ack_ns"), DataType::Int64, true),
+            Field::new(format!("{s}_syn_after_ns"), DataType::Int64, true),
+            Field::new(format!("{s}_synack_after_ns"), DataType::Int64, true),
+            Field::new(format!("{s}_ack_after_ns"), DataType::Int64, true),
             Field::new(format!("{s}_parse_errors"), DataType::UInt64, false),
         ]);
     }
@@ -447,7 +446,7 @@ pub fn slices_to_batch(slices: &[FlowSlice]) -> RecordBatch {
     let mut proto = UInt8Builder::with_capacity(n);
     let mut ports = BooleanBuilder::with_capacity(n);
     let mut first = Int64Builder::with_capacity(n);
-    let mut last = Int64Builder::with_capacity(n);
+    let mut span = Int64Builder::with_capacity(n);
     for s in slices {
         let k = &s.key;
         if k.is_ip() {
@@ -468,8 +467,9 @@ pub fn slices_to_batch(slices: &[FlowSlice]) -> RecordBatch {
             proto.append_null();
         }
         ports.append_value(k.has_ports);
-        first.append_value(s.first_ns().unwrap_or(0));
-        last.append_value(s.last_ns().unwrap_or(0));
+        let t0 = s.first_ns().unwrap_or(0);
+        first.append_value(t0);
+        span.append_value(s.last_ns().unwrap_or(t0) - t0);
     }
     let mut cols: Vec<ArrayRef> = vec![
         Arc::new(ipv.finish()),
@@ -481,7 +481,7 @@ pub fn slices_to_batch(slices: &[FlowSlice]) -> RecordBatch {
         Arc::new(proto.finish()),
         Arc::new(ports.finish()),
         Arc::new(first.finish()),
-        Arc::new(last.finish()),
+        Arc::new(span.finish()),
     ];
     type Pick = fn(&FlowSlice) -> (&Side, &SeqRanges);
     let picks: [Pick; 2] = [|s| (&s.a, &s.a_seqs), |s| (&s.b, &s.b_seqs)];
@@ -495,12 +495,18 @@ pub fn slices_to_batch(slices: &[FlowSlice]) -> RecordBatch {
         for s in slices {
             for &(lo, hi) in &pick(s).1.0 {
                 ranges.values().append_value(lo);
-                ranges.values().append_value(hi);
+                ranges.values().append_value(hi.wrapping_sub(lo));
             }
             ranges.append(true);
         }
         let i64s = |f: fn(&Side) -> Option<i64>| -> ArrayRef {
-            Arc::new(sides.iter().map(f).collect::<Int64Array>())
+            Arc::new(
+                sides
+                    .iter()
+                    .zip(slices)
+                    .map(|(side, s)| Some(f(side)? - s.first_ns().unwrap_or(0)))
+                    .collect::<Int64Array>(),
+            )
         };
         let u64s = |f: fn(&Side) -> u64| -> ArrayRef {
             Arc::new(sides.iter().map(|s| Some(f(s))).collect::<UInt64Array>())
@@ -552,6 +558,8 @@ pub fn batch_to_slices(b: &RecordBatch, out: &mut Vec<FlowSlice>) -> Result<(), 
     let proto: &UInt8Array = typed(proto, "proto")?;
     let ports = col("has_ports")?;
     let ports: &BooleanArray = typed(ports, "has_ports")?;
+    let first = col("first_ns")?;
+    let first: &Int64Array = typed(first, "first_ns")?;
     struct SideCols<'a> {
         i64s: [&'a Int64Array; 5],
         u64s: [&'a UInt64Array; 7],
@@ -570,11 +578,11 @@ pub fn batch_to_slices(b: &RecordBatch, out: &mut Vec<FlowSlice>) -> Result<(), 
         let name = format!("{s}_tcp_flags");
         Ok(SideCols {
             i64s: [
-                i("first_ns")?,
-                i("last_ns")?,
-                i("syn_ns")?,
-                i("synack_ns")?,
-                i("ack_ns")?,
+                i("first_after_ns")?,
+                i("last_after_ns")?,
+                i("syn_after_ns")?,
+                i("synack_after_ns")?,
+                i("ack_after_ns")?,
             ],
             u64s: [
                 u("frames")?,
@@ -587,14 +595,14 @@ pub fn batch_to_slices(b: &RecordBatch, out: &mut Vec<FlowSlice>) -> Result<(), 
             ],
             flags: typed(col(&name)?, &name)?,
             seqs: {
-                let name = format!("{s}_seq_ranges");
+                let name = format!("{s}_seq_spans");
                 typed(col(&name)?, &name)?
             },
         })
     };
     let sa = side_cols("a")?;
     let sb = side_cols("b")?;
-    let opt_i = |a: &Int64Array, i: usize| (!a.is_null(i)).then(|| a.value(i));
+    let opt_i = |a: &Int64Array, i: usize| (!a.is_null(i)).then(|| first.value(i) + a.value(i));
     let side = |c: &SideCols, i: usize| Side {
         first_ns: opt_i(c.i64s[0], i),
         last_ns: opt_i(c.i64s[1], i),
@@ -615,12 +623,15 @@ pub fn batch_to_slices(b: &RecordBatch, out: &mut Vec<FlowSlice>) -> Result<(), 
         let v = v
             .as_any()
             .downcast_ref::<UInt32Array>()
-            .ok_or("seq_ranges holds no u32 values")?;
+            .ok_or("seq_spans holds no u32 values")?;
         if v.len() % 2 != 0 {
-            return Err("seq_ranges holds an odd number of values".into());
+            return Err("seq_spans holds an odd number of values".into());
         }
         Ok(SeqRanges(
-            v.values().chunks(2).map(|p| (p[0], p[1])).collect(),
+            v.values()
+                .chunks(2)
+                .map(|p| (p[0], p[0].wrapping_add(p[1])))
+                .collect(),
         ))
     };
     let ip16 = |a: &FixedSizeBinaryArray, i: usize| -> [u8; 16] {
@@ -686,7 +697,12 @@ pub fn write_flow_file(
         std::fs::create_dir_all(dir).map_err(|e| StoreError::io(dir, e))?;
     }
     let file = create_file(&part)?;
-    let props = crate::table::writer_properties("flows", FLOWS_SCHEMA_VERSION, &[]);
+    // Dictionaries do not pay here: times are offsets from the slice's
+    // first frame, counts are spread wide, and keys are few per file.
+    let props = crate::table::writer_properties("flows", FLOWS_SCHEMA_VERSION, &[])
+        .into_builder()
+        .set_dictionary_enabled(false)
+        .build();
     let mut w = ArrowWriter::try_new(file, flows_schema(), Some(props))
         .map_err(|e| StoreError::parquet(&part, e))?;
     w.write(&slices_to_batch(slices))
@@ -784,8 +800,9 @@ mod tests {
         assert_eq!(back, slices);
     }
 
-    /// A conversion deals a flow's frames to its workers a chunk at a time:
-    /// each worker's slice has one range per chunk, and the two slices'
+    /// A flow whose frames went to two writers in turns (two sources of
+    /// one conversion, or a flow a conversion forgot and dealt again):
+    /// each writer's slice has one range per turn, and the two slices'
     /// ranges interleave without overlapping, so a reader adds them exactly.
     #[test]
     fn chunks_dealt_to_two_workers_merge_exactly() {

@@ -370,3 +370,100 @@ impl Decoder<'_> {
         self.has |= Has::FLOW;
     }
 }
+
+/// The flow hash [`decode`] gives `frame` (on the wire `wire_len` bytes
+/// long), or `None` where it gives none, found without filling a record:
+/// for dealing frames to workers by flow before any of them decodes
+/// (`weir convert`). The same walk over the same layers, keeping only
+/// what the hash needs.
+pub fn flow_hash_of(link: LinkType, frame: &[u8], wire_len: u32) -> Option<u32> {
+    let uncaptured = wire_len.saturating_sub(frame.len() as u32) as usize;
+    let (ty, payload) = match link {
+        LinkType::ETHERNET => {
+            let eth = EthernetFrame::new_checked(frame).ok()?;
+            (eth.ethertype(), eth.payload())
+        }
+        LinkType::LINUX_SLL => {
+            let sll = SllHeader::new_checked(frame).ok()?;
+            (sll.protocol(), sll.payload())
+        }
+        LinkType::LINUX_SLL2 => {
+            let sll = Sll2Header::new_checked(frame).ok()?;
+            (sll.protocol(), sll.payload())
+        }
+        LinkType::RAW | LinkType::RAW_BSD12 | LinkType::RAW_BSD14 => match frame.first()? >> 4 {
+            4 => (ethertype::IPV4, frame),
+            6 => (ethertype::IPV6, frame),
+            _ => return None,
+        },
+        LinkType::IPV4 => (ethertype::IPV4, frame),
+        LinkType::IPV6 => (ethertype::IPV6, frame),
+        LinkType::NULL | LinkType::LOOP => {
+            match loopback_family(frame, link == LinkType::LOOP).ok()? {
+                LoopbackFamily::Ipv4 => (ethertype::IPV4, &frame[4..]),
+                LoopbackFamily::Ipv6 => (ethertype::IPV6, &frame[4..]),
+                LoopbackFamily::Other(_) => return None,
+            }
+        }
+        _ => return None,
+    };
+    let (mut ty, mut payload) = (ty, payload);
+    let mut tags = 0;
+    while ethertype::is_vlan_tag(ty) {
+        if tags == MAX_VLAN_TAGS {
+            return None;
+        }
+        let tag = VlanTag::new_checked(payload).ok()?;
+        (ty, payload, tags) = (tag.ethertype(), tag.payload(), tags + 1);
+    }
+    let (src, dst, proto_num, l4, fragment) = match ty {
+        ethertype::IPV4 => {
+            let ip = Ipv4Packet::new_checked(payload).ok()?;
+            let hdr_len = ip.header_len();
+            let total = match ip.total_len() as usize {
+                0 => payload.len() + uncaptured,
+                n => n,
+            };
+            if ip.version() != 4 || hdr_len < Ipv4Packet::MIN_HEADER_LEN || total < hdr_len {
+                return None;
+            }
+            let word = |a: [u8; 4]| [0, V4_MAPPED_LOW | u32::from_be_bytes(a) as u64];
+            let fragment = ip.more_fragments() || ip.frag_offset() != 0;
+            let l4 = if ip.frag_offset() != 0 {
+                &[][..]
+            } else {
+                let l4 = ip.after_header()?;
+                &l4[..l4.len().min(total - hdr_len)]
+            };
+            (word(ip.src()), word(ip.dst()), ip.protocol(), l4, fragment)
+        }
+        ethertype::IPV6 => {
+            let ip = Ipv6Packet::new_checked(payload).ok()?;
+            if ip.version() != 6 {
+                return None;
+            }
+            let payload = ip.payload();
+            let payload = &payload[..payload.len().min(ip.payload_len() as usize)];
+            let chain = walk_ipv6_chain(ip.next_header(), payload).ok()?;
+            let l4 = match chain.fragment {
+                Some((_, off, _)) if off != 0 => &[][..],
+                _ => &payload[chain.ext_len..],
+            };
+            let (src, dst) = (addr_words(&ip.src()), addr_words(&ip.dst()));
+            (src, dst, chain.upper_proto, l4, chain.fragment.is_some())
+        }
+        _ => return None,
+    };
+    let has_ports = matches!(proto_num, proto::TCP | proto::UDP | proto::SCTP);
+    let (sport, dport) = if fragment || !has_ports {
+        (0, 0)
+    } else if l4.len() >= 4 {
+        (
+            u16::from_be_bytes([l4[0], l4[1]]),
+            u16::from_be_bytes([l4[2], l4[3]]),
+        )
+    } else {
+        return None;
+    };
+    Some(flow_hash_words(src, dst, sport, dport, proto_num))
+}

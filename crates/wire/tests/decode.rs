@@ -543,3 +543,62 @@ fn zero_ipv4_length_takes_the_frames_length() {
     assert_eq!(r.parse_error, ParseError::None);
     assert_eq!((r.ip_len, r.payload_len), (3040, 3000));
 }
+
+#[test]
+fn flow_hash_of_agrees_with_decode_on_damaged_frames() {
+    use wire::decode::flow_hash_of;
+    let udp = TransportSpec::Udp {
+        sport: 53,
+        dport: 5353,
+    };
+    let icmp = TransportSpec::Icmp {
+        msg_type: 8,
+        code: 0,
+    };
+    let mut frames = Vec::new();
+    for (ip, t) in [
+        (v4([10, 0, 0, 1], [10, 0, 0, 2]), tcp(40000, 443)),
+        (v4([10, 0, 0, 9], [10, 0, 0, 2]), udp),
+        (v6(1, 2), tcp(22, 50000)),
+        (v6(3, 4), icmp),
+    ] {
+        for vlan in [None, Some(7)] {
+            let mut f = Vec::new();
+            FrameSpec {
+                vlan,
+                ..spec(ip, t, 30)
+            }
+            .build(&mut f);
+            frames.push(f);
+        }
+    }
+    let mut checked = 0;
+    let mut agree = |link: LinkType, f: &[u8], wire_len: u32| {
+        let r = parse_wire(link, f, wire_len);
+        let want = r.has(Has::FLOW).then_some(r.flow_hash);
+        assert_eq!(flow_hash_of(link, f, wire_len), want, "{link:?} {f:02x?}");
+        checked += 1;
+    };
+    for f in &frames {
+        let raw = &f[if f[12] == 0x81 { 18 } else { 14 }..];
+        for (link, f) in [(LinkType::ETHERNET, &f[..]), (LinkType::RAW, raw)] {
+            // Cut short anywhere, with the wire length kept or not.
+            for n in 0..=f.len() {
+                agree(link, &f[..n], f.len() as u32);
+                agree(link, &f[..n], n as u32);
+            }
+            // One header byte changed to values that steer the walk:
+            // versions, lengths, fragments, protocols, extension headers.
+            for i in 0..f.len().min(70) {
+                for v in [
+                    0x00, 0xff, 0x06, 0x11, 0x2c, 0x3c, 0x81, 0x45, 0x4f, 0x60, 0x20,
+                ] {
+                    let mut g = f.to_vec();
+                    g[i] = v;
+                    agree(link, &g, g.len() as u32);
+                }
+            }
+        }
+    }
+    assert!(checked > 10_000, "{checked}");
+}
