@@ -82,19 +82,17 @@ impl FlowTable {
                 _ => None,
             }
         };
-        let mut kept = Vec::with_capacity(slices.len());
-        for s in slices {
-            match inside(&s) {
-                Some(true) => kept.push(s),
-                Some(false) => {}
-                None => {
-                    return Ok(Err(
-                        "the time window cuts through a flows slice (--from/--to not on \
-                         packet-file boundaries)"
-                            .into(),
-                    ));
-                }
-            }
+        if slices.iter().any(|s| inside(s).is_none()) {
+            return Ok(Err(
+                "the time window cuts through a flows slice (--from/--to not on \
+                 packet-file boundaries)"
+                    .into(),
+            ));
+        }
+        // In place: a slice is a few hundred bytes, and there are many.
+        let mut kept = slices;
+        if w.from_ns.is_some() || w.to_ns.is_some() {
+            kept.retain(|s| inside(s) == Some(true));
         }
         if let Some(f) = session.filter() {
             // A filter on addresses, ports and protocol holds for all of
@@ -681,9 +679,11 @@ fn read_all(paths: &[PathBuf], threads: usize) -> Result<Vec<FlowSlice>, Analyze
             .map(|h| h.join().unwrap_or_else(|_| Ok(Vec::new())))
             .collect()
     });
-    let mut all = Vec::new();
-    for p in parts {
-        all.extend(p?);
+    let mut parts = parts.into_iter().collect::<Result<Vec<_>, _>>()?;
+    // Moved once, into a vector of the right size.
+    let mut all = Vec::with_capacity(parts.iter().map(Vec::len).sum());
+    for p in &mut parts {
+        all.append(p);
     }
     Ok(all)
 }

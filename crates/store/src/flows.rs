@@ -637,6 +637,7 @@ pub fn batch_to_slices(b: &RecordBatch, out: &mut Vec<FlowSlice>) -> Result<(), 
     let ip16 = |a: &FixedSizeBinaryArray, i: usize| -> [u8; 16] {
         a.value(i).try_into().unwrap_or([0; 16])
     };
+    out.reserve(b.num_rows());
     for i in 0..b.num_rows() {
         let key = if ipv.is_null(i) {
             FlowKey {
@@ -721,8 +722,12 @@ pub fn write_flow_file(
 /// Reads every slice of a flows file.
 pub fn read_flow_file(path: &Path, out: &mut Vec<FlowSlice>) -> Result<(), StoreError> {
     let f = std::fs::File::open(path).map_err(|e| StoreError::io(path, e))?;
-    let reader = ParquetRecordBatchReaderBuilder::try_new(f)
-        .and_then(|b| b.with_batch_size(64 * 1024).build())
+    let builder =
+        ParquetRecordBatchReaderBuilder::try_new(f).map_err(|e| StoreError::parquet(path, e))?;
+    out.reserve(builder.metadata().file_metadata().num_rows().max(0) as usize);
+    let reader = builder
+        .with_batch_size(64 * 1024)
+        .build()
         .map_err(|e| StoreError::parquet(path, e))?;
     for batch in reader {
         let batch = batch.map_err(|e| StoreError::io(path, std::io::Error::other(e)))?;
