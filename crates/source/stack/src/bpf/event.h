@@ -1,6 +1,6 @@
 /* The record every stack program hands to user space: one fixed layout for
  * all event types, so that the user-space decoder is one length check and
- * plain field reads (crates/stack/src/event.rs mirrors it; a layout test
+ * plain field reads (crates/source/stack/src/event.rs mirrors it; a layout test
  * there pins the offsets). */
 #ifndef WEIR_EVENT_H
 #define WEIR_EVENT_H
