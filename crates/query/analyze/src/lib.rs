@@ -19,6 +19,7 @@ pub mod filter;
 pub mod flow_table;
 mod loss_pass;
 pub mod plot;
+pub mod read;
 pub mod render;
 pub mod rpc;
 mod rpc_pass;

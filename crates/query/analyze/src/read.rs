@@ -1,0 +1,441 @@
+//! Frames found again through the packet records (`weir read`): the
+//! records in a time window name each frame's file and offset; the frames
+//! are read from there, filtered exactly by libpcap, merged by time as
+//! mergecap does, and written as one nanosecond pcap.
+
+use std::collections::HashMap;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use datafusion::arrow::array::{Array, AsArray, RecordBatch};
+use datafusion::arrow::datatypes::{Int64Type, UInt32Type, UInt64Type};
+use pcapio::fetch::PcapFile;
+use pcapio::{PcapWriter, ReaderOptions, TraceReader};
+use wire::LinkType;
+
+use crate::{AnalyzeError, ScanReport, Session, TimeWindow};
+
+/// The snap length of the pcap written, and of the filters compiled.
+const SNAPLEN: u32 = 262_144;
+
+/// Where the frames go.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ReadOutput {
+    /// A file, written under a `.part` name and renamed when complete.
+    File(PathBuf),
+    Stdout,
+}
+
+impl ReadOutput {
+    fn name(&self) -> String {
+        match self {
+            ReadOutput::File(p) => p.display().to_string(),
+            ReadOutput::Stdout => "standard output".into(),
+        }
+    }
+}
+
+/// What to read.
+#[derive(Clone, Debug)]
+pub struct ReadOptions {
+    pub datasets: Vec<PathBuf>,
+    /// A tcpdump filter expression (empty: every frame).
+    pub filter: String,
+    pub window: TimeWindow,
+    pub output: ReadOutput,
+}
+
+/// What a read did.
+#[derive(Clone, Debug, Default)]
+pub struct ReadReport {
+    /// Frames written.
+    pub written: u64,
+    /// Records in the window that point at a frame.
+    pub candidates: u64,
+    /// Records in the window that point at no frame (or at one gone).
+    pub unreachable: u64,
+    /// Why some frames are gone, when retention removed their files.
+    pub retention_note: Option<String>,
+    /// The scan of the packet records.
+    pub scan: ScanReport,
+}
+
+/// A frame the records point at.
+#[derive(Clone, Copy, Debug)]
+struct Candidate {
+    ts_ns: i64,
+    /// Index into the list of frame files of all datasets.
+    file: u32,
+    offset: u64,
+}
+
+/// A frame read in a pass over a file that cannot be read by offset.
+struct LoadedFrame {
+    ts_ns: i64,
+    wire_len: u32,
+    link: LinkType,
+    bytes: Vec<u8>,
+}
+
+/// Frames read in sequence, by (file, record offset).
+type Loaded = HashMap<(u32, u64), LoadedFrame>;
+
+fn usage(m: impl Into<String>) -> AnalyzeError {
+    AnalyzeError::Usage(m.into())
+}
+
+fn io(path: &Path, e: impl std::fmt::Display) -> AnalyzeError {
+    AnalyzeError::Usage(format!("{}: {e}", path.display()))
+}
+
+/// Finds the frames and writes them to `opts.output`.
+pub fn read_frames(opts: &ReadOptions) -> Result<ReadReport, AnalyzeError> {
+    let mut report = ReadReport::default();
+    let (cands, files) = find_candidates(opts, &mut report)?;
+    report.candidates = cands.len() as u64;
+    let mut frames = FrameSource::open(&cands, &files)?;
+    let mut out = PcapOut::new(&opts.output);
+    let mut filters: HashMap<LinkType, capture::filter::Filter> = HashMap::new();
+    let mut data = Vec::new();
+    for c in &cands {
+        let (ts_ns, wire_len, link) = frames.read(c, &mut data)?;
+        if !opts.filter.is_empty() {
+            let f = match filters.get(&link) {
+                Some(f) => f,
+                None => {
+                    let f = capture::filter::compile(&opts.filter, link, SNAPLEN)
+                        .map_err(|e| usage(e.to_string()))?;
+                    filters.entry(link).or_insert(f)
+                }
+            };
+            if !f.matches(wire_len, &data) {
+                continue;
+            }
+        }
+        out.write(link, ts_ns, wire_len, &data)?;
+        report.written += 1;
+    }
+    out.finish()?;
+    Ok(report)
+}
+
+/// Every record of the window that points at a frame, merged by time, and
+/// the frame files they index.
+fn find_candidates(
+    opts: &ReadOptions,
+    report: &mut ReadReport,
+) -> Result<(Vec<Candidate>, Vec<PathBuf>), AnalyzeError> {
+    let mut cands: Vec<Candidate> = Vec::new();
+    let mut files: Vec<PathBuf> = Vec::new();
+    for root in &opts.datasets {
+        let session = Session::open(std::slice::from_ref(root), opts.window, None, 0)?;
+        let m = &session.manifests()[0].1;
+        let paths = frame_files(root, m);
+        let (batches, scan) =
+            session.query_with_scan("SELECT ts_ns, pcap_file, pcap_offset FROM packets")?;
+        report.scan.bytes_scanned += scan.bytes_scanned;
+        report.scan.row_groups_pruned += scan.row_groups_pruned;
+        report.scan.row_groups_read += scan.row_groups_read;
+        let base = files.len() as u32;
+        let mut ids: Vec<u32> = paths.keys().copied().collect();
+        ids.sort_unstable();
+        let index: HashMap<u32, u32> = ids
+            .iter()
+            .enumerate()
+            .map(|(k, id)| (*id, base + k as u32))
+            .collect();
+        files.extend(ids.iter().map(|id| paths[id].clone()));
+        let (found, missing) = candidates_of(&batches, |id| index.get(&id).copied())
+            .map_err(|e| usage(format!("{}: {e}", root.display())))?;
+        if missing > 0 && !m.files.pcap_removed.is_empty() {
+            report.retention_note = Some(format!(
+                "frames of {} are gone with the pcap files retention removed (--max-disk, \
+                 --max-age: listed under files.pcap_removed in {}/manifest.json)",
+                root.display(),
+                root.display()
+            ));
+        }
+        if missing > 0 && found.is_empty() && m.files.pcap_removed.is_empty() {
+            return Err(usage(format!(
+                "{}: its records do not point at frames ({missing} in the window); frames are \
+                 kept by weir capture --pcap, or by weir convert --index-sources (which points \
+                 into the converted files)",
+                root.display()
+            )));
+        }
+        report.unreachable += missing;
+        cands.extend(found);
+    }
+    Ok((merge_in_time(cands), files))
+}
+
+/// Where a dataset's records point: pcap file id -> path.
+fn frame_files(root: &Path, m: &store::Manifest) -> HashMap<u32, PathBuf> {
+    if m.kind == "convert" {
+        // Converted datasets point into their sources (--index-sources).
+        m.sources
+            .iter()
+            .enumerate()
+            .map(|(i, s)| {
+                let p = PathBuf::from(&s.path);
+                let p = if p.is_absolute() || p.exists() {
+                    p
+                } else {
+                    root.join("..").join(&p)
+                };
+                (i as u32, p)
+            })
+            .collect()
+    } else {
+        m.files
+            .pcap
+            .iter()
+            .map(|f| (f.id, root.join(&f.path)))
+            .collect()
+    }
+}
+
+/// Candidates from (ts_ns, pcap_file, pcap_offset) batches; `file_index`
+/// maps a dataset's file id to the global index. Returns the records
+/// that point nowhere as a count.
+fn candidates_of(
+    batches: &[RecordBatch],
+    file_index: impl Fn(u32) -> Option<u32>,
+) -> Result<(Vec<Candidate>, u64), String> {
+    let mut out = Vec::new();
+    let mut missing = 0;
+    for b in batches {
+        let ts = b
+            .column(0)
+            .as_primitive_opt::<Int64Type>()
+            .ok_or("ts_ns type")?;
+        let file = b
+            .column(1)
+            .as_primitive_opt::<UInt32Type>()
+            .ok_or("pcap_file type")?;
+        let off = b
+            .column(2)
+            .as_primitive_opt::<UInt64Type>()
+            .ok_or("pcap_offset type")?;
+        for r in 0..b.num_rows() {
+            if file.is_null(r) || off.is_null(r) {
+                missing += 1;
+                continue;
+            }
+            match file_index(file.value(r)) {
+                Some(f) => out.push(Candidate {
+                    ts_ns: ts.value(r),
+                    file: f,
+                    offset: off.value(r),
+                }),
+                None => missing += 1,
+            }
+        }
+    }
+    Ok((out, missing))
+}
+
+/// The frames of each file in file order, the files merged by time (as
+/// mergecap does): one file comes out exactly as tcpdump -r reads it, even
+/// where its timestamps step backwards.
+fn merge_in_time(mut cands: Vec<Candidate>) -> Vec<Candidate> {
+    use std::cmp::Reverse;
+    use std::collections::BinaryHeap;
+    cands.sort_unstable_by_key(|c| (c.file, c.offset));
+    let mut runs: Vec<&[Candidate]> = cands.chunk_by(|a, b| a.file == b.file).collect();
+    let mut heap: BinaryHeap<Reverse<(i64, u32, usize)>> = runs
+        .iter()
+        .enumerate()
+        .map(|(k, r)| Reverse((r[0].ts_ns, r[0].file, k)))
+        .collect();
+    let mut out = Vec::with_capacity(cands.len());
+    while let Some(Reverse((_, _, k))) = heap.pop() {
+        let (first, rest) = runs[k].split_first().expect("runs are never empty");
+        out.push(*first);
+        runs[k] = rest;
+        if let Some(next) = rest.first() {
+            heap.push(Reverse((next.ts_ns, next.file, k)));
+        }
+    }
+    out
+}
+
+/// The frames' files: plain pcap files read by offset; the others
+/// (pcapng, compressed) read once, in sequence, keeping the wanted frames.
+struct FrameSource<'a> {
+    files: &'a [PathBuf],
+    by_offset: HashMap<u32, PcapFile>,
+    loaded: Loaded,
+}
+
+impl<'a> FrameSource<'a> {
+    fn open(cands: &[Candidate], files: &'a [PathBuf]) -> Result<Self, AnalyzeError> {
+        let mut by_offset = HashMap::new();
+        let mut loaded = Loaded::new();
+        let mut wanted: HashMap<u32, Vec<u64>> = HashMap::new();
+        for c in cands {
+            wanted.entry(c.file).or_default().push(c.offset);
+        }
+        for (&file, offsets) in &mut wanted {
+            let path = &files[file as usize];
+            match PcapFile::open(path).map_err(|e| usage(e.to_string()))? {
+                Some(f) => {
+                    by_offset.insert(file, f);
+                }
+                None => {
+                    offsets.sort_unstable();
+                    load_in_sequence(path, file, offsets, &mut loaded)?;
+                }
+            }
+        }
+        Ok(FrameSource {
+            files,
+            by_offset,
+            loaded,
+        })
+    }
+
+    /// The frame `c` into `data`: its time, wire length and link type.
+    fn read(
+        &mut self,
+        c: &Candidate,
+        data: &mut Vec<u8>,
+    ) -> Result<(i64, u32, LinkType), AnalyzeError> {
+        if let Some(f) = self.by_offset.get(&c.file) {
+            let fr = f
+                .read_at(c.offset, data)
+                .map_err(|e| usage(e.to_string()))?;
+            Ok((fr.ts_ns, fr.wire_len, f.link))
+        } else if let Some(fr) = self.loaded.remove(&(c.file, c.offset)) {
+            *data = fr.bytes;
+            Ok((fr.ts_ns, fr.wire_len, fr.link))
+        } else {
+            Err(usage(format!(
+                "{}: no frame at byte {} where the records say one is; the file changed \
+                 after the dataset was made",
+                self.files[c.file as usize].display(),
+                c.offset
+            )))
+        }
+    }
+}
+
+/// Reads `path` from the start and keeps the frames whose records start at
+/// `offsets` (sorted); stops after the last one.
+fn load_in_sequence(
+    path: &Path,
+    file: u32,
+    offsets: &[u64],
+    loaded: &mut Loaded,
+) -> Result<(), AnalyzeError> {
+    let Some(&last) = offsets.last() else {
+        return Ok(());
+    };
+    let mut reader =
+        TraceReader::open(path, ReaderOptions::default()).map_err(|e| usage(e.to_string()))?;
+    while let Some(chunk) = reader.next_chunk().map_err(|e| usage(e.to_string()))? {
+        for (f, bytes) in chunk.iter() {
+            if offsets.binary_search(&f.record_offset).is_ok() {
+                loaded.insert(
+                    (file, f.record_offset),
+                    LoadedFrame {
+                        ts_ns: f.ts_ns,
+                        wire_len: f.wire_len,
+                        link: f.link,
+                        bytes: bytes.to_vec(),
+                    },
+                );
+            }
+        }
+        if chunk.frames.last().is_some_and(|f| f.record_offset >= last) {
+            break;
+        }
+    }
+    Ok(())
+}
+
+/// The pcap being written: opened at the first frame (its link type is the
+/// file's), a `.part` name until complete.
+struct PcapOut<'a> {
+    output: &'a ReadOutput,
+    link: Option<LinkType>,
+    writer: Option<PcapWriter<Box<dyn Write>>>,
+}
+
+impl<'a> PcapOut<'a> {
+    fn new(output: &'a ReadOutput) -> Self {
+        PcapOut {
+            output,
+            link: None,
+            writer: None,
+        }
+    }
+
+    fn part(path: &Path) -> PathBuf {
+        path.with_extension("pcap.part")
+    }
+
+    fn err(&self, e: impl std::fmt::Display) -> AnalyzeError {
+        usage(format!("{}: {e}", self.output.name()))
+    }
+
+    fn open(&mut self, link: LinkType) -> Result<(), AnalyzeError> {
+        let sink: Box<dyn Write> = match self.output {
+            ReadOutput::Stdout => Box::new(std::io::BufWriter::new(std::io::stdout().lock())),
+            ReadOutput::File(p) => {
+                let tmp = Self::part(p);
+                let f = std::fs::File::create(&tmp).map_err(|e| io(&tmp, e))?;
+                Box::new(std::io::BufWriter::with_capacity(1 << 20, f))
+            }
+        };
+        self.writer = Some(PcapWriter::new(sink, link, SNAPLEN).map_err(|e| self.err(e))?);
+        self.link = Some(link);
+        Ok(())
+    }
+
+    fn write(
+        &mut self,
+        link: LinkType,
+        ts_ns: i64,
+        wire_len: u32,
+        data: &[u8],
+    ) -> Result<(), AnalyzeError> {
+        match self.link {
+            None => self.open(link)?,
+            Some(l) if l != link => {
+                return Err(usage(format!(
+                    "the frames have different link types ({} and {}); one pcap file holds \
+                     one: narrow the selection with a filter or --from/--to",
+                    l.name(),
+                    link.name()
+                )));
+            }
+            Some(_) => {}
+        }
+        let output = self.output;
+        let Some(w) = self.writer.as_mut() else {
+            unreachable!("opened above")
+        };
+        w.write_frame(ts_ns, wire_len, data)
+            .map(|_| ())
+            .map_err(|e| usage(format!("{}: {e}", output.name())))
+    }
+
+    /// Flushes and renames into place; no frame still makes a valid, empty
+    /// pcap (Ethernet).
+    fn finish(mut self) -> Result<(), AnalyzeError> {
+        if self.writer.is_none() {
+            self.open(LinkType::ETHERNET)?;
+        }
+        let Some(w) = self.writer.take() else {
+            unreachable!("opened above")
+        };
+        let mut sink = w.into_inner().map_err(|e| self.err(e))?;
+        sink.flush().map_err(|e| self.err(e))?;
+        drop(sink);
+        if let ReadOutput::File(p) = self.output {
+            std::fs::rename(Self::part(p), p).map_err(|e| io(p, e))?;
+        }
+        Ok(())
+    }
+}
