@@ -22,6 +22,7 @@ pub mod encode;
 mod error;
 pub mod files;
 pub mod flows;
+pub mod identify;
 pub mod manifest;
 pub mod packets;
 pub mod read;

@@ -12,6 +12,14 @@ use wire::{Has, PacketRecord, ParseError};
 
 use crate::error::StoreError;
 
+/// The Arrow schema of a Parquet file of any table, from its footer.
+pub fn file_schema(path: &Path) -> Result<arrow_schema::SchemaRef, StoreError> {
+    let file = File::open(path).map_err(|e| StoreError::io(path, e))?;
+    let b =
+        ParquetRecordBatchReaderBuilder::try_new(file).map_err(|e| StoreError::parquet(path, e))?;
+    Ok(b.schema().clone())
+}
+
 /// Every record of one packet file, in file order.
 pub fn read_packet_file(path: &Path) -> Result<Vec<PacketRecord>, StoreError> {
     let file = File::open(path).map_err(|e| StoreError::io(path, e))?;

@@ -35,7 +35,7 @@ pub enum Rewrite<'a> {
 }
 
 /// The tables a dataset may hold, by directory.
-pub const TABLE_DIRS: &[&str] = &["packets", "stats", "stack", "rpc", "nfs"];
+pub const TABLE_DIRS: &[&str] = crate::identify::TABLES;
 
 /// Copies every Parquet file of `src`'s tables into `dst` (an existing,
 /// empty dataset directory), rewriting the columns `plan(table, column)`

@@ -1,7 +1,8 @@
 //! Keyed anonymisation of packet datasets for sharing (`weir anonymize`).
 //!
 //! Pure functions of a secret [`Key`]: bytes and values in, bytes and values
-//! out; no files, no threads. The same key gives the same mapping in every
+//! out; no files, no threads. [`dataset`] applies them to a dataset's files,
+//! column by column as `store::identify` tags the columns. The same key gives the same mapping in every
 //! run and every dataset, so datasets anonymised under one key can still be
 //! joined with one another; a different key gives an unrelated mapping.
 //!
@@ -56,6 +57,7 @@
 
 mod base64url;
 mod cryptopan;
+pub mod dataset;
 
 pub use cryptopan::CryptoPan;
 

@@ -1,0 +1,177 @@
+//! What each column of a dataset's tables may reveal about the hosts,
+//! people and files in the traffic: the policy `weir anonymize` follows.
+//!
+//! Every column whose type could carry an address, a MAC, a name or any
+//! other text (fixed-size or variable binary, strings, dictionaries of
+//! strings) must be tagged here, as identifying or as [`Identifies::Nothing`];
+//! [`identifies`] refuses an untagged one, and a test walks every table's
+//! schema, so a new column cannot reach an anonymised copy unexamined.
+//! Integer columns are taken as counts and times unless tagged (file
+//! handles, frame pointers).
+
+use arrow_schema::{DataType, Field, SchemaRef};
+
+/// What a column may reveal.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Identifies {
+    /// Nothing about who or what: counts, times, protocol names.
+    Nothing,
+    /// IP addresses (16 bytes, IPv4 mapped into IPv6).
+    Address,
+    /// Ethernet addresses.
+    Mac,
+    /// NFS file handles (hashed to 64 bits).
+    FileHandle,
+    /// File, process or device names.
+    Name,
+    /// Where a frame is in pcap files that an anonymised copy leaves out.
+    FramePointer,
+}
+
+/// The tables of a dataset, by directory name, with their schemas.
+pub fn table_schema(table: &str) -> Option<SchemaRef> {
+    Some(match table {
+        "packets" => crate::schema::packet_schema(),
+        "flows" => crate::flows::flows_schema(),
+        "stats" => crate::stats::stats_schema(),
+        "stack" => crate::stack::stack_schema(),
+        "rpc" => crate::rpc::rpc_schema(),
+        "nfs" => crate::rpc::nfs_schema(),
+        _ => return None,
+    })
+}
+
+/// The tables [`table_schema`] knows.
+pub const TABLES: &[&str] = &["packets", "flows", "stats", "stack", "rpc", "nfs"];
+
+/// The tags: (table, or `*` for any; column; what it reveals).
+const TAGS: &[(&str, &str, Identifies)] = &[
+    ("*", "ip_src", Identifies::Address),
+    ("*", "ip_dst", Identifies::Address),
+    ("*", "eth_src", Identifies::Mac),
+    ("*", "eth_dst", Identifies::Mac),
+    ("packets", "pcap_file", Identifies::FramePointer),
+    ("packets", "pcap_offset", Identifies::FramePointer),
+    ("packets", "parse_error", Identifies::Nothing),
+    ("flows", "a_ip", Identifies::Address),
+    ("flows", "b_ip", Identifies::Address),
+    ("stack", "local_addr", Identifies::Address),
+    ("stack", "remote_addr", Identifies::Address),
+    ("stack", "comm", Identifies::Name),
+    ("stack", "dev", Identifies::Name),
+    ("stack", "event", Identifies::Nothing),
+    ("stack", "state", Identifies::Nothing),
+    ("stack", "old_state", Identifies::Nothing),
+    ("stats", "stack_event", Identifies::Nothing),
+    ("*", "client", Identifies::Address),
+    ("*", "server", Identifies::Address),
+    ("*", "transport", Identifies::Nothing),
+    ("*", "program_name", Identifies::Nothing),
+    ("*", "procedure_name", Identifies::Nothing),
+    ("*", "reply_stat", Identifies::Nothing),
+    ("nfs", "op_name", Identifies::Nothing),
+    ("nfs", "fh", Identifies::FileHandle),
+    ("nfs", "res_fh", Identifies::FileHandle),
+    ("nfs", "name", Identifies::Name),
+    ("nfs", "name2", Identifies::Name),
+];
+
+/// Whether values of `t` could hold an address, a name or other text.
+pub fn may_identify(t: &DataType) -> bool {
+    match t {
+        DataType::Binary
+        | DataType::LargeBinary
+        | DataType::BinaryView
+        | DataType::FixedSizeBinary(_)
+        | DataType::Utf8
+        | DataType::LargeUtf8
+        | DataType::Utf8View => true,
+        DataType::Dictionary(_, v) => may_identify(v),
+        DataType::List(f) | DataType::LargeList(f) | DataType::FixedSizeList(f, _) => {
+            may_identify(f.data_type())
+        }
+        DataType::Struct(fs) => fs.iter().any(|f| may_identify(f.data_type())),
+        _ => false,
+    }
+}
+
+/// What column `field` of `table` reveals; an error for a table or column
+/// this weir does not know, or a text or binary column without a tag.
+pub fn identifies(table: &str, field: &Field) -> Result<Identifies, String> {
+    let name = field.name();
+    let Some(schema) = table_schema(table) else {
+        return Err(format!("{table}: not a table this weir knows"));
+    };
+    if schema.field_with_name(name).is_err() {
+        return Err(format!(
+            "{table}.{name}: not a column this weir knows (a newer weir wrote it?)"
+        ));
+    }
+    let tag = TAGS
+        .iter()
+        .find(|(t, c, _)| (*t == table || *t == "*") && *c == name)
+        .map(|(_, _, i)| *i);
+    match tag {
+        Some(i) => Ok(i),
+        None if may_identify(field.data_type()) => Err(format!(
+            "{table}.{name}: a {} column with no anonymisation tag (store::identify)",
+            field.data_type()
+        )),
+        None => Ok(Identifies::Nothing),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_column_of_every_table_has_a_policy() {
+        for table in TABLES {
+            let schema = table_schema(table).unwrap();
+            for f in schema.fields() {
+                if let Err(e) = identifies(table, f) {
+                    panic!("{e}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn addresses_everywhere_are_addresses() {
+        let tagged = |table: &str, col: &str| {
+            let schema = table_schema(table).unwrap();
+            identifies(table, schema.field_with_name(col).unwrap()).unwrap()
+        };
+        assert_eq!(tagged("packets", "ip_src"), Identifies::Address);
+        assert_eq!(tagged("flows", "b_ip"), Identifies::Address);
+        assert_eq!(tagged("stack", "remote_addr"), Identifies::Address);
+        assert_eq!(tagged("packets", "eth_dst"), Identifies::Mac);
+        assert_eq!(tagged("nfs", "fh"), Identifies::FileHandle);
+        // Every 16-byte column of every table is an address.
+        for table in TABLES {
+            for f in table_schema(table).unwrap().fields() {
+                if f.data_type() == &DataType::FixedSizeBinary(16) {
+                    assert_eq!(
+                        identifies(table, f),
+                        Ok(Identifies::Address),
+                        "{table}.{}",
+                        f.name()
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn an_untagged_text_column_is_refused() {
+        let f = Field::new("owner", DataType::Utf8, true);
+        assert!(identifies("packets", &f).is_err());
+        let f = Field::new("ts", DataType::Utf8, true);
+        assert!(identifies("nowhere", &f).is_err());
+        assert!(may_identify(&DataType::Dictionary(
+            Box::new(DataType::Int8),
+            Box::new(DataType::Utf8)
+        )));
+    }
+}
