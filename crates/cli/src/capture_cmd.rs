@@ -1,6 +1,5 @@
 //! `weir capture`: live capture into a dataset (or, with -w, a pcap file).
 
-use std::ffi::CString;
 use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -334,7 +333,7 @@ pub fn run(a: CaptureArgs) -> Result<ExitCode, String> {
         None => None,
     };
     if let Some(user) = &a.user {
-        drop_privileges(user, a.output.as_deref().or(a.write.as_deref()))?;
+        capture::privilege::become_user(user, a.output.as_deref().or(a.write.as_deref()))?;
     }
     crate::signals::install();
     let live_line = !a.quiet && !a.stats_json && std::io::stderr().is_terminal();
@@ -497,48 +496,4 @@ fn check_writable(dir: &Path) -> Result<(), String> {
                 dir.display()
             )
         })
-}
-
-/// Gives the output to `user` and becomes that user (tcpdump's -Z).
-fn drop_privileges(user: &str, output: Option<&Path>) -> Result<(), String> {
-    let c = CString::new(user).map_err(|_| format!("-Z {user:?}: not a user name"))?;
-    // SAFETY: getpwnam with a valid C string; the result is read at once.
-    let pw = unsafe { libc::getpwnam(c.as_ptr()) };
-    if pw.is_null() {
-        return Err(format!("-Z {user}: no such user"));
-    }
-    // SAFETY: pw is a valid passwd entry.
-    let (uid, gid) = unsafe { ((*pw).pw_uid, (*pw).pw_gid) };
-    if let Some(out) = output {
-        let dirs: Vec<PathBuf> = if out.is_dir() {
-            std::iter::once(out.to_path_buf())
-                .chain(
-                    std::fs::read_dir(out)
-                        .into_iter()
-                        .flatten()
-                        .flatten()
-                        .map(|e| e.path()),
-                )
-                .collect()
-        } else {
-            out.parent().map(Path::to_path_buf).into_iter().collect()
-        };
-        for d in dirs {
-            std::os::unix::fs::chown(&d, Some(uid), Some(gid))
-                .map_err(|e| format!("{}: cannot give it to {user}: {e}", d.display()))?;
-        }
-    }
-    // SAFETY: plain credential calls; each result is checked.
-    unsafe {
-        if libc::setgroups(0, std::ptr::null()) != 0
-            || libc::setgid(gid) != 0
-            || libc::setuid(uid) != 0
-        {
-            return Err(format!(
-                "-Z {user}: could not become that user: {}",
-                std::io::Error::last_os_error()
-            ));
-        }
-    }
-    Ok(())
 }

@@ -1,8 +1,8 @@
 //! Linux packet sources: AF_PACKET sockets with TPACKET_V3 receive rings
 //! joined in a fanout group (the kernel spreads flows over the workers), the
 //! kernel's packet counters, classic BPF filters compiled by libpcap, the
-//! flow-hash shard filter (eBPF, generated here), and the frame sender
-//! behind `weir gen -i`.
+//! flow-hash shard filter (eBPF, generated here), the frame sender behind
+//! `weir gen -i`, and giving up root once the rings are open.
 //!
 //! Everything that touches the kernel lives here, behind small safe types;
 //! the parsing and storage crates know nothing of it.
@@ -10,6 +10,7 @@
 pub mod bpf;
 mod classic;
 pub mod iface;
+pub mod privilege;
 pub mod shard;
 mod sys;
 pub mod tx;
