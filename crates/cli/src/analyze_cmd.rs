@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use analyze::flow_table::FlowTable;
+use analyze::answer::{Analysis, AnswerOptions, answer};
 use analyze::render::{Format, render};
 use analyze::{By, Session, TimeWindow};
 use clap::{Args, ValueEnum};
@@ -211,156 +211,58 @@ pub fn run_analyze(a: AnalyzeArgs) -> Result<ExitCode, String> {
         (None, args)
     };
     let filter = (!filter_words.is_empty()).then(|| filter_words.join(" "));
-    let session = open(&datasets, &a.out, filter.as_deref())?;
     let format = a.out.format();
     let by = match a.by {
         ByArg::Bytes => By::Bytes,
         ByArg::Frames => By::Frames,
     };
-    if a.plot.is_some() && !matches!(kind.as_str(), "rates" | "bursts" | "loss" | "stack" | "rpc") {
-        return Err(format!(
-            "--plot draws rates, bursts, loss, stack and rpc, not {kind}; use --json or --csv and \
-             a plotting tool of your choice"
-        ));
-    }
-    // flows, top and summary come from the flows table when it can answer.
-    let flow_table = match kind.as_str() {
-        "summary" | "flows" | "top" if !a.no_flows_table => {
-            match FlowTable::load(&session).map_err(|e| e.to_string())? {
-                Ok(t) => {
-                    if a.verbose {
-                        let (slices, files) = t.size();
-                        eprintln!(
-                            "{kind}: answered from the flows table ({slices} slices in {files} files)"
-                        );
-                    }
-                    Some(t)
-                }
-                Err(why) => {
-                    if a.verbose {
-                        eprintln!("{kind}: answered from the packets: {why}");
-                    }
-                    None
-                }
-            }
-        }
-        // rates, bursts and loss say which way they were answered.
-        "rates" | "bursts" | "loss" => None,
-        _ => {
-            if a.verbose {
-                eprintln!("{kind}: answered from the packets");
-            }
-            None
-        }
-    };
-    let tables = match kind.as_str() {
-        "summary" => match &flow_table {
-            Some(t) => t.summary(&session),
-            None => analyze::analyses::summary(&session),
-        }
-        .map_err(|e| e.to_string())?,
-        "flows" => {
-            let limit = a
+    let analysis = match kind.as_str() {
+        "summary" => Analysis::Summary,
+        "flows" => Analysis::Flows {
+            by,
+            limit: a
                 .limit
-                .unwrap_or(if format == Format::Table { 20 } else { 0 });
-            vec![
-                match &flow_table {
-                    Some(t) => t.flows(&session, by, limit),
-                    None => analyze::analyses::flows(&session, by, limit),
-                }
-                .map_err(|e| e.to_string())?,
-            ]
-        }
-        "top" => {
-            let what = what.unwrap_or_default();
-            let limit = a.limit.unwrap_or(20);
-            vec![
-                match &flow_table {
-                    Some(t) => t.top(&session, what, by, limit),
-                    None => analyze::analyses::top(&session, what, by, limit),
-                }
-                .map_err(|e| e.to_string())?,
-            ]
-        }
-        "loss" => {
-            let (t, by) = analyze::analyses::loss(&session).map_err(|e| e.to_string())?;
-            answered(&a, kind, by);
-            if let Some(p) = &a.plot {
-                analyze::plot::loss(&t, p).map_err(|e| e.to_string())?;
-            }
-            vec![t]
-        }
-        "rpc" => {
-            let r = analyze::rpc::rpc(
-                &session,
-                a.limit.unwrap_or(analyze::rpc::TOP_HANDLES),
-                a.plot.is_some(),
-            )
-            .map_err(|e| e.to_string())?;
-            if let Some(p) = &a.plot {
-                analyze::plot::rpc(&r.samples, p).map_err(|e| e.to_string())?;
-            }
-            vec![r.procedures, r.latency, r.clients, r.handles]
-        }
-        "stack" => {
-            let s = analyze::stack::stack(&session, 6).map_err(|e| e.to_string())?;
-            if let Some(p) = &a.plot {
-                analyze::plot::stack(&s, p).map_err(|e| e.to_string())?;
-            }
-            let mut t = vec![s.sockets, s.delays];
-            if format == Format::Json {
-                t.push(s.tcp);
-            }
-            t
-        }
-        "rates" => {
-            let every = ns_of(parse_duration(&a.every).map_err(|e| format!("--every: {e}"))?);
-            let sample = ns_of(parse_duration(&a.sample).map_err(|e| format!("--sample: {e}"))?);
-            let (t, by) =
-                analyze::analyses::rates(&session, every, sample).map_err(|e| e.to_string())?;
-            answered(&a, kind, by);
-            if let Some(p) = &a.plot {
-                // Windows where frames were dropped are marked, so that
-                // loss is not read as silence.
-                let (loss, _) = analyze::analyses::loss(&session).map_err(|e| e.to_string())?;
-                analyze::plot::rates(&t, &loss, every, p).map_err(|e| e.to_string())?;
-            }
-            vec![t]
-        }
-        "bursts" => {
-            let scales = scales_ns(&a.scales)?;
-            let (b, by) =
-                analyze::analyses::bursts(&session, &scales).map_err(|e| e.to_string())?;
-            answered(&a, kind, by);
-            if let Some(p) = &a.plot {
-                analyze::plot::bursts(&b, p).map_err(|e| e.to_string())?;
-            }
-            analyze::analyses::burst_tables(&b, format == Format::Json)
-                .map_err(|e| e.to_string())?
-        }
+                .unwrap_or(if format == Format::Table { 20 } else { 0 }),
+        },
+        "top" => Analysis::Top {
+            what: what.unwrap_or_default().to_string(),
+            by,
+            limit: a.limit.unwrap_or(20),
+        },
+        "loss" => Analysis::Loss,
+        "rpc" => Analysis::Rpc {
+            handles: a.limit.unwrap_or(analyze::rpc::TOP_HANDLES),
+        },
+        "stack" => Analysis::Stack,
+        "rates" => Analysis::Rates {
+            every_ns: ns_of(parse_duration(&a.every).map_err(|e| format!("--every: {e}"))?),
+            sample_ns: ns_of(parse_duration(&a.sample).map_err(|e| format!("--sample: {e}"))?),
+        },
+        "bursts" => Analysis::Bursts {
+            scales_ns: scales_ns(&a.scales)?,
+        },
         other => {
             return Err(format!(
                 "unknown analysis {other:?}: choose summary, flows, rates, bursts, top \
-                 hosts|ports|pairs, loss, stack or rpc{}",
-                if std::path::Path::new(other).exists() {
-                    ""
-                } else if datasets.is_empty() {
-                    " (and give the dataset directory first)"
-                } else {
-                    ""
-                }
+                 hosts|ports|pairs, loss, stack or rpc"
             ));
         }
     };
-    print!("{}", render(&tables, format).map_err(|e| e.to_string())?);
-    Ok(ExitCode::SUCCESS)
-}
-
-/// With --verbose, says how the analysis was answered.
-fn answered(a: &AnalyzeArgs, kind: &str, by: analyze::analyses::AnsweredBy) {
+    let session = open(&datasets, &a.out, filter.as_deref())?;
+    let opts = AnswerOptions {
+        packets_only: a.no_flows_table,
+        for_json: format == Format::Json,
+        plot: a.plot.clone(),
+    };
+    let answered = answer(&session, &analysis, &opts).map_err(|e| e.to_string())?;
     if a.verbose {
-        eprintln!("{kind}: answered by {by}");
+        eprintln!("{kind}: {}", answered.how);
     }
+    print!(
+        "{}",
+        render(&answered.tables, format).map_err(|e| e.to_string())?
+    );
+    Ok(ExitCode::SUCCESS)
 }
 
 /// Parses --scales.

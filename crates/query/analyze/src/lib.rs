@@ -11,6 +11,7 @@
 //! definition, for `--emit-sql`, for filters and for the tests.
 
 pub mod analyses;
+pub mod answer;
 mod columns;
 mod count_pass;
 pub mod emit;
