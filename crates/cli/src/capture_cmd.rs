@@ -1,13 +1,16 @@
 //! `weir capture`: live capture into a dataset (or, with -w, a pcap file).
 
 use std::io::{IsTerminal, Write};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use capture::{Interface, RingOptions};
 use clap::Args;
-use ingest::live::{self, Ended, LiveOptions, PcapOut, Second};
+use ingest::capture_run::{
+    CaptureEvent, CaptureOptions, CaptureReport, PcapPolicy, RecordStream, Target, capture,
+};
+use ingest::live::{Ended, Second};
+use pcapio::spool::OnFull;
 use store::manifest::{group_digits, human_bytes};
 
 use crate::units::{parse_duration, parse_size};
@@ -136,237 +139,83 @@ pub struct CaptureArgs {
     filter: Vec<String>,
 }
 
-/// The default pcap staging: an eighth of the memory available, from
-/// 256 MiB to 4 GiB (at 10 Gb/s, 4 GiB rides out a 3-second stall of the
-/// disk).
-/// The rotation size of a `--max-disk` ring without `--rotate-size`: a
-/// ring of about sixteen files, so that the oldest sixteenth goes at a time.
-fn ring_file_bytes(max_disk: u64) -> u64 {
-    (max_disk / 16).clamp(1 << 20, 1 << 30)
-}
-
-fn default_buffer_bytes() -> u64 {
-    ((mem_available() / 8.0) as u64).clamp(256 << 20, 4 << 30)
-}
-
-fn mem_available() -> f64 {
-    std::fs::read_to_string("/proc/meminfo")
-        .ok()
-        .and_then(|m| {
-            m.lines()
-                .find(|l| l.starts_with("MemAvailable:"))
-                .and_then(|l| l.split_whitespace().nth(1))
-                .and_then(|kb| kb.parse::<f64>().ok())
-        })
-        .map_or(2e9, |kb| kb * 1024.0)
-}
-
-/// The default ring: a quarter second of 10 Gb/s, at most an eighth of the
-/// memory available, shared by all rings.
-fn default_ring_bytes(rings: usize) -> usize {
-    let quarter_second = 10e9 / 8.0 / 4.0;
-    let avail = mem_available();
-    let per_ring = (avail / 8.0 / rings.max(1) as f64).min(quarter_second);
-    (per_ring as usize).max(8 << 20)
-}
-
 pub fn run(a: CaptureArgs) -> Result<ExitCode, String> {
-    if a.output.is_none() && a.write.is_none() {
-        return Err(
-            "say where to write: -o DATASET (records, pcap and stats) or -w FILE.pcap".into(),
-        );
-    }
-    if a.snaplen < 64 {
-        return Err(format!(
-            "-s {} is too short to hold the headers weir parses (at least 64)",
-            a.snaplen
-        ));
-    }
-    let interfaces = a
-        .interfaces
-        .iter()
-        .map(|n| Interface::by_name(n).map_err(|e| e.to_string()))
-        .collect::<Result<Vec<_>, _>>()?;
-    for i in &interfaces {
-        if !i.up {
-            eprintln!(
-                "weir: warning: {} is down; it will see no traffic until `ip link set {} up`",
-                i.name, i.name
+    let target = match (&a.output, &a.write) {
+        (Some(dir), _) => {
+            let (pcap, records) = match (a.pcap, a.records) {
+                (false, false) => (true, true),
+                (p, r) => (p, r),
+            };
+            Target::Dataset {
+                dir: dir.clone(),
+                force: a.force,
+                pcap,
+                records,
+            }
+        }
+        (None, Some(_)) if a.records => {
+            return Err("-w writes only pcap; use -o DATASET for records".into());
+        }
+        (None, Some(file)) => Target::PcapFile(file.clone()),
+        (None, None) => {
+            return Err(
+                "say where to write: -o DATASET (records, pcap and stats) or -w FILE.pcap".into(),
             );
         }
-    }
-    let workers = a
-        .workers
-        .unwrap_or(if a.write.is_some() { 1 } else { num_cpus() })
-        .max(1);
-    let rings = workers * interfaces.len();
-    let ring_bytes = match a.buffer_kib {
-        Some(kib) => (kib as usize) << 10,
-        None => default_ring_bytes(rings),
-    };
-    if !a.ring_block.is_power_of_two() || !(64 << 10..=64 << 20).contains(&a.ring_block) {
-        return Err(format!(
-            "--ring-block {}: a ring block is a power of two from 64Ki to 64Mi bytes (e.g. --ring-block 4Mi)",
-            a.ring_block
-        ));
-    }
-    let block = a.ring_block as usize;
-    let ring = RingOptions::with_total(ring_bytes.max(4 * block), block);
-    let (pcap_on, records_on) = match (&a.write, a.pcap, a.records) {
-        (Some(_), _, true) => return Err("-w writes only pcap; use -o DATASET for records".into()),
-        (Some(_), _, _) => (true, false),
-        (None, false, false) => (true, true),
-        (None, p, r) => (p, r),
-    };
-    // Checked now, made once the rings are open (with its manifest).
-    if let Some(dir) = &a.output {
-        store::Dataset::check_new(dir, a.force).map_err(|e| e.to_string())?;
-    }
-    let pcap = if pcap_on {
-        let (dir, single) = match (&a.output, &a.write) {
-            (Some(d), _) => (d.join(store::dataset::PCAP_DIR), None),
-            (None, Some(file)) => {
-                let dir = file
-                    .parent()
-                    .filter(|p| !p.as_os_str().is_empty())
-                    .unwrap_or(Path::new("."));
-                check_writable(dir)?;
-                let name = file
-                    .file_name()
-                    .ok_or("-w needs a file name")?
-                    .to_string_lossy()
-                    .into_owned();
-                (dir.to_path_buf(), Some(name))
-            }
-            (None, None) => unreachable!("checked above"),
-        };
-        let staging = a.buffer.unwrap_or_else(default_buffer_bytes);
-        Some(PcapOut {
-            dir,
-            single_name: single,
-            rotate_bytes: a.rotate_size.or(a.max_disk.map(ring_file_bytes)),
-            rotate: a.rotate_time.or_else(|| {
-                // A dataset's pcap files publish with its records, unless
-                // sized otherwise.
-                (a.output.is_some() && a.rotate_size.is_none() && a.max_disk.is_none())
-                    .then_some(a.records_every)
-            }),
-            staging_bytes: (staging / rings as u64).max(1 << 20) as usize,
-            codec: a.compress,
-            direct: !a.no_direct,
-            on_full: if a.on_full == "drop" {
-                pcapio::spool::OnFull::Drop
-            } else {
-                pcapio::spool::OnFull::Stop
-            },
-            max_disk: a.max_disk,
-            max_age: a.max_age,
-        })
-    } else {
-        None
     };
     let filter = (!a.filter.is_empty()).then(|| a.filter.join(" "));
-    let asks = crate::rpc_args::filter_asks_for_rpc(filter.as_deref());
-    if a.records_every < Duration::from_secs(1) {
-        return Err(format!(
-            "--records-every {:?}: at least 1s (each time closes a file per worker)",
-            a.records_every
-        ));
-    }
-    let worker = ingest::WorkerOptions {
-        rpc: Some(a.rpc.options(asks)),
-        file_every: Some(a.records_every),
-        ..Default::default()
-    };
-    let kafka = match (&a.kafka, &a.topic) {
-        (Some(brokers), Some(topic)) => {
-            if !records_on {
-                return Err(
-                    "--kafka streams the packet records: give -o DATASET with records on".into(),
-                );
-            }
-            let id = capture_id();
-            let out = stream::producer::KafkaOut::start(
-                stream::producer::ProducerOptions::new(brokers, topic),
-                id,
-            )?;
-            Some((out, id))
-        }
-        _ => None,
-    };
-    let taps = kafka.as_ref().map(|(out, _)| {
-        let make = out.tap_maker();
-        ingest::Taps {
-            records: std::sync::Arc::new(move |worker| {
-                Box::new(make(worker)) as Box<dyn ingest::RecordTap>
-            }),
-            stats: Some(std::sync::Arc::new(out.stats_sender())),
-        }
-    });
-    let opts = LiveOptions {
-        interfaces,
-        workers_per_iface: workers,
-        ring,
+    let opts = CaptureOptions {
+        interfaces: a.interfaces.clone(),
+        target,
+        workers: a.workers,
+        ring_bytes: a.buffer_kib.map(|kib| (kib as usize) << 10),
+        ring_block: a.ring_block as usize,
         snaplen: a.snaplen,
         filter,
         shard: a.shard,
         promiscuous: !a.no_promisc,
-        pcap,
-        records: records_on,
         count: a.count,
         duration: a.duration,
-        worker,
-        taps,
+        pcap: PcapPolicy {
+            rotate_size: a.rotate_size,
+            rotate_time: a.rotate_time,
+            staging_bytes: a.buffer,
+            codec: a.compress,
+            direct: !a.no_direct,
+            on_full: if a.on_full == "drop" {
+                OnFull::Drop
+            } else {
+                OnFull::Stop
+            },
+            max_disk: a.max_disk,
+            max_age: a.max_age,
+        },
+        records_every: a.records_every,
+        rpc: a.rpc.options(),
+        user: a.user.clone(),
         command: std::env::args().collect::<Vec<_>>().join(" "),
     };
-    let opened = live::open(opts).map_err(|e| e.to_string())?;
-    let dataset = match &a.output {
-        Some(dir) => {
-            let d = store::Dataset::create_with_manifest(dir, a.force, &opened.manifest())
-                .map_err(|e| e.to_string())?;
-            if pcap_on {
-                d.subdir(store::dataset::PCAP_DIR)
-                    .map_err(|e| e.to_string())?;
-            }
-            Some(d)
-        }
-        None => None,
+    let stream: Option<Box<dyn RecordStream>> = match (&a.kafka, &a.topic) {
+        (Some(brokers), Some(topic)) => Some(Box::new(stream::producer::KafkaStream::start(
+            brokers,
+            topic,
+            capture_id(),
+        )?)),
+        _ => None,
     };
-    if let Some(user) = &a.user {
-        capture::privilege::become_user(user, a.output.as_deref().or(a.write.as_deref()))?;
-    }
     crate::signals::install();
     let live_line = !a.quiet && !a.stats_json && std::io::stderr().is_terminal();
-    let rings = opened.rings();
-    let ring_size = human_bytes(ring.total() as u64);
-    // Said once the workers are set up, so that "capturing" means it.
-    let say_ready = || {
-        if !a.quiet {
-            eprintln!(
-                "weir: capturing on {} ({} ring{} of {}){}{}; Ctrl-C to stop",
-                a.interfaces.join(", "),
-                rings,
-                if rings == 1 { "" } else { "s" },
-                ring_size,
-                a.shard
-                    .map(|s| format!(", flow share {s}"))
-                    .unwrap_or_default(),
-                a.filter
-                    .is_empty()
-                    .then(String::new)
-                    .unwrap_or_else(|| format!(", filter {:?}", a.filter.join(" ")))
-            );
+    let report = capture(opts, stream, &crate::signals::STOP, |e| match e {
+        CaptureEvent::Warning(w) => eprintln!("weir: warning: {w}"),
+        // Said once the workers are set up, so that "capturing" means it.
+        CaptureEvent::Ready { rings, ring_bytes } => {
+            if !a.quiet {
+                say_ready(&a, rings, ring_bytes);
+            }
         }
-    };
-    let report = opened
-        .run(dataset.as_ref(), &crate::signals::STOP, say_ready, |s: &Second| {
+        CaptureEvent::Second(s) => {
             if a.stats_json {
-                println!(
-                    "{{\"elapsed_s\":{:.3},\"frames\":{},\"bytes\":{},\"kernel_drops\":{},\"pcap_drops\":{},\"total_frames\":{},\"total_kernel_drops\":{},\"total_pcap_drops\":{}}}",
-                    s.elapsed.as_secs_f64(), s.frames, s.bytes, s.kernel_drops, s.pcap_drops,
-                    s.total_frames, s.total_kernel_drops, s.total_pcap_drops
-                );
-                let _ = std::io::stdout().flush();
+                print_second_json(s);
             } else if live_line {
                 eprint!(
                     "\r{:>10} pkt/s {:>7.3} Gb/s  captured {:>14}  drops: kernel {}  pcap {}   ",
@@ -377,94 +226,103 @@ pub fn run(a: CaptureArgs) -> Result<ExitCode, String> {
                     group_digits(s.total_pcap_drops)
                 );
             }
-        })
-        .map_err(|e| e.to_string())?;
+        }
+    })?;
     if live_line {
         eprintln!();
     }
-    let mut report = report;
-    if let Some((out, id)) = kafka {
-        // Every worker's tap is gone (flushed): wait for the broker, then
-        // say in the manifest what the stream did.
-        let counters = out.counters().clone();
-        let partitions = out.partitions();
-        let sent = out.finish();
-        let info = stream::producer::manifest_info(
-            a.kafka.as_deref().unwrap_or_default(),
-            a.topic.as_deref().unwrap_or_default(),
-            id,
-            partitions,
-            &counters,
-        );
-        if let Err(e) = sent {
-            report.warnings.push(e);
-        }
-        if info.records_dropped + info.records_failed > 0 {
-            report.warnings.push(format!(
-                "Kafka: {} records dropped (queue full), {} not taken by the broker; the \
-                 dataset has them all",
-                info.records_dropped, info.records_failed
-            ));
-        }
-        if let (Some(ds), Some(m)) = (dataset.as_ref(), report.manifest.as_mut()) {
-            m.kafka = Some(info);
-            ds.write_manifest(m).map_err(|e| e.to_string())?;
-        }
-    }
     if !a.quiet {
-        let ended = match report.ended {
-            Ended::Count => "count reached",
-            Ended::Duration => "duration over",
-            Ended::Signal => "interrupted",
-            Ended::DiskFull => "the disk is full (--on-full stop)",
-        };
-        println!(
-            "weir capture: {} frames in {:.1} s ({}); kernel saw {}, dropped {}; pcap staging dropped {}",
-            group_digits(report.frames),
-            report.elapsed.as_secs_f64(),
-            ended,
-            group_digits(report.kernel_seen),
-            group_digits(report.kernel_drops),
-            group_digits(report.pcap_drops)
-        );
-        if report.pcap_write_lost > 0 {
-            println!(
-                "weir capture: {} of the pcap drops were frames lost to failed writes",
-                group_digits(report.pcap_write_lost)
-            );
-        }
-        if report.pcap_removed > 0 {
-            println!(
-                "weir capture: retention removed {} pcap file{} (listed in the manifest)",
-                report.pcap_removed,
-                if report.pcap_removed == 1 { "" } else { "s" }
-            );
-        }
-        match (&report.manifest, &a.output, &a.write) {
-            (Some(m), Some(dir), _) => {
-                println!("weir capture: dataset {}", dir.display());
-                print!("{}", m.describe());
-            }
-            (_, _, Some(_)) => {
-                for f in &report.pcap_files {
-                    println!(
-                        "weir capture: wrote {} ({} frames)",
-                        f.name,
-                        group_digits(f.frames)
-                    );
-                }
-            }
-            _ => {}
-        }
+        print_summary(&a, &report);
     }
-    for w in &report.warnings {
+    let warnings = &report.live.warnings;
+    for w in warnings {
         eprintln!("weir: warning: {w}");
     }
-    Ok(if report.warnings.is_empty() {
+    Ok(if warnings.is_empty() {
         ExitCode::SUCCESS
     } else {
         ExitCode::FAILURE
     })
+}
+
+fn say_ready(a: &CaptureArgs, rings: usize, ring_bytes: usize) {
+    eprintln!(
+        "weir: capturing on {} ({} ring{} of {}){}{}; Ctrl-C to stop",
+        a.interfaces.join(", "),
+        rings,
+        if rings == 1 { "" } else { "s" },
+        human_bytes(ring_bytes as u64),
+        a.shard
+            .map(|s| format!(", flow share {s}"))
+            .unwrap_or_default(),
+        a.filter
+            .is_empty()
+            .then(String::new)
+            .unwrap_or_else(|| format!(", filter {:?}", a.filter.join(" ")))
+    );
+}
+
+fn print_second_json(s: &Second) {
+    println!(
+        "{{\"elapsed_s\":{:.3},\"frames\":{},\"bytes\":{},\"kernel_drops\":{},\"pcap_drops\":{},\"total_frames\":{},\"total_kernel_drops\":{},\"total_pcap_drops\":{}}}",
+        s.elapsed.as_secs_f64(),
+        s.frames,
+        s.bytes,
+        s.kernel_drops,
+        s.pcap_drops,
+        s.total_frames,
+        s.total_kernel_drops,
+        s.total_pcap_drops
+    );
+    let _ = std::io::stdout().flush();
+}
+
+fn print_summary(a: &CaptureArgs, report: &CaptureReport) {
+    let r = &report.live;
+    let ended = match r.ended {
+        Ended::Count => "count reached",
+        Ended::Duration => "duration over",
+        Ended::Signal => "interrupted",
+        Ended::DiskFull => "the disk is full (--on-full stop)",
+    };
+    println!(
+        "weir capture: {} frames in {:.1} s ({}); kernel saw {}, dropped {}; pcap staging dropped {}",
+        group_digits(r.frames),
+        r.elapsed.as_secs_f64(),
+        ended,
+        group_digits(r.kernel_seen),
+        group_digits(r.kernel_drops),
+        group_digits(r.pcap_drops)
+    );
+    if r.pcap_write_lost > 0 {
+        println!(
+            "weir capture: {} of the pcap drops were frames lost to failed writes",
+            group_digits(r.pcap_write_lost)
+        );
+    }
+    if r.pcap_removed > 0 {
+        println!(
+            "weir capture: retention removed {} pcap file{} (listed in the manifest)",
+            r.pcap_removed,
+            if r.pcap_removed == 1 { "" } else { "s" }
+        );
+    }
+    match (&r.manifest, &report.dataset, &a.write) {
+        (Some(m), Some(dir), _) => {
+            println!("weir capture: dataset {}", dir.display());
+            print!("{}", m.describe());
+        }
+        (_, _, Some(_)) => {
+            for f in &r.pcap_files {
+                println!(
+                    "weir capture: wrote {} ({} frames)",
+                    f.name,
+                    group_digits(f.frames)
+                );
+            }
+        }
+        _ => {}
+    }
 }
 
 /// A random id for the batches of this capture (the collectors' key for
@@ -479,21 +337,4 @@ fn capture_id() -> u64 {
         b = (t ^ (std::process::id() as u64).rotate_left(32)).to_le_bytes();
     }
     u64::from_le_bytes(b)
-}
-
-fn num_cpus() -> usize {
-    std::thread::available_parallelism().map_or(1, |n| n.get())
-}
-
-/// Fails early, with the directory named, if files cannot be made there.
-fn check_writable(dir: &Path) -> Result<(), String> {
-    let probe = dir.join(format!(".weir-write-test-{}", std::process::id()));
-    std::fs::write(&probe, b"")
-        .and_then(|_| std::fs::remove_file(&probe))
-        .map_err(|e| {
-            format!(
-                "{}: cannot write there ({e}); choose a writable directory",
-                dir.display()
-            )
-        })
 }

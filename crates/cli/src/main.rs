@@ -175,7 +175,7 @@ fn convert(a: ConvertArgs) -> Result<ExitCode, String> {
     let mut opts = ingest::ConvertOptions {
         index_sources: a.index_sources,
         command: std::env::args().collect::<Vec<_>>().join(" "),
-        rpc: a.rpc.options(false),
+        rpc: a.rpc.options(),
         ..Default::default()
     };
     if let Some(w) = a.workers {

@@ -23,12 +23,11 @@ pub struct RpcArgs {
 }
 
 impl RpcArgs {
-    /// The stage's options; `filter_asks` says whether a capture filter
-    /// names RPC's ports (then the stage runs from the first frame).
-    pub fn options(&self, filter_asks: bool) -> RpcOptions {
+    /// The stage's options.
+    pub fn options(&self) -> RpcOptions {
         let mode = if self.no_rpc {
             RpcMode::Off
-        } else if self.rpc || filter_asks {
+        } else if self.rpc {
             RpcMode::On
         } else {
             RpcMode::Auto
@@ -40,17 +39,4 @@ impl RpcArgs {
         o.tracker.call_timeout_ns = self.rpc_timeout.as_nanos().min(i64::MAX as u128) as i64;
         o
     }
-}
-
-/// Whether a tcpdump filter asks for RPC traffic: it names port 111 or
-/// 2049 (or the nfs/sunrpc service names).
-pub fn filter_asks_for_rpc(filter: Option<&str>) -> bool {
-    let Some(f) = filter else { return false };
-    let words: Vec<&str> = f
-        .split(|c: char| !c.is_ascii_alphanumeric())
-        .filter(|w| !w.is_empty())
-        .collect();
-    words
-        .iter()
-        .any(|w| matches!(*w, "111" | "2049" | "nfs" | "sunrpc"))
 }

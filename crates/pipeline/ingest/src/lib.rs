@@ -7,6 +7,7 @@
 //! worker takes the next chunk, so one big file spreads over every core as
 //! well as many small ones do.
 
+pub mod capture_run;
 mod convert;
 pub mod live;
 pub mod merge;

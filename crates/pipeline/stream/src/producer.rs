@@ -175,6 +175,46 @@ impl KafkaOut {
     }
 }
 
+/// A capture's stream as `weir capture` runs it (`ingest::capture_run`).
+pub struct KafkaStream {
+    out: KafkaOut,
+}
+
+impl KafkaStream {
+    pub fn start(brokers: &str, topic: &str, capture_id: u64) -> Result<KafkaStream, String> {
+        let out = KafkaOut::start(ProducerOptions::new(brokers, topic), capture_id)?;
+        Ok(KafkaStream { out })
+    }
+}
+
+impl ingest::capture_run::RecordStream for KafkaStream {
+    fn taps(&self) -> ingest::Taps {
+        let make = self.out.tap_maker();
+        ingest::Taps {
+            records: Arc::new(move |worker| Box::new(make(worker)) as Box<dyn ingest::RecordTap>),
+            stats: Some(Arc::new(self.out.stats_sender())),
+        }
+    }
+
+    fn finish(self: Box<Self>, warnings: &mut Vec<String>) -> store::manifest::KafkaInfo {
+        let out = self.out;
+        let (counters, partitions, id) = (out.counters.clone(), out.partitions, out.capture_id);
+        let (brokers, topic) = (out.opts.brokers.clone(), out.opts.topic.clone());
+        if let Err(e) = out.finish() {
+            warnings.push(e);
+        }
+        let info = manifest_info(&brokers, &topic, id, partitions, &counters);
+        if info.records_dropped + info.records_failed > 0 {
+            warnings.push(format!(
+                "Kafka: {} records dropped (queue full), {} not taken by the broker; the \
+                 dataset has them all",
+                info.records_dropped, info.records_failed
+            ));
+        }
+        info
+    }
+}
+
 /// The manifest's account of a capture's stream.
 pub fn manifest_info(
     brokers: &str,
