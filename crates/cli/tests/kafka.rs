@@ -215,6 +215,7 @@ fn capture_to_kafka_to_two_collectors_loses_and_doubles_nothing_across_a_kill() 
     assert_eq!(k["partitions"], 4);
     assert_eq!(k["records_dropped"], 0, "{k}");
     assert_eq!(k["records_failed"], 0, "{k}");
+    assert_eq!(k["stats_dropped"], 0, "{k}");
     assert_eq!(k["records"].as_u64().unwrap() as usize, want.len());
     assert_eq!(
         k["records_delivered"].as_u64().unwrap() as usize,

@@ -89,6 +89,10 @@ pub struct KafkaInfo {
     pub records_failed: u64,
     #[serde(default)]
     pub records_delivered: u64,
+    /// Producer: per-second stats messages dropped because the queue to
+    /// Kafka was full (the dataset's stats table has them all).
+    #[serde(default)]
+    pub stats_dropped: u64,
     /// Collector: records of batches read again and skipped (already
     /// written), and per "capture:worker:partition" the last batch on disk.
     #[serde(default)]

@@ -59,6 +59,9 @@ pub struct ProducerCounters {
     pub records_failed: AtomicU64,
     /// Records delivered (acknowledged by the broker).
     pub records_delivered: AtomicU64,
+    /// Stats messages dropped because the queue to the Kafka thread was
+    /// full.
+    pub stats_dropped: AtomicU64,
 }
 
 enum Batch {
@@ -151,17 +154,21 @@ impl KafkaOut {
         }
     }
 
-    /// Sends each second's stats rows (to partition 0; dropped and not
-    /// counted as records if the queue is full).
+    /// Sends each second's stats rows (to partition 0; dropped and counted
+    /// apart from records if the queue is full).
     pub fn stats_sender(&self) -> impl Fn(&[store::stats::StatsRow]) + Send + Sync + 'static {
         let (capture_id, tx) = (self.capture_id, self.tx.clone());
+        let counters = self.counters.clone();
         let seq = AtomicU64::new(0);
         move |rows| {
             if rows.is_empty() {
                 return;
             }
             let n = seq.fetch_add(1, Ordering::Relaxed) + 1;
-            let _ = tx.try_send(Batch::Stats(crate::stats_msg::encode(capture_id, n, rows)));
+            let msg = Batch::Stats(crate::stats_msg::encode(capture_id, n, rows));
+            if tx.try_send(msg).is_err() {
+                counters.stats_dropped.fetch_add(1, Ordering::Relaxed);
+            }
         }
     }
 
@@ -204,11 +211,11 @@ impl ingest::capture_run::RecordStream for KafkaStream {
             warnings.push(e);
         }
         let info = manifest_info(&brokers, &topic, id, partitions, &counters);
-        if info.records_dropped + info.records_failed > 0 {
+        if info.records_dropped + info.records_failed + info.stats_dropped > 0 {
             warnings.push(format!(
-                "Kafka: {} records dropped (queue full), {} not taken by the broker; the \
-                 dataset has them all",
-                info.records_dropped, info.records_failed
+                "Kafka: {} records dropped (queue full), {} not taken by the broker, {} stats \
+                 messages dropped (queue full); the dataset has them all",
+                info.records_dropped, info.records_failed, info.stats_dropped
             ));
         }
         info
@@ -237,6 +244,7 @@ pub fn manifest_info(
         records_dropped: get(&c.records_dropped),
         records_failed: get(&c.records_failed),
         records_delivered: get(&c.records_delivered),
+        stats_dropped: get(&c.stats_dropped),
         ..Default::default()
     }
 }
