@@ -756,6 +756,49 @@ fn without_privileges_the_error_says_what_to_do() {
         );
     }
     assert_eq!(records(&ds).len(), 500);
+    for d in std::iter::once(ds.clone()).chain(
+        walk(&ds)
+            .iter()
+            .filter_map(|f| f.parent().map(Path::to_path_buf)),
+    ) {
+        let mode = std::fs::metadata(&d).unwrap().mode() & 0o777;
+        assert_eq!(mode, 0o750, "{} mode {mode:o}", d.display());
+    }
+}
+
+/// A user holding only CAP_NET_RAW (no root) captures, and holds no
+/// capability at all once the rings are open.
+#[test]
+fn cap_net_raw_is_enough_and_is_given_up_once_the_rings_are_open() {
+    let net = VethPair::new("netraw");
+    let s = Scratch::new("cap-netraw");
+    std::fs::set_permissions(&s.0, std::os::unix::fs::PermissionsExt::from_mode(0o777)).unwrap();
+    let ds = s.join("ds");
+    let mut c = VethPair::exec(&net.b, "setpriv");
+    c.args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+        .args(["--inh-caps=-all,+net_raw", "--ambient-caps=-all,+net_raw"])
+        .args([WEIR, "capture", "-i", IFACE, "-o"])
+        .arg(&ds)
+        .args(["-j", "2", "-c", "500", "--duration", "30s", "udp"]);
+    let cap = Background::start(c, "capturing on", Duration::from_secs(30));
+    let status = std::fs::read_to_string(format!("/proc/{}/status", cap.pid())).unwrap();
+    for set in ["CapInh", "CapPrm", "CapEff", "CapAmb"] {
+        let line = status
+            .lines()
+            .find(|l| l.starts_with(set))
+            .unwrap_or_else(|| panic!("no {set} in {status}"));
+        assert!(
+            line.ends_with("0000000000000000"),
+            "still holds capabilities: {line}"
+        );
+    }
+    send(
+        &net.a,
+        &["--count", "500", "--rate", "20000", "--size", "100"],
+    );
+    let r = cap.wait(Duration::from_secs(40));
+    assert_eq!(r.code(), 0, "{}", r.stderr());
+    assert_eq!(records(&ds).len(), 500);
 }
 
 /// Two boxes' worth of `--shard`: captures of share 0/2 and 1/2 next to two

@@ -28,7 +28,7 @@ impl Dataset {
             Self::clear(root)?;
         }
         let packets = root.join(PACKETS_DIR);
-        fs::create_dir_all(&packets).map_err(|e| StoreError::io(&packets, e))?;
+        crate::files::create_dirs(&packets)?;
         Ok(Dataset {
             root: root.to_path_buf(),
         })
@@ -120,7 +120,7 @@ impl Dataset {
             std::process::id()
         ));
         let _ = fs::remove_dir_all(&tmp);
-        fs::create_dir_all(tmp.join(PACKETS_DIR)).map_err(|e| StoreError::io(&tmp, e))?;
+        crate::files::create_dirs(&tmp.join(PACKETS_DIR))?;
         let staged = Dataset { root: tmp.clone() };
         let placed = staged
             .write_manifest(manifest)
@@ -161,7 +161,7 @@ impl Dataset {
     /// A subdirectory (`pcap`, `stats`), made if missing.
     pub fn subdir(&self, name: &str) -> Result<PathBuf, StoreError> {
         let d = self.root.join(name);
-        fs::create_dir_all(&d).map_err(|e| StoreError::io(&d, e))?;
+        crate::files::create_dirs(&d)?;
         Ok(d)
     }
 

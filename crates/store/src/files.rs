@@ -2,10 +2,20 @@
 //! traffic.
 
 use std::fs::{File, OpenOptions};
-use std::os::unix::fs::OpenOptionsExt;
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::Path;
 
 use crate::error::StoreError;
+
+/// Creates `path` and any missing parents, open to owner and group only
+/// (0750): a capture is as private as the traffic in it.
+pub fn create_dirs(path: &Path) -> Result<(), StoreError> {
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o750)
+        .create(path)
+        .map_err(|e| StoreError::io(path, e))
+}
 
 /// Creates (or truncates) `path` for writing, readable by owner and group.
 pub fn create_file(path: &Path) -> Result<File, StoreError> {

@@ -695,7 +695,7 @@ pub fn write_flow_file(
         .unwrap_or_default();
     let part = path.with_file_name(format!(".{name}.part"));
     if let Some(dir) = path.parent() {
-        std::fs::create_dir_all(dir).map_err(|e| StoreError::io(dir, e))?;
+        crate::files::create_dirs(dir)?;
     }
     let file = create_file(&part)?;
     // Dictionaries do not pay here: times are offsets from the slice's

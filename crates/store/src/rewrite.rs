@@ -61,7 +61,7 @@ pub fn rewrite_tables<'a>(
             continue;
         }
         let out_dir = dst.join(table);
-        std::fs::create_dir_all(&out_dir).map_err(|e| StoreError::io(&out_dir, e))?;
+        crate::files::create_dirs(&out_dir)?;
         for name in names {
             let from = dir.join(&name);
             let to = out_dir.join(&name);

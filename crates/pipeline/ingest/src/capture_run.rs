@@ -194,6 +194,7 @@ pub fn capture(
         };
         capture::privilege::become_user(user, Some(out))?;
     }
+    capture::privilege::drop_capabilities()?;
     let rings = opened.rings();
     // Both callbacks report through the caller's one function, in turn.
     let on_event = std::cell::RefCell::new(&mut on_event);

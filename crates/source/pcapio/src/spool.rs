@@ -261,8 +261,13 @@ impl FreeBlocks {
     }
     /// A new block, at the bottom of the pool.
     fn add(&self, b: Vec<u8>) {
-        self.lock().push_front(b);
+        // Counted before it can be seen in the pool, so that a reader of
+        // the pool's length and then of `made` never finds more free
+        // blocks than made ones.
+        let mut list = self.lock();
         self.made.fetch_add(1, Ordering::Relaxed);
+        list.push_front(b);
+        drop(list);
         self.list.1.notify_one();
     }
     fn len(&self) -> usize {
@@ -488,7 +493,13 @@ impl Spool {
 
     /// Blocks queued for the writer or being written: how far behind it is.
     pub fn backlog(&self) -> usize {
-        (self.free.made() - self.free.len()).saturating_sub(self.cur.is_some() as usize)
+        // The pool's length first: a block the grower adds in between is
+        // then in `made` and not in the length, never the other way round.
+        let free = self.free.len();
+        self.free
+            .made()
+            .saturating_sub(free)
+            .saturating_sub(self.cur.is_some() as usize)
     }
 
     /// Sends the partly filled block to the writer (call now and then, so
