@@ -27,6 +27,8 @@ pub enum ReadErrorKind {
     },
     /// A header or block is malformed.
     Malformed(String),
+    /// The file shrank while it was being read (truncated or rewritten).
+    Shrank { was: u64, now: u64 },
 }
 
 /// An error reading a trace: which file, where in it, and what went wrong.
@@ -61,6 +63,13 @@ impl fmt::Display for ReadError {
         match &self.kind {
             ReadErrorKind::Io(e) => write!(f, "{path}: {e} (at {at})"),
             ReadErrorKind::Empty => write!(f, "{path}: the file is empty; nothing to read"),
+            ReadErrorKind::Shrank { was, now } => write!(
+                f,
+                "{path}: the file shrank from {was} to {now} bytes while being read (something \
+                 truncated or rewrote it); every frame before {at} was read, those past byte \
+                 {now} as zeros if they were still being decoded. Read a copy that nothing \
+                 writes to"
+            ),
             ReadErrorKind::NotATrace { magic } => write!(
                 f,
                 "{path}: not a pcap or pcapng file (it starts with {:02x} {:02x} {:02x} {:02x}); \

@@ -15,6 +15,7 @@
 
 mod error;
 pub mod fetch;
+mod mapguard;
 mod reader;
 mod writer;
 

@@ -14,6 +14,7 @@ use pcap_parser::traits::PcapNGPacketBlock;
 use wire::LinkType;
 
 use crate::error::{ReadError, ReadErrorKind};
+use crate::mapguard::GuardedMap;
 
 /// Largest captured frame accepted from a pcap record, unless the file's
 /// snap length asks for more (libpcap's own ceiling is 256 KiB).
@@ -115,7 +116,7 @@ pub struct FrameDesc {
 pub enum ChunkData {
     Owned(Vec<u8>),
     Mapped {
-        map: Arc<memmap2::Mmap>,
+        map: Arc<GuardedMap>,
         range: Range<usize>,
     },
 }
@@ -164,7 +165,7 @@ impl Drop for ChunkData {
                 // into a page of the next chunk) maps them again from the
                 // page cache.
                 let _ = unsafe {
-                    map.unchecked_advise_range(
+                    map.map_ref().unchecked_advise_range(
                         memmap2::UncheckedAdvice::DontNeed,
                         start,
                         end - start,
@@ -217,9 +218,9 @@ pub struct ReaderOptions {
     pub chunk_bytes: usize,
     /// Map plain (uncompressed) regular files into memory instead of
     /// copying them through `read`: chunks are then views of the page
-    /// cache, several times cheaper for large frames. A file that is
-    /// truncated while mapped kills the process with SIGBUS, so this can be
-    /// turned off for files that may shrink under weir.
+    /// cache, several times cheaper for large frames. A file truncated
+    /// while mapped reads as zeros past its new end (not SIGBUS: see
+    /// `mapguard`) and the next chunk is an error saying it shrank.
     pub mmap: bool,
 }
 
@@ -261,8 +262,11 @@ pub struct TraceReader {
     chunks: u64,
     frames: u64,
     spare: Vec<Vec<u8>>,
-    /// The whole file, when it is read through a memory map.
-    mapped: Option<Arc<memmap2::Mmap>>,
+    /// The whole file, when it is read through a memory map, and the file
+    /// (to see it shrink).
+    mapped: Option<(Arc<GuardedMap>, File)>,
+    /// Faults the map guard had answered when the map was made.
+    faults_at_open: u64,
 }
 
 impl TraceReader {
@@ -295,14 +299,15 @@ impl TraceReader {
         let is_file = file.metadata().map(|m| m.is_file()).unwrap_or(false);
         if options.mmap && is_file && reader.compression == Compression::None {
             // SAFETY: the map is only read. The one hazard, the file being
-            // truncated under us (SIGBUS), is documented on
-            // `ReaderOptions::mmap`, which turns this off.
-            if let Ok(map) = unsafe { memmap2::Mmap::map(&file) } {
-                let _ = map.advise(memmap2::Advice::Sequential);
+            // truncated under us, is what the guard answers: pages past the
+            // new end read as zeros, and the reader stops with an error.
+            if let Ok(map) = unsafe { GuardedMap::map(&file) } {
+                let _ = map.map_ref().advise(memmap2::Advice::Sequential);
                 // Headers were read through the stream; records come from
                 // the map, starting where the stream stopped.
                 reader.carry.clear();
-                reader.mapped = Some(Arc::new(map));
+                reader.faults_at_open = crate::mapguard::faults();
+                reader.mapped = Some((Arc::new(map), file));
             }
         }
         Ok(reader)
@@ -383,6 +388,7 @@ impl TraceReader {
             frames: 0,
             spare: Vec::new(),
             mapped: None,
+            faults_at_open: 0,
         };
         reader.read_file_header()?;
         Ok(reader)
@@ -563,7 +569,9 @@ impl TraceReader {
         if self.finished {
             return Ok(None);
         }
-        if let Some(map) = self.mapped.clone() {
+        if let Some((map, _)) = self.mapped.as_ref() {
+            let map = map.clone();
+            self.check_not_shrunk(map.len())?;
             return self.try_chunk_mapped(map);
         }
         let target = self.options.chunk_bytes.max(64 * 1024);
@@ -655,7 +663,30 @@ impl TraceReader {
 
     /// [`Self::try_chunk`] for a mapped file: the chunk is a view of the map
     /// from where the last one ended, over whole records.
-    fn try_chunk_mapped(&mut self, map: Arc<memmap2::Mmap>) -> Result<Option<Chunk>, ReadError> {
+    /// A mapped file that shrank since it was mapped (or whose map met a
+    /// page past the file's end) ends the reading with an error that says
+    /// so, before any frame of the missing part is handed out.
+    fn check_not_shrunk(&mut self, mapped: usize) -> Result<(), ReadError> {
+        let Some((_, file)) = self.mapped.as_ref() else {
+            return Ok(());
+        };
+        let now = file.metadata().map(|m| m.len()).unwrap_or(0);
+        if now < mapped as u64 || crate::mapguard::faults() != self.faults_at_open {
+            self.finished = true;
+            return Err(ReadError {
+                path: self.path.clone(),
+                offset: self.offset,
+                decompressed: false,
+                kind: ReadErrorKind::Shrank {
+                    was: mapped as u64,
+                    now,
+                },
+            });
+        }
+        Ok(())
+    }
+
+    fn try_chunk_mapped(&mut self, map: Arc<GuardedMap>) -> Result<Option<Chunk>, ReadError> {
         let len = map.len();
         let start = self.offset as usize;
         if start >= len {

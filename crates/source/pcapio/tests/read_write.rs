@@ -502,3 +502,44 @@ fn tcpdump_corpus_reads_or_fails_clearly() {
         files.len()
     );
 }
+
+/// A mapped trace cut short while it is being read (another program
+/// truncating or rewriting it): the frames handed out before still read
+/// (as zeros past the new end, not a SIGBUS), and the next chunk is an
+/// error that says the file shrank.
+#[test]
+fn a_trace_that_shrinks_while_mapped_gives_an_error_not_sigbus() {
+    let path = tmp("shrinks.pcap");
+    write_trace(&path, &frames(6000));
+    let len = std::fs::metadata(&path).unwrap().len();
+    let opts = ReaderOptions {
+        chunk_bytes: 256 * 1024,
+        mmap: true,
+    };
+    let mut r = TraceReader::open(&path, opts).unwrap();
+    let first = r.next_chunk().unwrap().expect("a first chunk");
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&path)
+        .unwrap()
+        .set_len(64 * 1024)
+        .unwrap();
+    // The first chunk's frames past 64 KiB now lie past the file's end.
+    let touched: u64 = first
+        .iter()
+        .map(|(_, b)| b.iter().map(|&x| x as u64).sum::<u64>())
+        .sum();
+    std::hint::black_box(touched);
+    let e = match r.next_chunk() {
+        Err(e) => e,
+        Ok(c) => panic!(
+            "read on after the file shrank: {:?}",
+            c.map(|c| c.frames.len())
+        ),
+    };
+    assert!(
+        matches!(e.kind, ReadErrorKind::Shrank { was, now } if was == len && now == 64 * 1024),
+        "{e}"
+    );
+    assert!(e.to_string().contains("shrank"), "{e}");
+}
