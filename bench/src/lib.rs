@@ -11,6 +11,7 @@ use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
 use serde_json::{Value, json};
+pub use util::fmt::group_digits;
 
 /// Marks a scratch directory as ours, so a stale one may be removed.
 pub const MARKER: &str = ".weir-bench-scratch";
@@ -460,19 +461,6 @@ impl Spread {
             f(self.median)
         }
     }
-}
-
-pub fn digits(n: u64) -> String {
-    let s = n.to_string();
-    let mut out = String::new();
-    for (i, c) in s.chars().enumerate() {
-        let left = s.len() - i;
-        if i > 0 && left / 3 * 3 == left {
-            out.push(',');
-        }
-        out.push(c);
-    }
-    out
 }
 
 pub fn mb(b: u64) -> String {

@@ -9,7 +9,7 @@ use std::time::Duration;
 use capture::{Interface, RingOptions};
 use clap::Args;
 use ingest::live::{self, Ended, LiveOptions, PcapOut, Second};
-use store::manifest::{group_digits, human_bytes};
+use util::fmt::{group_digits, human_bytes};
 
 use crate::units::{parse_duration, parse_size};
 

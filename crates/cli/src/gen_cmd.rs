@@ -9,10 +9,10 @@ use std::time::Duration;
 
 use capture::tx::{Burst, TxMethod, TxOptions, TxReport};
 use clap::{Args, ValueEnum};
-use store::manifest::group_digits;
 use traffic::{
     AppMix, FixedSize, Flood, FloodSpec, FrameSizes, FrameSource, Imix, PayloadFill, Timing,
 };
+use util::fmt::group_digits;
 
 use crate::units::parse_duration;
 
@@ -392,7 +392,7 @@ fn write_file(
         println!(
             "weir gen: wrote {} frames ({}) to {}",
             group_digits(frames),
-            store::manifest::human_bytes(bytes),
+            util::fmt::human_bytes(bytes),
             path.display()
         );
     }

@@ -250,19 +250,19 @@ pub fn run(a: ReadArgs) -> Result<ExitCode, String> {
         eprintln!(
             "weir read: {} frames to {} ({} candidates in the window{}); read {} of packet \
              records, {} row groups read, {} skipped by their time statistics",
-            store::manifest::group_digits(written),
+            util::fmt::group_digits(written),
             if to_stdout {
                 "standard output".to_string()
             } else {
                 a.out.display().to_string()
             },
-            store::manifest::group_digits(cands.len() as u64),
+            util::fmt::group_digits(cands.len() as u64),
             if unreachable > 0 {
                 format!(", {unreachable} records without a frame{retention_note}")
             } else {
                 String::new()
             },
-            store::manifest::human_bytes(scan.bytes_scanned),
+            util::fmt::human_bytes(scan.bytes_scanned),
             scan.row_groups_read,
             scan.row_groups_pruned,
         );

@@ -104,7 +104,7 @@ impl SegmentAt {
     /// header and the call's arguments) from the frame's `bytes`.
     #[inline(always)]
     fn prefetch(&self, bytes: &[u8]) {
-        wire::hint::prefetch(bytes.as_ptr().wrapping_add(self.payload_start as usize), 3);
+        util::hint::prefetch(bytes.as_ptr().wrapping_add(self.payload_start as usize), 3);
     }
 
     /// The segment, its payload taken from the frame's `bytes`.
