@@ -784,7 +784,7 @@ pub fn track_and_write(
     }
     let mut w = Box::new(store::rpc::RpcWriter::new(root, 0, 1 << 22));
     run_tracker(chunks, segments, batch, |tracker| {
-        w.write_ready(tracker).expect("writing the rpc tables");
+        ingest::write_ready_transactions(&mut w, tracker).expect("writing the rpc tables");
     });
     let rows = w.rows();
     w.finish().expect("closing the rpc tables");
