@@ -11,6 +11,7 @@ use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
 use serde_json::{Value, json};
+pub use util::fmt::group_digits;
 
 /// Marks a scratch directory as ours, so a stale one may be removed.
 pub const MARKER: &str = ".weir-bench-scratch";
@@ -462,19 +463,6 @@ impl Spread {
     }
 }
 
-pub fn digits(n: u64) -> String {
-    let s = n.to_string();
-    let mut out = String::new();
-    for (i, c) in s.chars().enumerate() {
-        let left = s.len() - i;
-        if i > 0 && left / 3 * 3 == left {
-            out.push(',');
-        }
-        out.push(c);
-    }
-    out
-}
-
 pub fn mb(b: u64) -> String {
     if b >= 1 << 30 {
         format!("{:.2} GiB", b as f64 / (1u64 << 30) as f64)
@@ -796,7 +784,7 @@ pub fn track_and_write(
     }
     let mut w = Box::new(store::rpc::RpcWriter::new(root, 0, 1 << 22));
     run_tracker(chunks, segments, batch, |tracker| {
-        w.write_ready(tracker).expect("writing the rpc tables");
+        ingest::write_ready_transactions(&mut w, tracker).expect("writing the rpc tables");
     });
     let rows = w.rows();
     w.finish().expect("closing the rpc tables");

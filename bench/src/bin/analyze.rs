@@ -392,7 +392,7 @@ fn run(o: &Opts) -> Result<(), String> {
         md,
         "Dataset: {} records of the application mix in {nparts} parts ({} of Parquet, {:.2} \
          B/record), made in {make_s:.0} s; {} repetitions, engines alternating.\n",
-        digits(records),
+        group_digits(records),
         mb(parquet_bytes),
         parquet_bytes as f64 / records.max(1) as f64,
         o.reps
@@ -452,7 +452,7 @@ fn run(o: &Opts) -> Result<(), String> {
             "\n`weir read --from +{mid}s --to +{}s` of a dataset of {} 64-byte frames (1 M/s, {} of \
              records): {} s wall (median of {}).\nweir said: {read_msg}",
             mid + 1,
-            digits(*read_frames),
+            group_digits(*read_frames),
             mb(*read_ds_bytes),
             rd.show(o.reps, |x| format!("{x:.3}")),
             o.reps

@@ -445,10 +445,10 @@ fn run(o: &Opts) -> Result<(), String> {
             let _ = writeln!(
                 md,
                 "| {size} | {capturer} | {} | {} | {:.1} % | {} | {} | {} | {:.1} |",
-                digits(r.offered),
-                digits(r.kept),
+                group_digits(r.offered),
+                group_digits(r.kept),
                 r.kept as f64 * 100.0 / r.offered.max(1) as f64,
-                digits(r.dropped_reported),
+                group_digits(r.dropped_reported),
                 if busy.is_empty() {
                     "–".to_string()
                 } else {

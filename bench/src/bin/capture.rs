@@ -838,8 +838,8 @@ fn run(o: &Opts) -> Result<(), String> {
                 let r = one_run(&cx, c, size, rep)?;
                 eprintln!(
                     "    offered {} captured {} ({:.1} %), CPU {:.2} s = {} ns/frame",
-                    digits(r.offered),
-                    digits(r.captured),
+                    group_digits(r.offered),
+                    group_digits(r.captured),
                     r.captured_share() * 100.0,
                     r.cpu_s,
                     ns(r.cpu_ns_per_frame())
@@ -1028,7 +1028,7 @@ fn report(o: &Opts, capturers: &[Capturer], runs: &[Run]) -> String {
         for (c, s) in &sums {
             let count = |x: f64| {
                 if x.is_finite() {
-                    digits(x as u64)
+                    group_digits(x as u64)
                 } else {
                     "—".into()
                 }

@@ -828,7 +828,7 @@ fn setup_markdown(setup: &Value, inputs: &[Input]) -> String {
         "- {} repetition(s), interleaved; tshark on the first {} frames of each input; \
          tshark start-up {:.2} s (included in its times)\n",
         s("repetitions"),
-        digits(setup["tshark_prefix_frames"].as_u64().unwrap_or(0)),
+        group_digits(setup["tshark_prefix_frames"].as_u64().unwrap_or(0)),
         setup["tshark_startup_s"]["median"]
             .as_f64()
             .unwrap_or(f64::NAN)
@@ -843,7 +843,7 @@ fn setup_markdown(setup: &Value, inputs: &[Input]) -> String {
             i.origin,
             i.path.display(),
             mb(i.bytes),
-            digits(i.frames),
+            group_digits(i.frames),
             i.bytes as f64 / i.frames as f64
         );
     }
@@ -1032,7 +1032,7 @@ impl Report {
                     "| {} | {}{mark} | {}{prefix} | {} | {} | {} | {:.2} | {:.0}% | {} | {:.2} |",
                     inp.name,
                     tool.label(),
-                    digits(s.frames),
+                    group_digits(s.frames),
                     s.wall.show(reps, |x| format!("{x:.2}")),
                     s.fps.show(reps, mfps),
                     s.cpu_ns.show(reps, ns),
@@ -1050,7 +1050,7 @@ impl Report {
              of start-up. CPU = user + sys of the child (wait4); CPU÷wall = cores it kept busy; sys = \
              share of its CPU in the kernel; other load = cores used by other processes while it ran \
              (median, from /proc/stat).",
-            digits(self.sz.tshark_prefix),
+            group_digits(self.sz.tshark_prefix),
             self.tshark_startup.median
         );
 

@@ -206,7 +206,7 @@ fn run(o: &Opts) -> Result<(), String> {
     println!(
         "{} records of `weir gen --model app` in {nparts} dataset(s) under {}; {cores} cores; \
          weir {}; {} repetitions, medians (min–max).\n",
-        digits(records),
+        group_digits(records),
         o.dir.display(),
         git_revision(),
         o.reps
@@ -252,7 +252,7 @@ fn run(o: &Opts) -> Result<(), String> {
         "Packet writer CPU per frame over {} records: {:.1} ns with the flows table, {:.1} \
          without (medians of {}); the difference, {:.1} ns, is {:.1} % of weir convert's \
          {:.1} ns of CPU per frame.",
-        digits(recs.len() as u64),
+        group_digits(recs.len() as u64),
         w.median,
         wo.median,
         with.len(),

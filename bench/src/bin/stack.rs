@@ -340,8 +340,8 @@ fn real_main() -> Result<(), String> {
                 rep + 1,
                 mode.name(),
                 run.gbps,
-                digits(run.events),
-                digits(run.lost)
+                group_digits(run.events),
+                group_digits(run.lost)
             );
             runs[i].push(run);
         }
@@ -399,9 +399,13 @@ fn real_main() -> Result<(), String> {
             if is_plain {
                 "—".into()
             } else {
-                eps.show(args.reps, |x| digits(x as u64))
+                eps.show(args.reps, |x| group_digits(x as u64))
             },
-            if is_plain { "—".into() } else { digits(lost) },
+            if is_plain {
+                "—".into()
+            } else {
+                group_digits(lost)
+            },
             if is_plain {
                 "—".into()
             } else {

@@ -11,7 +11,7 @@ use ingest::capture_run::{
 };
 use ingest::live::{Ended, Second};
 use pcapio::spool::OnFull;
-use store::manifest::{group_digits, human_bytes};
+use util::fmt::{group_digits, human_bytes};
 
 use crate::units::{parse_duration, parse_size};
 

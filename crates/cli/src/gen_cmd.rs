@@ -7,12 +7,12 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use capture::tx::{Burst, TxMethod, TxOptions, TxReport};
+use capture::tx::{Burst, TxMethod, TxOptions, TxReport, TxSource};
 use clap::{Args, ValueEnum};
-use store::manifest::group_digits;
 use traffic::{
     AppMix, FixedSize, Flood, FloodSpec, FrameSizes, FrameSource, Imix, PayloadFill, Timing,
 };
+use util::fmt::group_digits;
 
 use crate::units::parse_duration;
 
@@ -321,12 +321,26 @@ pub fn run(a: GenArgs) -> Result<ExitCode, String> {
                 ..TxOptions::default()
             };
             crate::signals::install();
-            let report = capture::tx::send(iface, source.as_mut(), &opts, &crate::signals::STOP)
+            let mut frames = ToSend(source.as_mut());
+            let report = capture::tx::send(iface, &mut frames, &opts, &crate::signals::STOP)
                 .map_err(|e| e.to_string())?;
             print_report(&report, model, rate, batch, a.json);
             Ok(ExitCode::SUCCESS)
         }
         (None, None) => unreachable!("checked above"),
+    }
+}
+
+/// A traffic model as the sender takes its frames.
+struct ToSend<'a>(&'a mut dyn FrameSource);
+
+impl TxSource for ToSend<'_> {
+    fn next_frame(&mut self, out: &mut Vec<u8>) -> bool {
+        self.0.next_frame(out).is_some()
+    }
+
+    fn period(&self) -> Option<u64> {
+        self.0.period()
     }
 }
 
@@ -392,7 +406,7 @@ fn write_file(
         println!(
             "weir gen: wrote {} frames ({}) to {}",
             group_digits(frames),
-            store::manifest::human_bytes(bytes),
+            util::fmt::human_bytes(bytes),
             path.display()
         );
     }

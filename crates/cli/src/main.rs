@@ -238,8 +238,8 @@ fn show_progress(progress: &ingest::Progress, done: &std::sync::atomic::AtomicBo
         let secs = bar.elapsed().as_secs_f64().max(1e-3);
         bar.set_message(format!(
             "{} frames, {} read, {:.2} M frames/s",
-            store::manifest::group_digits(frames),
-            store::manifest::human_bytes(bytes),
+            util::fmt::group_digits(frames),
+            util::fmt::human_bytes(bytes),
             frames as f64 / secs / 1e6
         ));
         std::thread::sleep(Duration::from_millis(100));
@@ -291,7 +291,7 @@ fn recover(a: RecoverArgs) -> Result<ExitCode, String> {
     for (name, frames, cut) in &r.pcap_repaired {
         println!(
             "weir recover: pcap/{name}: kept {} whole frames, cut {cut} bytes of a torn tail",
-            store::manifest::group_digits(*frames)
+            util::fmt::group_digits(*frames)
         );
     }
     for p in &r.parts_removed {

@@ -6,7 +6,7 @@ use std::process::ExitCode;
 
 use analyze::read::{ReadOptions, ReadOutput, read_frames};
 use clap::Args;
-use store::manifest::{group_digits, human_bytes};
+use util::fmt::{group_digits, human_bytes};
 
 use crate::analyze_cmd::{parse_window, split_datasets};
 

@@ -7,7 +7,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::Args;
-use store::manifest::group_digits;
+use util::fmt::group_digits;
 
 use crate::units::{parse_duration, parse_size};
 

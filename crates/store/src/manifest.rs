@@ -4,6 +4,7 @@
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
+use util::fmt::{group_digits, human_bytes};
 
 use crate::packets::{PacketFileSummary, RowOrder};
 
@@ -438,30 +439,6 @@ pub struct RunInfo {
     pub workers: u32,
     pub elapsed_s: f64,
     pub frames_per_s: f64,
-}
-
-/// `1234567` as `1,234,567`.
-pub fn group_digits(n: u64) -> String {
-    let s = n.to_string();
-    let mut out = String::with_capacity(s.len() + s.len() / 3);
-    for (i, c) in s.chars().enumerate() {
-        if i > 0 && (s.len() - i) % 3 == 0 {
-            out.push(',');
-        }
-        out.push(c);
-    }
-    out
-}
-
-/// Bytes in B/kB/MB/GB (decimal, as networks count).
-pub fn human_bytes(n: u64) -> String {
-    let f = n as f64;
-    match n {
-        0..1_000 => format!("{n} B"),
-        1_000..1_000_000 => format!("{:.1} kB", f / 1e3),
-        1_000_000..1_000_000_000 => format!("{:.1} MB", f / 1e6),
-        _ => format!("{:.2} GB", f / 1e9),
-    }
 }
 
 impl Manifest {

@@ -242,7 +242,7 @@ impl PacketWriter {
             for (k, &i) in order.iter().enumerate() {
                 if let Some(&next) = order.get(k + AHEAD) {
                     // A record spans up to three cache lines.
-                    wire::hint::prefetch(&rows[next as usize], 3);
+                    util::hint::prefetch(&rows[next as usize], 3);
                 }
                 let row = &rows[i as usize];
                 if let Some(f) = flows.as_deref_mut() {

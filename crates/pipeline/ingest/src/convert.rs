@@ -14,8 +14,8 @@ use store::{Dataset, StoreError};
 use crate::rpc::{RpcMode, RpcOptions, RpcStage, SegmentAt, TablesOn, chunk_segments};
 use crate::stats::FrameStats;
 use crate::worker::{FrameMeta, Worker, WorkerOptions};
+use util::fasthash::FastMap;
 use wire::decode::flow_hash_of;
-use wire::fasthash::FastMap;
 
 /// A trace to convert.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -17,6 +17,9 @@ mod stats;
 mod worker;
 
 pub use convert::{ConvertError, ConvertOptions, ConvertReport, Input, Progress, convert};
-pub use rpc::{RpcMode, RpcOptions, RpcStage, SegmentAt, TablesOn, chunk_segments};
+pub use rpc::{
+    RpcMode, RpcOptions, RpcStage, SegmentAt, TablesOn, chunk_segments, write_ready_transactions,
+    write_transaction,
+};
 pub use stats::{FrameStats, ProtocolClass};
 pub use worker::{FrameMeta, RecordTap, StatsTap, Taps, Worker, WorkerOptions};

@@ -8,7 +8,7 @@
 use std::collections::hash_map::Entry;
 use std::hash::{Hash, Hasher};
 
-use wire::fasthash::FastMap;
+use util::fasthash::FastMap;
 
 use crate::msg::{self, Call, Message, ReplyStatus};
 use crate::nfs::{self, CallDetail, Op};

@@ -19,9 +19,7 @@
 pub mod build;
 mod bytes;
 pub mod decode;
-pub mod fasthash;
 pub mod flow;
-pub mod hint;
 pub mod ip;
 pub mod link;
 pub mod linktype;

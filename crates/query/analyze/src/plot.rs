@@ -13,7 +13,7 @@ use plotters::prelude::*;
 
 use crate::analyses::{BurstScale, Table};
 use crate::error::AnalyzeError;
-use crate::render::{human_duration, si};
+use util::fmt::{human_duration, si};
 
 const SIZE: (u32, u32) = (1100, 760);
 const FONTS: &[&str] = &[

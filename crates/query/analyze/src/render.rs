@@ -12,6 +12,8 @@ use datafusion::arrow::array::{Array, AsArray, RecordBatch};
 use datafusion::arrow::datatypes::{DataType, Float64Type, Int64Type, UInt16Type, UInt64Type};
 use datafusion::arrow::util::display::{ArrayFormatter, FormatOptions};
 
+use util::fmt::{human_duration, si};
+
 use crate::analyses::Table;
 use crate::error::AnalyzeError;
 
@@ -233,30 +235,6 @@ fn float_at(a: &dyn Array, r: usize) -> Option<f64> {
     }
 }
 
-/// 1234567.0 -> "1.23 M".
-pub fn si(x: f64) -> String {
-    let (v, p) = [(1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")]
-        .into_iter()
-        .find(|(s, _)| x.abs() >= *s)
-        .map_or((x, ""), |(s, p)| (x / s, p));
-    let digits = format!("{v:.3}");
-    let digits = digits.trim_end_matches('0').trim_end_matches('.');
-    format!("{digits} {p}").trim_end().to_string()
-}
-
-pub fn human_duration(ns: i64) -> String {
-    let x = ns as f64;
-    if ns.abs() >= 1_000_000_000 {
-        format!("{:.3} s", x / 1e9)
-    } else if ns.abs() >= 1_000_000 {
-        format!("{:.3} ms", x / 1e6)
-    } else if ns.abs() >= 1_000 {
-        format!("{:.3} us", x / 1e3)
-    } else {
-        format!("{ns} ns")
-    }
-}
-
 /// TCP flags as tcpdump names them, in its order: S F R P . (ACK) U E W.
 pub fn tcp_flags_text(f: i64) -> String {
     let mut s = String::new();
@@ -283,11 +261,6 @@ mod tests {
 
     #[test]
     fn people_formats() {
-        assert_eq!(si(1_234_567.0), "1.235 M");
-        assert_eq!(si(12.0), "12");
-        assert_eq!(si(300_000.0), "300 k");
-        assert_eq!(si(3.5e9), "3.5 G");
-        assert_eq!(human_duration(1_500_000), "1.500 ms");
         assert_eq!(tcp_flags_text(0x12), "S.");
         assert_eq!(tcp_flags_text(0x19), "FP.");
     }

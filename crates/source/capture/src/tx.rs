@@ -15,10 +15,11 @@
 //! On the veth pairs of the test machines `sendmmsg` is the faster of the
 //! two (see [`TxMethod::default`]).
 //!
-//! Frames come from a [`FrameSource`]. A periodic source (the flood model)
-//! is built once, one whole cycle, and replayed; other sources (and cycles
-//! larger than the memory allowed) are asked for each frame into a ring of
-//! buffers that are reused, so the send loop never allocates. A token
+//! Frames come from a [`TxSource`], the caller's traffic model (`weir gen`
+//! wires in the traffic crate's models). A periodic source (the flood
+//! model) is built once, one whole cycle, and replayed; other sources (and
+//! cycles larger than the memory allowed) are asked for each frame into a
+//! ring of buffers that are reused, so the send loop never allocates. A token
 //! bucket on the monotonic clock paces frames when a rate is given, an
 //! on/off schedule makes bursts, and the loop stops at a frame count, after
 //! a duration, or when a stop flag is set. Frames the kernel refuses for
@@ -32,11 +33,25 @@ use std::str::FromStr;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
-use traffic::FrameSource;
 use wire::LinkType;
 
 use crate::iface::{Interface, InterfaceError};
 use crate::sys;
+
+/// Where [`send`] takes its frames from: the caller's traffic model.
+pub trait TxSource {
+    /// Writes the next frame into `out` (after clearing it); `false` when
+    /// the source is exhausted.
+    fn next_frame(&mut self, out: &mut Vec<u8>) -> bool;
+
+    /// `Some(p)` if the frames repeat byte for byte every `p` frames for
+    /// as long as the source runs: the sender then builds `p` frames once
+    /// and sends them round and round, treating the source as endless.
+    /// `None` (the default): every frame is asked for.
+    fn period(&self) -> Option<u64> {
+        None
+    }
+}
 
 /// How frames are handed to the kernel.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -242,7 +257,7 @@ pub enum TxError {
 /// replayed, or frames built as they are needed into a ring of reused
 /// buffers (after a prefix built up front, if a cycle did not fit).
 struct Frames<'a> {
-    source: &'a mut dyn FrameSource,
+    source: &'a mut dyn TxSource,
     /// Frames built up front, back to back: the whole cycle, or a prefix.
     data: Vec<u8>,
     /// Where frame i of `data` starts; one more entry for the end.
@@ -263,11 +278,7 @@ const STREAM_SLOTS: usize = 1024;
 const MAX_CYCLE_FRAMES: u64 = 1 << 22;
 
 impl<'a> Frames<'a> {
-    fn new(
-        source: &'a mut dyn FrameSource,
-        max_len: usize,
-        opts: &TxOptions,
-    ) -> Result<Self, usize> {
+    fn new(source: &'a mut dyn TxSource, max_len: usize, opts: &TxOptions) -> Result<Self, usize> {
         let period = source.period().filter(|&p| p > 0 && p <= MAX_CYCLE_FRAMES);
         let mut data = Vec::new();
         let mut starts = vec![0];
@@ -275,7 +286,7 @@ impl<'a> Frames<'a> {
         if let Some(p) = period {
             let mut buf = Vec::with_capacity(2048);
             while ((starts.len() - 1) as u64) < p && data.len() < opts.pool_bytes {
-                if source.next_frame(&mut buf).is_none() {
+                if !source.next_frame(&mut buf) {
                     exhausted = true;
                     break;
                 }
@@ -339,7 +350,7 @@ impl<'a> Frames<'a> {
         while have < k && !self.exhausted {
             let n = self.bufs.len() as u64;
             let b = &mut self.bufs[((self.built - p) % n) as usize];
-            if self.source.next_frame(b).is_none() {
+            if !self.source.next_frame(b) {
                 self.exhausted = true;
                 break;
             }
@@ -750,10 +761,10 @@ pub fn check_interface(name: &str) -> Result<Interface, TxError> {
 /// Sends frames from `source` on interface `iface` until `opts.count`
 /// frames, `opts.duration`, the end of the source, or `stop` (at least one
 /// of count and duration must be given). A periodic source is treated as
-/// endless (see [`FrameSource::period`]).
+/// endless (see [`TxSource::period`]).
 pub fn send(
     iface: &str,
-    source: &mut dyn FrameSource,
+    source: &mut dyn TxSource,
     opts: &TxOptions,
     stop: &AtomicBool,
 ) -> Result<TxReport, TxError> {

@@ -7,7 +7,7 @@
 //! socket, and sequence numbers unwrapped past 4 GiB.
 
 use store::stack::{StackRow, TcpInfo};
-use wire::fasthash::FastMap;
+use util::fasthash::FastMap;
 
 /// Bytes of one event record (`EVENT_SIZE` in event.h).
 pub const EVENT_SIZE: usize = 176;

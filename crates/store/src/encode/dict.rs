@@ -46,7 +46,7 @@ impl DictKey for &'static str {
 /// `memcpy` per lookup.
 #[inline]
 pub fn hash_bytes(b: &[u8]) -> u64 {
-    use wire::fasthash::mix;
+    use util::fasthash::mix;
     let n = b.len();
     let word = |at: usize| u64::from_le_bytes(b[at..at + 8].try_into().unwrap_or_default());
     let half = |at: usize| u32::from_le_bytes(b[at..at + 4].try_into().unwrap_or_default()) as u64;
