@@ -444,7 +444,7 @@ pub fn run(a: CaptureArgs) -> Result<ExitCode, String> {
         match (&report.manifest, &a.output, &a.write) {
             (Some(m), Some(dir), _) => {
                 println!("weir capture: dataset {}", dir.display());
-                print!("{}", m.describe());
+                print!("{}", crate::describe::describe(m));
             }
             (_, _, Some(_)) => {
                 for f in &report.pcap_files {
