@@ -289,10 +289,12 @@ fn recover(a: RecoverArgs) -> Result<ExitCode, String> {
         println!("weir recover: {root} is complete; nothing to do");
         return Ok(ExitCode::SUCCESS);
     }
-    for (name, frames, cut) in &r.pcap_repaired {
+    for p in &r.pcap_repaired {
         println!(
-            "weir recover: pcap/{name}: kept {} whole frames, cut {cut} bytes of a torn tail",
-            store::manifest::group_digits(*frames)
+            "weir recover: pcap/{}: kept {} whole frames, cut {} bytes of a torn tail",
+            p.name,
+            store::manifest::group_digits(p.frames),
+            p.cut
         );
     }
     for p in &r.parts_removed {
