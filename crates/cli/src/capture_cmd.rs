@@ -310,7 +310,7 @@ fn print_summary(a: &CaptureArgs, report: &CaptureReport) {
     match (&r.manifest, &report.dataset, &a.write) {
         (Some(m), Some(dir), _) => {
             println!("weir capture: dataset {}", dir.display());
-            print!("{}", m.describe());
+            print!("{}", crate::describe::describe(m));
         }
         (_, _, Some(_)) => {
             for f in &r.pcap_files {

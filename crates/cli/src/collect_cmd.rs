@@ -73,7 +73,7 @@ pub fn run(a: CollectArgs) -> Result<ExitCode, String> {
             k.duplicates_skipped,
             r.elapsed.as_secs_f64()
         );
-        print!("{}", r.manifest.describe());
+        print!("{}", crate::describe::describe(&r.manifest));
     }
     Ok(ExitCode::SUCCESS)
 }

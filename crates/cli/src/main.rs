@@ -13,6 +13,7 @@ mod analyze_cmd;
 mod anonymize_cmd;
 mod capture_cmd;
 mod collect_cmd;
+mod describe;
 mod gen_cmd;
 mod merge_cmd;
 mod read_cmd;
@@ -211,7 +212,7 @@ fn convert(a: ConvertArgs) -> Result<ExitCode, String> {
     .map_err(|e| e.to_string())?;
     if !a.quiet {
         println!("weir convert: dataset {}", a.output.display());
-        print!("{}", report.manifest.describe());
+        print!("{}", describe::describe(&report.manifest));
     }
     for e in &report.source_errors {
         eprintln!("weir: warning: {e}");
@@ -276,7 +277,7 @@ fn info(a: InfoArgs) -> Result<ExitCode, String> {
         println!("{s}");
     } else {
         println!("weir dataset {}", a.dataset.display());
-        print!("{}", manifest.describe());
+        print!("{}", describe::describe(&manifest));
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -288,10 +289,12 @@ fn recover(a: RecoverArgs) -> Result<ExitCode, String> {
         println!("weir recover: {root} is complete; nothing to do");
         return Ok(ExitCode::SUCCESS);
     }
-    for (name, frames, cut) in &r.pcap_repaired {
+    for p in &r.pcap_repaired {
         println!(
-            "weir recover: pcap/{name}: kept {} whole frames, cut {cut} bytes of a torn tail",
-            util::fmt::group_digits(*frames)
+            "weir recover: pcap/{}: kept {} whole frames, cut {} bytes of a torn tail",
+            p.name,
+            util::fmt::group_digits(p.frames),
+            p.cut
         );
     }
     for p in &r.parts_removed {
@@ -307,7 +310,7 @@ fn recover(a: RecoverArgs) -> Result<ExitCode, String> {
     }
     if let Some(m) = &r.manifest {
         println!("weir recover: manifest rebuilt for {root}");
-        print!("{}", m.describe());
+        print!("{}", describe::describe(m));
     }
     Ok(ExitCode::SUCCESS)
 }

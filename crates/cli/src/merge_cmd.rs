@@ -69,7 +69,7 @@ pub fn run(a: MergeArgs) -> Result<ExitCode, String> {
             a.output.display(),
             report.elapsed.as_secs_f64()
         );
-        print!("{}", report.manifest.describe());
+        print!("{}", crate::describe::describe(&report.manifest));
     }
     Ok(ExitCode::SUCCESS)
 }

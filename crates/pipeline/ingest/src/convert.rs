@@ -237,27 +237,30 @@ pub fn convert(
         results
     });
 
-    let mut stats = FrameStats::default();
-    let mut files = Vec::new();
-    let mut first_error = None;
-    for r in results {
-        match r {
-            Ok((f, st)) => {
-                files.extend(f);
-                stats.merge(&st);
-            }
-            Err(e) => {
-                first_error.get_or_insert(e);
-            }
-        }
-    }
-    if let Some(e) = first_error {
-        return Err(e.into());
-    }
-    files.sort_by(|a, b| a.path.cmp(&b.path));
+    let converted = gather(results)?;
     let elapsed = started.elapsed();
-    let registry = registry.into_inner().unwrap_or_default();
-    let manifest = Manifest {
+    let mut registry = registry.into_inner().unwrap_or_default();
+    let errors = std::mem::take(&mut registry.errors);
+    let manifest = convert_manifest(registry, converted, opts, workers, elapsed);
+    dataset.write_manifest(&manifest)?;
+    Ok(ConvertReport {
+        manifest,
+        elapsed,
+        source_errors: errors,
+    })
+}
+
+/// The converted dataset's manifest.
+fn convert_manifest(
+    registry: Registry,
+    converted: Converted,
+    opts: &ConvertOptions,
+    workers: usize,
+    elapsed: Duration,
+) -> Manifest {
+    let Converted { mut files, stats } = converted;
+    files.sort_by(|a, b| a.path.cmp(&b.path));
+    Manifest {
         sources: registry.sources,
         interfaces: registry.interfaces,
         time_span: (stats.frames > 0).then(|| TimeSpan::new(stats.ts_min, stats.ts_max)),
@@ -274,13 +277,7 @@ pub fn convert(
         }),
         rpc: registry.rpc,
         ..Manifest::new("convert", "source", opts.worker.writer.order)
-    };
-    dataset.write_manifest(&manifest)?;
-    Ok(ConvertReport {
-        manifest,
-        elapsed,
-        source_errors: registry.errors,
-    })
+    }
 }
 
 fn panicked(what: &str) -> StoreError {
@@ -290,7 +287,35 @@ fn panicked(what: &str) -> StoreError {
     }
 }
 
-type WorkerResult = Result<(Vec<store::PacketFileSummary>, FrameStats), StoreError>;
+/// What a worker wrote: its packet files and the frames' stats.
+#[derive(Default)]
+struct Converted {
+    files: Vec<store::PacketFileSummary>,
+    stats: FrameStats,
+}
+
+type WorkerResult = Result<Converted, StoreError>;
+
+/// The workers' files and stats together, or the first error.
+fn gather(results: Vec<WorkerResult>) -> WorkerResult {
+    let mut all = Converted::default();
+    let mut first_error = None;
+    for r in results {
+        match r {
+            Ok(c) => {
+                all.files.extend(c.files);
+                all.stats.merge(&c.stats);
+            }
+            Err(e) => {
+                first_error.get_or_insert(e);
+            }
+        }
+    }
+    match first_error {
+        Some(e) => Err(e),
+        None => Ok(all),
+    }
+}
 
 fn run_worker(
     id: u16,
@@ -359,7 +384,10 @@ fn run_worker(
     }
     match failed {
         Some(e) => Err(e),
-        None => worker.finish().map(|d| (d.files, d.stats)),
+        None => worker.finish().map(|d| Converted {
+            files: d.files,
+            stats: d.stats,
+        }),
     }
 }
 

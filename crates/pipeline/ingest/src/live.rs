@@ -278,75 +278,244 @@ impl Opened {
         if let Some(d) = dataset.filter(|d| !d.root().join(store::dataset::MANIFEST).is_file()) {
             d.write_manifest(&base_manifest(&opts, &libpcap, slots.len() as u32))?;
         }
-        let claimed = Arc::new(AtomicU64::new(0));
-        let stop_flag = Arc::new(AtomicBool::new(false));
         let stats_dir = match dataset {
             Some(d) => Some(d.subdir(store::dataset::STATS_DIR)?),
             None => None,
         };
-        let mut stats = stats_dir
+        let stats = stats_dir
             .as_ref()
             .map(|d| StatsWriter::new(d, 60 * slots.len().max(1)));
-        let stats_tap = opts.taps.as_ref().and_then(|t| t.stats.clone());
-        let fds: Vec<(u16, u16, i32, Arc<Counters>)> = slots
-            .iter()
-            .map(|s| (s.worker, s.iface, s.ring.raw_fd(), s.counters.clone()))
+        let watched: Vec<Watched> = slots.iter().map(Watched::of).collect();
+        let retention = retention_of(&opts);
+        let live = Live {
+            opts: &opts,
+            libpcap: &libpcap,
+            dataset,
+            stop_flag: Arc::new(AtomicBool::new(false)),
+            claimed: Arc::new(AtomicU64::new(0)),
+            retention,
+            published: Default::default(),
+        };
+        let handles = live.start_workers(slots)?;
+        on_ready();
+        // Time counts from here: setting up (writing gigabytes of staging,
+        // slow when memory must first be reclaimed) must not eat into
+        // --duration, or the capture would end as it starts and the
+        // traffic that follows would sit unread in the rings.
+        let mut sampler = Sampler {
+            prev: vec![[0; 7]; watched.len()],
+            watched,
+            kernel_total: KernelStats::default(),
+            started: Instant::now(),
+            stats,
+            stats_tap: opts.taps.as_ref().and_then(|t| t.stats.clone()),
+            totals: Second::default(),
+        };
+        let ended = live.watch(&handles, stop, &mut sampler, &mut on_second)?;
+        // Every worker has drained its ring and closed its sinks.
+        let mut done = join_workers(handles)?;
+        // The last counts, read with the rings still open.
+        let last = sampler.sample()?;
+        on_second(&last);
+        let ring_states: Vec<String> = (done.rings.iter())
+            .enumerate()
+            .map(|(k, r)| format!("ring {k}: {}", r.state()))
             .collect();
+        done.rings.clear();
+        if let Some(e) = done.first_error.take() {
+            done.warnings.push(e);
+        }
+        let elapsed = sampler.started.elapsed();
+        let stats_files = match sampler.stats.take() {
+            Some(s) => s.finish()?,
+            None => Vec::new(),
+        };
+        let frames = sampler.totals.total_frames;
+        let kernel_total = sampler.kernel_total;
+        let unread = unread_frames(&kernel_total, frames, &ring_states, &mut done.warnings);
+        let (removed, retention_errors) = (live.retention.as_ref())
+            .map(|r| r.removed())
+            .unwrap_or_default();
+        done.warnings.extend(retention_errors);
+        let removed_ids: std::collections::HashSet<u32> = removed.iter().map(|f| f.id).collect();
+        done.pcap_files.retain(|f| !removed_ids.contains(&f.id));
+        let end = CaptureEnd {
+            ended,
+            elapsed,
+            unread,
+            stats_files,
+            removed,
+        };
+        let manifest = match dataset {
+            Some(d) => {
+                let m = live.final_manifest(&mut done, &sampler, &end);
+                d.write_manifest(&m)?;
+                Some(m)
+            }
+            None => None,
+        };
+        Ok(LiveReport {
+            manifest,
+            frames,
+            kernel_seen: kernel_total.packets,
+            kernel_drops: kernel_total.drops,
+            pcap_drops: sampler.totals.total_pcap_drops,
+            pcap_write_lost: done.pcap_write_lost,
+            pcap_files: done.pcap_files,
+            pcap_removed: end.removed.len(),
+            ended,
+            elapsed,
+            warnings: done.warnings,
+        })
+    }
+}
 
-        let retention = opts
-            .pcap
-            .as_ref()
-            .filter(|p| p.max_disk.is_some() || p.max_age.is_some())
-            .map(|p| {
-                Arc::new(Retention::new(
-                    p.max_disk,
-                    p.max_age.map(|d| d.as_nanos() as i64),
-                ))
-            });
-        let mut direct_io = false;
-        let mut handles = Vec::new();
-        // Files finished while the capture runs, for its manifest.
-        let published: crate::worker::Published = Default::default();
-        let mut ctxs = Vec::with_capacity(slots.len());
+/// A worker's ring and counters, as the stats loop reads them.
+struct Watched {
+    worker: u16,
+    iface: u16,
+    fd: i32,
+    counters: Arc<Counters>,
+}
+
+impl Watched {
+    fn of(s: &Slot) -> Watched {
+        Watched {
+            worker: s.worker,
+            iface: s.iface,
+            fd: s.ring.raw_fd(),
+            counters: s.counters.clone(),
+        }
+    }
+}
+
+/// The pcap files' retention, when there is a limit.
+fn retention_of(opts: &LiveOptions) -> Option<Arc<Retention>> {
+    opts.pcap
+        .as_ref()
+        .filter(|p| p.max_disk.is_some() || p.max_age.is_some())
+        .map(|p| {
+            Arc::new(Retention::new(
+                p.max_disk,
+                p.max_age.map(|d| d.as_nanos() as i64),
+            ))
+        })
+}
+
+/// Every frame the kernel put in a ring is taken by its worker or counted
+/// as a kernel drop, except those that arrived after the workers' last
+/// read (traffic does not stop with the capture). The difference is kept;
+/// a large one means frames were lost between kernel and worker, and is
+/// said as a fault.
+fn unread_frames(
+    kernel_total: &KernelStats,
+    frames: u64,
+    ring_states: &[String],
+    warnings: &mut Vec<String>,
+) -> u64 {
+    let unread = kernel_total
+        .packets
+        .saturating_sub(kernel_total.drops)
+        .saturating_sub(frames);
+    if unread > 1000 && unread * 100 > frames {
+        warnings.push(format!(
+            "{unread} frames the kernel placed in the capture rings never reached a worker \
+             (kernel saw {}, dropped {}, workers took {frames}); they are counted as \
+             drops.ring_unread in the manifest. This is a fault in weir's ring handling: \
+             please report it with the manifest and this: {}",
+            kernel_total.packets,
+            kernel_total.drops,
+            ring_states.join("; ")
+        ));
+    }
+    unread
+}
+
+/// What a running capture's steps share.
+struct Live<'a> {
+    opts: &'a LiveOptions,
+    libpcap: &'a str,
+    dataset: Option<&'a Dataset>,
+    /// Tells the workers to stop.
+    stop_flag: Arc<AtomicBool>,
+    /// Frames the workers have taken, for `-c`.
+    claimed: Arc<AtomicU64>,
+    retention: Option<Arc<Retention>>,
+    /// Files finished while the capture runs, for its manifest.
+    published: crate::worker::Published,
+}
+
+/// The stats loop's counts: each worker's at the last second, and the
+/// totals since the start.
+struct Sampler {
+    watched: Vec<Watched>,
+    prev: Vec<[u64; 7]>,
+    kernel_total: KernelStats,
+    started: Instant,
+    stats: Option<StatsWriter>,
+    stats_tap: Option<crate::worker::StatsTap>,
+    totals: Second,
+}
+
+impl Sampler {
+    fn sample(&mut self) -> Result<Second, LiveError> {
+        sample(
+            &self.watched,
+            &mut self.prev,
+            &mut self.kernel_total,
+            self.started,
+            self.stats.as_mut(),
+            self.stats_tap.as_deref(),
+            &mut self.totals,
+        )
+    }
+}
+
+/// What the workers and their pcap writers handed back.
+#[derive(Default)]
+struct Joined {
+    records_files: Vec<store::PacketFileSummary>,
+    rpc_info: Option<store::manifest::RpcInfo>,
+    frame_stats: FrameStats,
+    pcap_files: Vec<PcapFileInfo>,
+    /// Kept open until the last counts are read.
+    rings: Vec<RxRing>,
+    first_error: Option<String>,
+    pcap_write_lost: u64,
+    direct_io: bool,
+    warnings: Vec<String>,
+}
+
+/// How the capture ended, for its manifest.
+struct CaptureEnd {
+    ended: Ended,
+    elapsed: Duration,
+    /// Frames the kernel put in the rings that no worker took.
+    unread: u64,
+    stats_files: Vec<String>,
+    removed: Vec<RemovedFile>,
+}
+
+impl Live<'_> {
+    /// Sets up every worker's sinks, starts the rings (one fanout group per
+    /// interface, when it has several rings) and the worker threads.
+    fn start_workers(&self, slots: Vec<Slot>) -> Result<Vec<JoinHandle<WorkerOut>>, LiveError> {
+        let opts = self.opts;
+        let rings = slots.len();
+        let mut ctxs = Vec::with_capacity(rings);
         for slot in slots {
             let spool = match &opts.pcap {
-                Some(p) => {
-                    let single = p.single_name.clone().filter(|_| fds.len() == 1);
-                    let o = SpoolOptions {
-                        dir: p.dir.clone(),
-                        prefix: match &p.single_name {
-                            Some(n) => format!("{n}.w{}", slot.worker),
-                            None => format!("w{:03}", slot.worker),
-                        },
-                        single_name: single,
-                        link: slot.link,
-                        snaplen: opts.snaplen,
-                        rotate_bytes: p.rotate_bytes,
-                        rotate_ns: p.rotate.map(|d| d.as_nanos() as i64),
-                        // A block being filled and the one being written
-                        // both fit in a core's L2 cache.
-                        block_bytes: 256 << 10,
-                        blocks: (p.staging_bytes >> 18).max(4),
-                        first_file_id: (slot.worker as u32) << 20,
-                        codec: p.codec,
-                        direct: p.direct,
-                        on_full: p.on_full,
-                        retention: retention.clone(),
-                    };
-                    let (s, h) = spool(o).map_err(LiveError::Thread)?;
-                    let _ = slot.counters.spool.set(s.shared());
-                    Some((s, h))
-                }
+                Some(p) => Some(self.start_spool(p, &slot, rings)?),
                 None => None,
             };
-            let records = match (opts.records, dataset) {
+            let records = match (opts.records, self.dataset) {
                 (true, Some(d)) => {
                     // Row buffers backed and the first file open before any
                     // frame arrives: the capture path never meets fresh memory.
                     let mut wo = opts.worker;
                     wo.writer.prefault = true;
                     let mut w = Worker::new(slot.worker, d.clone(), wo);
-                    w.publish_to(published.clone());
+                    w.publish_to(self.published.clone());
                     if let Some(t) = &opts.taps {
                         w.set_tap((t.records)(slot.worker));
                     }
@@ -359,19 +528,19 @@ impl Opened {
                 slot,
                 spool,
                 records,
-                stop: stop_flag.clone(),
-                claimed: claimed.clone(),
+                stop: self.stop_flag.clone(),
+                claimed: self.claimed.clone(),
                 limit: opts.count,
             });
         }
-        // Everything is ready: now the frames may come. One fanout group
-        // per interface, when it has several rings.
+        // Everything is ready: now the frames may come.
         let mut groups = vec![Fanout::new(); opts.interfaces.len()];
         let fan = opts.workers_per_iface > 1;
         for ctx in &mut ctxs {
             let group = &mut groups[ctx.slot.iface as usize];
             ctx.slot.ring.start(fan.then_some(group))?;
         }
+        let mut handles = Vec::new();
         for ctx in ctxs {
             let name = format!("weir-cap{}", ctx.slot.worker);
             handles.push(
@@ -381,46 +550,65 @@ impl Opened {
                     .map_err(LiveError::Thread)?,
             );
         }
-        on_ready();
-        // Time counts from here: setting up (writing gigabytes of staging,
-        // slow when memory must first be reclaimed) must not eat into
-        // --duration, or the capture would end as it starts and the
-        // traffic that follows would sit unread in the rings.
-        let started = Instant::now();
-        // The stats loop: once a second until every worker is done.
+        Ok(handles)
+    }
+
+    /// A worker's pcap spool and its writer thread.
+    fn start_spool(
+        &self,
+        p: &PcapOut,
+        slot: &Slot,
+        rings: usize,
+    ) -> Result<(Spool, JoinHandle<SpoolReport>), LiveError> {
+        let single = p.single_name.clone().filter(|_| rings == 1);
+        let o = SpoolOptions {
+            dir: p.dir.clone(),
+            prefix: match &p.single_name {
+                Some(n) => format!("{n}.w{}", slot.worker),
+                None => format!("w{:03}", slot.worker),
+            },
+            single_name: single,
+            link: slot.link,
+            snaplen: self.opts.snaplen,
+            rotate_bytes: p.rotate_bytes,
+            rotate_ns: p.rotate.map(|d| d.as_nanos() as i64),
+            // A block being filled and the one being written
+            // both fit in a core's L2 cache.
+            block_bytes: 256 << 10,
+            blocks: (p.staging_bytes >> 18).max(4),
+            first_file_id: (slot.worker as u32) << 20,
+            codec: p.codec,
+            direct: p.direct,
+            on_full: p.on_full,
+            retention: self.retention.clone(),
+        };
+        let (s, h) = spool(o).map_err(LiveError::Thread)?;
+        let _ = slot.counters.spool.set(s.shared());
+        Ok((s, h))
+    }
+
+    /// The stats loop: once a second until every worker is done, telling
+    /// the workers to stop when the capture should end.
+    fn watch(
+        &self,
+        handles: &[JoinHandle<WorkerOut>],
+        stop: &AtomicBool,
+        sampler: &mut Sampler,
+        on_second: &mut impl FnMut(&Second),
+    ) -> Result<Ended, LiveError> {
         let mut ended = Ended::Signal;
-        let mut prev: Vec<[u64; 7]> = vec![[0; 7]; fds.len()];
-        let mut kernel_total = KernelStats::default();
-        let mut totals = Second::default();
-        let mut next_tick = started + Duration::from_secs(1);
-        let mut warnings = Vec::new();
-        let mut announced = (0usize, 0usize, 0usize);
+        let mut next_tick = sampler.started + Duration::from_secs(1);
+        let mut announced = Announced::default();
         loop {
             let all_done = handles.iter().all(|h| h.is_finished());
             if all_done {
                 break;
             }
-            if !stop_flag.load(Ordering::Relaxed) {
-                if stop.load(Ordering::Relaxed) {
-                    stop_flag.store(true, Ordering::Relaxed);
-                    ended = Ended::Signal;
-                } else if opts.duration.is_some_and(|d| started.elapsed() >= d) {
-                    stop_flag.store(true, Ordering::Relaxed);
-                    ended = Ended::Duration;
-                } else if opts
-                    .count
-                    .is_some_and(|c| claimed.load(Ordering::Relaxed) >= c)
-                {
-                    stop_flag.store(true, Ordering::Relaxed);
-                    ended = Ended::Count;
-                } else if fds.iter().any(|f| {
-                    f.3.spool
-                        .get()
-                        .is_some_and(|s| s.stop_wanted.load(Ordering::Relaxed))
-                }) {
-                    stop_flag.store(true, Ordering::Relaxed);
-                    ended = Ended::DiskFull;
-                }
+            if !self.stop_flag.load(Ordering::Relaxed)
+                && let Some(why) = self.should_end(stop, sampler)
+            {
+                self.stop_flag.store(true, Ordering::Relaxed);
+                ended = why;
             }
             let now = Instant::now();
             if now < next_tick {
@@ -428,204 +616,171 @@ impl Opened {
                 continue;
             }
             next_tick += Duration::from_secs(1);
-            let second = sample(
-                &fds,
-                &mut prev,
-                &mut kernel_total,
-                started,
-                stats.as_mut(),
-                stats_tap.as_deref(),
-                &mut totals,
-            )?;
+            let second = sampler.sample()?;
             on_second(&second);
-            if let Some(d) = dataset {
-                // What has been finished is readable now: the manifest
-                // says so (replaced whole, so a reader sees one or the
-                // other).
-                let packets = published.lock().unwrap_or_else(|e| e.into_inner()).clone();
-                let pcap: Vec<PcapFileInfo> = fds
-                    .iter()
-                    .filter_map(|f| f.3.spool.get())
-                    .flat_map(|s| s.finished_files())
-                    .collect();
-                let removed = retention
-                    .as_ref()
-                    .map(|r| r.removed().0)
-                    .unwrap_or_default();
-                let now = (packets.len(), pcap.len(), removed.len());
-                if now != announced {
-                    announced = now;
-                    let m = running_manifest(
-                        base_manifest(&opts, &libpcap, fds.len() as u32),
-                        packets,
-                        &pcap,
-                        &removed,
-                    );
-                    d.write_manifest(&m)?;
-                }
+            if let Some(d) = self.dataset {
+                self.announce(d, &sampler.watched, &mut announced)?;
             }
         }
-        // Every worker has drained its ring and closed its sinks.
-        let mut records_files = Vec::new();
-        let mut rpc_info: Option<store::manifest::RpcInfo> = None;
-        let mut frame_stats = FrameStats::default();
-        let mut pcap_files = Vec::new();
-        let mut rings = Vec::new();
-        let mut first_error = None;
-        let mut pcap_write_lost = 0u64;
-        for h in handles {
-            let out = h.join().map_err(|_| {
-                LiveError::Usage("a capture worker panicked; this is a bug in weir".into())
-            })?;
-            if let Some(e) = out.error {
-                first_error.get_or_insert(e);
-            }
-            if let Some(done) = out.records {
-                records_files.extend(done.files);
-                frame_stats.merge(&done.stats);
-                if let Some(info) = done.rpc {
-                    rpc_info.get_or_insert_with(Default::default).merge(info);
-                }
-                if let Some(e) = done.rpc_error {
-                    warnings.push(format!("RPC decoding stopped early: {e}"));
-                }
-            }
-            if let Some(h) = out.spool {
-                let report = h.join().map_err(|_| {
-                    LiveError::Usage("a pcap writer panicked; this is a bug in weir".into())
-                })?;
-                if let Some(e) = report.error {
-                    warnings.push(format!(
-                        "pcap writing failed: {e}; {} frames staged after the last whole block \
-                         on disk were not written (counted as pcap drops); every file is closed \
-                         at a whole frame",
-                        report.frames_lost
-                    ));
-                }
-                direct_io |= report.direct;
-                pcap_write_lost += report.frames_lost;
-                pcap_files.extend(report.files);
-            }
-            rings.push(out.ring);
-        }
-        // The last counts, read with the rings still open.
-        let last = sample(
-            &fds,
-            &mut prev,
-            &mut kernel_total,
-            started,
-            stats.as_mut(),
-            stats_tap.as_deref(),
-            &mut totals,
-        )?;
-        on_second(&last);
-        let ring_states: Vec<String> = rings
-            .iter()
-            .enumerate()
-            .map(|(k, r)| format!("ring {k}: {}", r.state()))
-            .collect();
-        drop(rings);
-        if let Some(e) = first_error {
-            warnings.push(e);
-        }
-        let elapsed = started.elapsed();
-        let stats_files = match stats {
-            Some(s) => s.finish()?,
-            None => Vec::new(),
-        };
-        let hw = fds
-            .iter()
-            .all(|f| f.3.hw_timestamps.load(Ordering::Relaxed) > 0);
-        let frames = totals.total_frames;
-        // Every frame the kernel put in a ring is taken by its worker or
-        // counted as a kernel drop, except those that arrived after the
-        // workers' last read (traffic does not stop with the capture). The
-        // difference is kept; a large one means frames were lost between
-        // kernel and worker, and is said as a fault.
-        let unread = kernel_total
-            .packets
-            .saturating_sub(kernel_total.drops)
-            .saturating_sub(frames);
-        if unread > 1000 && unread * 100 > frames {
-            warnings.push(format!(
-                "{unread} frames the kernel placed in the capture rings never reached a worker \
-                 (kernel saw {}, dropped {}, workers took {frames}); they are counted as \
-                 drops.ring_unread in the manifest. This is a fault in weir's ring handling: \
-                 please report it with the manifest and this: {}",
-                kernel_total.packets,
-                kernel_total.drops,
-                ring_states.join("; ")
-            ));
-        }
-        let (removed, retention_errors) =
-            retention.as_ref().map(|r| r.removed()).unwrap_or_default();
-        warnings.extend(retention_errors);
-        let removed_ids: std::collections::HashSet<u32> = removed.iter().map(|f| f.id).collect();
-        pcap_files.retain(|f| !removed_ids.contains(&f.id));
-        let manifest = match dataset {
-            Some(d) => {
-                let mut files = records_files;
-                files.sort_by(|a, b| a.path.cmp(&b.path));
-                let pcap = pcap_entries(&pcap_files);
-                let (first, last) = span(&frame_stats, &pcap_files);
-                let mut m = base_manifest(&opts, &libpcap, fds.len() as u32);
-                m.clock = if hw { "hardware" } else { "kernel" }.to_string();
-                m.counts = frame_stats.counts();
-                m.rpc = rpc_info;
-                m.counts.frames = frames;
-                m.counts.wire_bytes = totals_bytes(&fds);
-                m.time_span = first.zip(last).map(|(a, b)| TimeSpan::new(a, b));
-                m.files = Files {
-                    packets: files,
-                    pcap,
-                    stats: stats_files
-                        .iter()
-                        .map(|n| format!("{}/{n}", store::dataset::STATS_DIR))
-                        .collect(),
-                    pcap_removed: removed_entries(&removed),
-                };
-                m.run = Some(RunInfo {
-                    command: opts.command.clone(),
-                    workers: fds.len() as u32,
-                    elapsed_s: elapsed.as_secs_f64(),
-                    frames_per_s: frames as f64 / elapsed.as_secs_f64().max(1e-9),
-                });
-                if let Some(c) = &mut m.capture {
-                    c.ended_by = match ended {
-                        Ended::Count => "count",
-                        Ended::Duration => "duration",
-                        Ended::Signal => "signal",
-                        Ended::DiskFull => "disk-full",
-                    }
-                    .to_string();
-                    c.direct_io = direct_io;
-                }
-                m.drops = Some(Drops {
-                    kernel_seen: kernel_total.packets,
-                    kernel: kernel_total.drops,
-                    pcap: totals.total_pcap_drops,
-                    pcap_write: pcap_write_lost,
-                    ring_unread: unread,
-                });
-                d.write_manifest(&m)?;
-                Some(m)
-            }
-            None => None,
-        };
-        Ok(LiveReport {
-            manifest,
-            frames,
-            kernel_seen: kernel_total.packets,
-            kernel_drops: kernel_total.drops,
-            pcap_drops: totals.total_pcap_drops,
-            pcap_write_lost,
-            pcap_files,
-            pcap_removed: removed.len(),
-            ended,
-            elapsed,
-            warnings,
-        })
+        Ok(ended)
     }
+
+    /// Why the capture should end now, if it should.
+    fn should_end(&self, stop: &AtomicBool, sampler: &Sampler) -> Option<Ended> {
+        if stop.load(Ordering::Relaxed) {
+            Some(Ended::Signal)
+        } else if (self.opts.duration).is_some_and(|d| sampler.started.elapsed() >= d) {
+            Some(Ended::Duration)
+        } else if (self.opts.count).is_some_and(|c| self.claimed.load(Ordering::Relaxed) >= c) {
+            Some(Ended::Count)
+        } else if sampler.watched.iter().any(|w| {
+            (w.counters.spool.get()).is_some_and(|s| s.stop_wanted.load(Ordering::Relaxed))
+        }) {
+            Some(Ended::DiskFull)
+        } else {
+            None
+        }
+    }
+
+    /// What has been finished is readable now: the manifest says so
+    /// (replaced whole, so a reader sees one or the other), when it
+    /// changed since the last time.
+    fn announce(
+        &self,
+        d: &Dataset,
+        watched: &[Watched],
+        announced: &mut Announced,
+    ) -> Result<(), LiveError> {
+        let packets = (self.published.lock())
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        let pcap: Vec<PcapFileInfo> = watched
+            .iter()
+            .filter_map(|w| w.counters.spool.get())
+            .flat_map(|s| s.finished_files())
+            .collect();
+        let removed = (self.retention.as_ref())
+            .map(|r| r.removed().0)
+            .unwrap_or_default();
+        let now = Announced {
+            packets: packets.len(),
+            pcap: pcap.len(),
+            removed: removed.len(),
+        };
+        if now != *announced {
+            *announced = now;
+            let m = running_manifest(
+                base_manifest(self.opts, self.libpcap, watched.len() as u32),
+                packets,
+                &pcap,
+                &removed,
+            );
+            d.write_manifest(&m)?;
+        }
+        Ok(())
+    }
+
+    /// The finished capture's manifest.
+    fn final_manifest(&self, done: &mut Joined, sampler: &Sampler, end: &CaptureEnd) -> Manifest {
+        let watched = &sampler.watched;
+        let kernel_total = &sampler.kernel_total;
+        let frames = sampler.totals.total_frames;
+        let hw = watched
+            .iter()
+            .all(|w| w.counters.hw_timestamps.load(Ordering::Relaxed) > 0);
+        let mut files = std::mem::take(&mut done.records_files);
+        files.sort_by(|a, b| a.path.cmp(&b.path));
+        let pcap = pcap_entries(&done.pcap_files);
+        let (first, last) = span(&done.frame_stats, &done.pcap_files);
+        let mut m = base_manifest(self.opts, self.libpcap, watched.len() as u32);
+        m.clock = if hw { "hardware" } else { "kernel" }.to_string();
+        m.counts = done.frame_stats.counts();
+        m.rpc = done.rpc_info.take();
+        m.counts.frames = frames;
+        m.counts.wire_bytes = totals_bytes(watched);
+        m.time_span = first.zip(last).map(|(a, b)| TimeSpan::new(a, b));
+        m.files = Files {
+            packets: files,
+            pcap,
+            stats: (end.stats_files.iter())
+                .map(|n| format!("{}/{n}", store::dataset::STATS_DIR))
+                .collect(),
+            pcap_removed: removed_entries(&end.removed),
+        };
+        m.run = Some(RunInfo {
+            command: self.opts.command.clone(),
+            workers: watched.len() as u32,
+            elapsed_s: end.elapsed.as_secs_f64(),
+            frames_per_s: frames as f64 / end.elapsed.as_secs_f64().max(1e-9),
+        });
+        if let Some(c) = &mut m.capture {
+            c.ended_by = match end.ended {
+                Ended::Count => "count",
+                Ended::Duration => "duration",
+                Ended::Signal => "signal",
+                Ended::DiskFull => "disk-full",
+            }
+            .to_string();
+            c.direct_io = done.direct_io;
+        }
+        m.drops = Some(Drops {
+            kernel_seen: kernel_total.packets,
+            kernel: kernel_total.drops,
+            pcap: sampler.totals.total_pcap_drops,
+            pcap_write: done.pcap_write_lost,
+            ring_unread: end.unread,
+        });
+        m
+    }
+}
+
+/// How many files the running manifest last listed.
+#[derive(Clone, Copy, Default, PartialEq, Eq)]
+struct Announced {
+    packets: usize,
+    pcap: usize,
+    removed: usize,
+}
+
+/// Waits for every worker and its pcap writer and gathers what they made.
+fn join_workers(handles: Vec<JoinHandle<WorkerOut>>) -> Result<Joined, LiveError> {
+    let mut j = Joined::default();
+    for h in handles {
+        let out = h.join().map_err(|_| {
+            LiveError::Usage("a capture worker panicked; this is a bug in weir".into())
+        })?;
+        if let Some(e) = out.error {
+            j.first_error.get_or_insert(e);
+        }
+        if let Some(done) = out.records {
+            j.records_files.extend(done.files);
+            j.frame_stats.merge(&done.stats);
+            if let Some(info) = done.rpc {
+                j.rpc_info.get_or_insert_with(Default::default).merge(info);
+            }
+            if let Some(e) = done.rpc_error {
+                j.warnings.push(format!("RPC decoding stopped early: {e}"));
+            }
+        }
+        if let Some(h) = out.spool {
+            let report = h.join().map_err(|_| {
+                LiveError::Usage("a pcap writer panicked; this is a bug in weir".into())
+            })?;
+            if let Some(e) = report.error {
+                j.warnings.push(format!(
+                    "pcap writing failed: {e}; {} frames staged after the last whole block \
+                     on disk were not written (counted as pcap drops); every file is closed \
+                     at a whole frame",
+                    report.frames_lost
+                ));
+            }
+            j.direct_io |= report.direct;
+            j.pcap_write_lost += report.frames_lost;
+            j.pcap_files.extend(report.files);
+        }
+        j.rings.push(out.ring);
+    }
+    Ok(j)
 }
 
 /// The wall clock, ns since the epoch (frames' timestamps are on it).
@@ -778,8 +933,10 @@ fn base_manifest(opts: &LiveOptions, libpcap: &str, workers: u32) -> Manifest {
     }
 }
 
-fn totals_bytes(fds: &[(u16, u16, i32, Arc<Counters>)]) -> u64 {
-    fds.iter().map(|f| f.3.bytes.load(Ordering::Relaxed)).sum()
+fn totals_bytes(watched: &[Watched]) -> u64 {
+    (watched.iter())
+        .map(|w| w.counters.bytes.load(Ordering::Relaxed))
+        .sum()
 }
 
 fn span(st: &FrameStats, pcap: &[PcapFileInfo]) -> (Option<i64>, Option<i64>) {
@@ -802,7 +959,7 @@ fn span(st: &FrameStats, pcap: &[PcapFileInfo]) -> (Option<i64>, Option<i64>) {
 type StatsTapFn = dyn Fn(&[StatsRow]) + Send + Sync;
 
 fn sample(
-    fds: &[(u16, u16, i32, Arc<Counters>)],
+    watched: &[Watched],
     prev: &mut [[u64; 7]],
     kernel_total: &mut KernelStats,
     started: Instant,
@@ -817,7 +974,8 @@ fn sample(
         ..Default::default()
     };
     let mut rows = Vec::new();
-    for ((worker, iface, fd, c), p) in fds.iter().zip(prev.iter_mut()) {
+    for (w, p) in watched.iter().zip(prev.iter_mut()) {
+        let c = &w.counters;
         let cur = [
             c.frames.load(Ordering::Relaxed),
             c.bytes.load(Ordering::Relaxed),
@@ -837,7 +995,7 @@ fn sample(
         ];
         let d: Vec<u64> = cur.iter().zip(p.iter()).map(|(a, b)| a - b).collect();
         *p = cur;
-        let k = kernel_stats(*fd).unwrap_or_default();
+        let k = kernel_stats(w.fd).unwrap_or_default();
         kernel_total.packets += k.packets;
         kernel_total.drops += k.drops;
         kernel_total.freezes += k.freezes;
@@ -847,8 +1005,8 @@ fn sample(
         out.kernel_drops += k.drops;
         rows.push(StatsRow {
             ts_ns: second_start,
-            worker: *worker,
-            iface: *iface,
+            worker: w.worker,
+            iface: w.iface,
             frames: d[0],
             bytes: d[1],
             kernel_packets: k.packets,

@@ -73,7 +73,44 @@ pub struct MergeReport {
 struct Input {
     root: PathBuf,
     manifest: Manifest,
-    chunks: Vec<(PathBuf, RowGroupSpan)>,
+    chunks: Vec<Chunk>,
+}
+
+/// One row group of an input's packet file.
+struct Chunk {
+    path: PathBuf,
+    span: RowGroupSpan,
+}
+
+/// Where each input's interfaces and pcap files start in the merged
+/// numbering (they are renumbered input after input).
+struct Numbering {
+    iface_base: Vec<usize>,
+    pcap_base: Vec<u64>,
+}
+
+/// What one input gave to the merged packet files.
+#[derive(Clone, Copy, Default)]
+struct InputCounts {
+    frames: u64,
+    duplicates: u64,
+}
+
+/// The merged packet files and what went into them.
+struct MergedPackets {
+    files: Vec<store::PacketFileSummary>,
+    stats: FrameStats,
+    per_input: Vec<InputCounts>,
+}
+
+/// The inputs' other tables and files, carried into the merged dataset.
+#[derive(Default)]
+struct MergedTables {
+    files: Files,
+    interfaces: Vec<store::manifest::InterfaceEntry>,
+    sources: Vec<store::manifest::SourceInfo>,
+    stack: Option<store::manifest::StackInfo>,
+    warnings: Vec<String>,
 }
 
 /// Refuses what cannot be merged before anything is written: fewer than
@@ -125,253 +162,34 @@ pub fn merge(
 ) -> Result<MergeReport, StoreError> {
     let started = Instant::now();
     check_inputs(inputs, out.root())?;
-    let usage = |path: &Path, message: String| StoreError::Invalid {
-        path: path.to_path_buf(),
-        message,
-    };
-    let mut sources = Vec::new();
-    for root in inputs {
-        let ds = Dataset::open(root)?;
-        let manifest = ds.read_manifest()?;
-        let mut chunks = Vec::new();
-        for f in &manifest.files.packets {
-            let path = root.join(&f.path);
-            for span in row_group_spans(&path)? {
-                if span.rows > 0 {
-                    chunks.push((path.clone(), span));
-                }
-            }
-        }
-        sources.push(Input {
-            root: root.clone(),
-            manifest,
-            chunks,
-        });
-    }
-
+    let sources = open_inputs(inputs)?;
     let estimates = match opts.dedup_window_ns {
         Some(_) => estimate_offsets(&sources, opts)?,
         None => vec![OffsetEstimate::default(); sources.len()],
     };
     let offsets: Vec<i64> = estimates.iter().map(|e| e.offset.unwrap_or(0)).collect();
-
-    // Interfaces and pcap files are renumbered input after input.
-    let mut iface_base = Vec::new();
-    let mut pcap_base = Vec::new();
-    let (mut next_iface, mut next_pcap) = (0usize, 0u64);
-    for s in &sources {
-        iface_base.push(next_iface);
-        pcap_base.push(next_pcap);
-        next_iface += s.manifest.interfaces.len();
-        let ids = s.manifest.files.pcap.iter().map(|p| p.id);
-        let removed = s.manifest.files.pcap_removed.iter().map(|p| p.id);
-        next_pcap += ids.chain(removed).max().map_or(0, |m| m as u64 + 1);
-    }
-    if next_iface > u16::MAX as usize + 1 || next_pcap > u32::MAX as u64 + 1 {
-        return Err(usage(
-            out.root(),
-            "the inputs have more interfaces or pcap files than one dataset can number; merge \
-             fewer at a time"
-                .into(),
-        ));
-    }
-
-    // The packet records, in time order.
-    let mut dedup = opts.dedup_window_ns.map(|w| Dedup::new(w, &offsets));
-    let mut per_input = vec![(0u64, 0u64); sources.len()];
-    let mut stats = FrameStats::default();
-    let mut writer = PacketOut::new(out, opts);
-    let mut chunks: Vec<(usize, &PathBuf, RowGroupSpan)> = sources
-        .iter()
-        .enumerate()
-        .flat_map(|(i, s)| s.chunks.iter().map(move |(p, span)| (i, p, *span)))
-        .collect();
-    chunks.sort_by_key(|c| (c.2.ts_min, c.0));
-    // One sorted run per row group read; the heap holds each run's next
-    // row, so it is only as big as the number of runs that overlap.
-    let mut runs: Vec<Run> = Vec::new();
-    let mut free: Vec<usize> = Vec::new();
-    let mut heap: BinaryHeap<Reverse<(i64, u16, usize)>> = BinaryHeap::new();
-    let mut next = 0;
-    loop {
-        // No unread row group holds a row earlier than its own minimum.
-        let horizon = chunks.get(next).map_or(i64::MAX, |c| c.2.ts_min);
-        while let Some(&Reverse((ts, input, run))) = heap.peek() {
-            if ts >= horizon {
-                break;
-            }
-            heap.pop();
-            let i = input as usize;
-            let r = &mut runs[run];
-            let at = r.order[r.pos] as usize;
-            r.pos += 1;
-            if let Some(&o) = r.order.get(r.pos) {
-                heap.push(Reverse((r.recs[o as usize].ts_ns, input, run)));
-            }
-            let rec = &mut r.recs[at];
-            per_input[i].0 += 1;
-            if let Some(d) = dedup.as_mut()
-                && d.is_duplicate(rec, i)
-            {
-                per_input[i].1 += 1;
-            } else {
-                rec.iface = (rec.iface as usize + iface_base[i]) as u16;
-                if rec.has & Has::PCAP != 0 {
-                    rec.pcap_file = (rec.pcap_file as u64 + pcap_base[i]) as u32;
-                }
-                stats.add(rec);
-                writer.push(rec)?;
-            }
-            if r.pos == r.order.len() {
-                free.push(run);
-            }
-        }
-        let Some(&(i, path, span)) = chunks.get(next) else {
-            break;
-        };
-        next += 1;
-        let slot = match free.pop() {
-            Some(slot) => slot,
-            None => {
-                runs.push(Run::default());
-                runs.len() - 1
-            }
-        };
-        let r = &mut runs[slot];
-        r.recs.clear();
-        read_row_group(path, span.index, &mut r.recs)?;
-        r.order.clear();
-        r.order.extend(0..r.recs.len() as u32);
-        let recs = &r.recs;
-        r.order.sort_by_key(|&o| recs[o as usize].ts_ns);
-        r.pos = 0;
-        match r.order.first() {
-            Some(&o) => heap.push(Reverse((r.recs[o as usize].ts_ns, i as u16, slot))),
-            None => free.push(slot),
-        }
-    }
-    let packet_files = writer.finish()?;
-
-    // The other tables and the pcap files.
-    let mut warnings = Vec::new();
-    let mut files = Files {
-        packets: packet_files,
+    let numbering = number_inputs(&sources, out)?;
+    let packets = merge_packets(&sources, &numbering, &offsets, out, opts)?;
+    let mut tables = MergedTables {
+        files: Files {
+            packets: packets.files,
+            ..Default::default()
+        },
         ..Default::default()
     };
-    let mut interfaces = Vec::new();
-    let mut source_infos = Vec::new();
-    let mut stack: Option<store::manifest::StackInfo> = None;
     for (i, s) in sources.iter().enumerate() {
-        let m = &s.manifest;
-        let prefix = format!("i{i:02}-");
-        for iface in &m.interfaces {
-            let mut iface = iface.clone();
-            iface.source += source_infos.len() as u32;
-            interfaces.push(iface);
-        }
-        source_infos.extend(m.sources.iter().cloned());
-        for p in &m.files.pcap {
-            let rel = renamed(&p.path, &prefix);
-            link_or_copy(&s.root.join(&p.path), &out.root().join(&rel))?;
-            files.pcap.push(PcapFileEntry {
-                id: (p.id as u64 + pcap_base[i]) as u32,
-                path: rel,
-                ..p.clone()
-            });
-        }
-        for p in &m.files.pcap_removed {
-            files.pcap_removed.push(RemovedPcapEntry {
-                id: (p.id as u64 + pcap_base[i]) as u32,
-                // The file that took its space has a new name here.
-                overwritten_by: None,
-                ..p.clone()
-            });
-        }
-        let base = iface_base[i] as u16;
-        let shift = move |v: u16| v + base;
-        for rel in &m.files.stats {
-            let to = renamed(rel, &prefix);
-            std::fs::create_dir_all(out.root().join(store::dataset::STATS_DIR))
-                .map_err(|e| StoreError::io(out.root(), e))?;
-            rewrite_file(
-                &s.root.join(rel),
-                &out.root().join(&to),
-                "stats",
-                &|_, column| (column == "iface").then_some(Rewrite::U16(&shift)),
-            )?;
-            files.stats.push(to);
-        }
-        if let Some(st) = &m.stack {
-            let mut moved = Vec::new();
-            for rel in &st.files {
-                let to = renamed(rel, &prefix);
-                link_or_copy(&s.root.join(rel), &out.root().join(&to))?;
-                moved.push(to);
-            }
-            match stack.as_mut() {
-                None => {
-                    stack = Some(store::manifest::StackInfo {
-                        files: moved,
-                        ..st.clone()
-                    });
-                }
-                Some(all) => {
-                    all.files.extend(moved);
-                    for (k, v) in &st.events {
-                        *all.events.entry(k.clone()).or_default() += v;
-                    }
-                    for (k, v) in &st.lost {
-                        *all.lost.entry(k.clone()).or_default() += v;
-                    }
-                    warnings.push(format!(
-                        "{}: its stack events are kept, but the manifest's stack settings are \
-                         those of the first input that had any",
-                        s.root.display()
-                    ));
-                }
-            }
-        }
-        if m.rpc.is_some() {
-            warnings.push(format!(
-                "{}: its rpc and nfs tables are not merged (the same call seen by two boxes \
-                 cannot be told apart there yet); run `weir analyze {} rpc` on it alone",
-                s.root.display(),
-                s.root.display()
-            ));
-        }
+        tables.add(s, i, &numbering, out)?;
     }
-
-    let merge_info = MergeInfo {
-        dedup_window_ns: opts.dedup_window_ns,
-        duplicates_removed: per_input.iter().map(|p| p.1).sum(),
-        inputs: sources
-            .iter()
-            .zip(&estimates)
-            .zip(&per_input)
-            .enumerate()
-            .map(|(i, ((s, e), &(frames, duplicates)))| MergeInput {
-                path: s.root.display().to_string(),
-                kind: s.manifest.kind.clone(),
-                clock: s.manifest.clock.clone(),
-                shard: s.manifest.capture.as_ref().and_then(|c| c.shard.clone()),
-                frames,
-                duplicates,
-                clock_offset_ns: if i == 0 { Some(0) } else { e.offset },
-                offset_frames: e.frames,
-                offset_spread_ns: e.spread,
-                iface_base: iface_base[i] as u16,
-                pcap_base: pcap_base[i] as u32,
-            })
-            .collect(),
-    };
+    let merge_info = merge_info(&sources, &estimates, &packets.per_input, &numbering, opts);
     let elapsed = started.elapsed();
+    let stats = packets.stats;
     let first = &sources[0].manifest;
     let manifest = Manifest {
-        sources: source_infos,
-        interfaces,
+        sources: tables.sources,
+        interfaces: tables.interfaces,
         time_span: (stats.frames > 0).then(|| TimeSpan::new(stats.ts_min, stats.ts_max)),
         counts: stats.counts(),
-        files,
+        files: tables.files,
         run: Some(RunInfo {
             command: opts.command.clone(),
             workers: 1,
@@ -379,7 +197,7 @@ pub fn merge(
             frames_per_s: stats.frames as f64 / elapsed.as_secs_f64().max(1e-9),
         }),
         drops: merged_drops(&sources),
-        stack,
+        stack: tables.stack,
         anonymized: first.anonymized.clone(),
         merge: Some(merge_info),
         ..Manifest::new(
@@ -392,8 +210,339 @@ pub fn merge(
     Ok(MergeReport {
         manifest,
         elapsed,
-        warnings,
+        warnings: tables.warnings,
     })
+}
+
+/// Each input's manifest and the row groups of its packet files.
+fn open_inputs(inputs: &[PathBuf]) -> Result<Vec<Input>, StoreError> {
+    let mut sources = Vec::new();
+    for root in inputs {
+        let ds = Dataset::open(root)?;
+        let manifest = ds.read_manifest()?;
+        let mut chunks = Vec::new();
+        for f in &manifest.files.packets {
+            let path = root.join(&f.path);
+            for span in row_group_spans(&path)? {
+                if span.rows > 0 {
+                    chunks.push(Chunk {
+                        path: path.clone(),
+                        span,
+                    });
+                }
+            }
+        }
+        sources.push(Input {
+            root: root.clone(),
+            manifest,
+            chunks,
+        });
+    }
+    Ok(sources)
+}
+
+/// Interfaces and pcap files are renumbered input after input; refuses
+/// inputs with more than one dataset can number.
+fn number_inputs(sources: &[Input], out: &Dataset) -> Result<Numbering, StoreError> {
+    let mut iface_base = Vec::new();
+    let mut pcap_base = Vec::new();
+    let (mut next_iface, mut next_pcap) = (0usize, 0u64);
+    for s in sources {
+        iface_base.push(next_iface);
+        pcap_base.push(next_pcap);
+        next_iface += s.manifest.interfaces.len();
+        let ids = s.manifest.files.pcap.iter().map(|p| p.id);
+        let removed = s.manifest.files.pcap_removed.iter().map(|p| p.id);
+        next_pcap += ids.chain(removed).max().map_or(0, |m| m as u64 + 1);
+    }
+    if next_iface > u16::MAX as usize + 1 || next_pcap > u32::MAX as u64 + 1 {
+        return Err(StoreError::Invalid {
+            path: out.root().to_path_buf(),
+            message: "the inputs have more interfaces or pcap files than one dataset can \
+                      number; merge fewer at a time"
+                .into(),
+        });
+    }
+    Ok(Numbering {
+        iface_base,
+        pcap_base,
+    })
+}
+
+/// A row group waiting to be read, in the order of the earliest row it
+/// can hold.
+struct Queued<'a> {
+    input: usize,
+    path: &'a Path,
+    span: RowGroupSpan,
+}
+
+/// A run's next row in the heap; ordered by time, then input, then run.
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+struct Head {
+    ts: i64,
+    input: u16,
+    run: usize,
+}
+
+/// The packet records of all inputs, in time order, duplicates dropped,
+/// renumbered and written.
+fn merge_packets(
+    sources: &[Input],
+    numbering: &Numbering,
+    offsets: &[i64],
+    out: &Dataset,
+    opts: &MergeOptions,
+) -> Result<MergedPackets, StoreError> {
+    let mut dedup = opts.dedup_window_ns.map(|w| Dedup::new(w, offsets));
+    let mut per_input = vec![InputCounts::default(); sources.len()];
+    let mut stats = FrameStats::default();
+    let mut writer = PacketOut::new(out, opts);
+    let mut queue: Vec<Queued> = sources
+        .iter()
+        .enumerate()
+        .flat_map(|(input, s)| {
+            s.chunks.iter().map(move |c| Queued {
+                input,
+                path: &c.path,
+                span: c.span,
+            })
+        })
+        .collect();
+    queue.sort_by_key(|q| (q.span.ts_min, q.input));
+    let mut runs = Runs::default();
+    let mut next = 0;
+    loop {
+        // No unread row group holds a row earlier than its own minimum.
+        let horizon = queue.get(next).map_or(i64::MAX, |q| q.span.ts_min);
+        while let Some((i, rec)) = runs.pop_before(horizon) {
+            per_input[i].frames += 1;
+            if let Some(d) = dedup.as_mut()
+                && d.is_duplicate(rec, i)
+            {
+                per_input[i].duplicates += 1;
+            } else {
+                rec.iface = (rec.iface as usize + numbering.iface_base[i]) as u16;
+                if rec.has & Has::PCAP != 0 {
+                    rec.pcap_file = (rec.pcap_file as u64 + numbering.pcap_base[i]) as u32;
+                }
+                stats.add(rec);
+                writer.push(rec)?;
+            }
+        }
+        let Some(q) = queue.get(next) else {
+            break;
+        };
+        next += 1;
+        runs.load(q)?;
+    }
+    Ok(MergedPackets {
+        files: writer.finish()?,
+        stats,
+        per_input,
+    })
+}
+
+/// One sorted run per row group read; the heap holds each run's next
+/// row, so it is only as big as the number of runs that overlap.
+#[derive(Default)]
+struct Runs {
+    runs: Vec<Run>,
+    free: Vec<usize>,
+    heap: BinaryHeap<Reverse<Head>>,
+}
+
+impl Runs {
+    /// The earliest row of all runs, with its input, if it is earlier than
+    /// `horizon`.
+    fn pop_before(&mut self, horizon: i64) -> Option<(usize, &mut PacketRecord)> {
+        let &Reverse(head) = self.heap.peek()?;
+        if head.ts >= horizon {
+            return None;
+        }
+        self.heap.pop();
+        let r = &mut self.runs[head.run];
+        let at = r.order[r.pos] as usize;
+        r.pos += 1;
+        if let Some(&o) = r.order.get(r.pos) {
+            self.heap.push(Reverse(Head {
+                ts: r.recs[o as usize].ts_ns,
+                ..head
+            }));
+        }
+        if r.pos == r.order.len() {
+            // Its rows stay until the slot is loaded again, after this
+            // one is used.
+            self.free.push(head.run);
+        }
+        Some((head.input as usize, &mut r.recs[at]))
+    }
+
+    /// Reads a row group into a free run and puts its first row in the
+    /// heap.
+    fn load(&mut self, q: &Queued) -> Result<(), StoreError> {
+        let slot = match self.free.pop() {
+            Some(slot) => slot,
+            None => {
+                self.runs.push(Run::default());
+                self.runs.len() - 1
+            }
+        };
+        let r = &mut self.runs[slot];
+        r.recs.clear();
+        read_row_group(q.path, q.span.index, &mut r.recs)?;
+        r.order.clear();
+        r.order.extend(0..r.recs.len() as u32);
+        let recs = &r.recs;
+        r.order.sort_by_key(|&o| recs[o as usize].ts_ns);
+        r.pos = 0;
+        match r.order.first() {
+            Some(&o) => self.heap.push(Reverse(Head {
+                ts: r.recs[o as usize].ts_ns,
+                input: q.input as u16,
+                run: slot,
+            })),
+            None => self.free.push(slot),
+        }
+        Ok(())
+    }
+}
+
+impl MergedTables {
+    /// Input `i`'s interfaces, sources, pcap files, stats and stack files.
+    fn add(
+        &mut self,
+        s: &Input,
+        i: usize,
+        numbering: &Numbering,
+        out: &Dataset,
+    ) -> Result<(), StoreError> {
+        let m = &s.manifest;
+        let prefix = format!("i{i:02}-");
+        for iface in &m.interfaces {
+            let mut iface = iface.clone();
+            iface.source += self.sources.len() as u32;
+            self.interfaces.push(iface);
+        }
+        self.sources.extend(m.sources.iter().cloned());
+        let pcap_base = numbering.pcap_base[i];
+        for p in &m.files.pcap {
+            let rel = renamed(&p.path, &prefix);
+            link_or_copy(&s.root.join(&p.path), &out.root().join(&rel))?;
+            self.files.pcap.push(PcapFileEntry {
+                id: (p.id as u64 + pcap_base) as u32,
+                path: rel,
+                ..p.clone()
+            });
+        }
+        for p in &m.files.pcap_removed {
+            self.files.pcap_removed.push(RemovedPcapEntry {
+                id: (p.id as u64 + pcap_base) as u32,
+                // The file that took its space has a new name here.
+                overwritten_by: None,
+                ..p.clone()
+            });
+        }
+        let base = numbering.iface_base[i] as u16;
+        let shift = move |v: u16| v + base;
+        for rel in &m.files.stats {
+            let to = renamed(rel, &prefix);
+            std::fs::create_dir_all(out.root().join(store::dataset::STATS_DIR))
+                .map_err(|e| StoreError::io(out.root(), e))?;
+            rewrite_file(
+                &s.root.join(rel),
+                &out.root().join(&to),
+                "stats",
+                &|_, column| (column == "iface").then_some(Rewrite::U16(&shift)),
+            )?;
+            self.files.stats.push(to);
+        }
+        if let Some(st) = &m.stack {
+            self.add_stack(s, st, &prefix, out)?;
+        }
+        if m.rpc.is_some() {
+            self.warnings.push(format!(
+                "{}: its rpc and nfs tables are not merged (the same call seen by two boxes \
+                 cannot be told apart there yet); run `weir analyze {} rpc` on it alone",
+                s.root.display(),
+                s.root.display()
+            ));
+        }
+        Ok(())
+    }
+
+    /// An input's stack event files, its counters added to the others'.
+    fn add_stack(
+        &mut self,
+        s: &Input,
+        st: &store::manifest::StackInfo,
+        prefix: &str,
+        out: &Dataset,
+    ) -> Result<(), StoreError> {
+        let mut moved = Vec::new();
+        for rel in &st.files {
+            let to = renamed(rel, prefix);
+            link_or_copy(&s.root.join(rel), &out.root().join(&to))?;
+            moved.push(to);
+        }
+        match self.stack.as_mut() {
+            None => {
+                self.stack = Some(store::manifest::StackInfo {
+                    files: moved,
+                    ..st.clone()
+                });
+            }
+            Some(all) => {
+                all.files.extend(moved);
+                for (k, v) in &st.events {
+                    *all.events.entry(k.clone()).or_default() += v;
+                }
+                for (k, v) in &st.lost {
+                    *all.lost.entry(k.clone()).or_default() += v;
+                }
+                self.warnings.push(format!(
+                    "{}: its stack events are kept, but the manifest's stack settings are \
+                     those of the first input that had any",
+                    s.root.display()
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The manifest's account of the merge: each input, its counts, its clock
+/// offset and where its numbering starts.
+fn merge_info(
+    sources: &[Input],
+    estimates: &[OffsetEstimate],
+    per_input: &[InputCounts],
+    numbering: &Numbering,
+    opts: &MergeOptions,
+) -> MergeInfo {
+    MergeInfo {
+        dedup_window_ns: opts.dedup_window_ns,
+        duplicates_removed: per_input.iter().map(|p| p.duplicates).sum(),
+        inputs: sources
+            .iter()
+            .zip(estimates)
+            .zip(per_input)
+            .enumerate()
+            .map(|(i, ((s, e), counts))| MergeInput {
+                path: s.root.display().to_string(),
+                kind: s.manifest.kind.clone(),
+                clock: s.manifest.clock.clone(),
+                shard: s.manifest.capture.as_ref().and_then(|c| c.shard.clone()),
+                frames: counts.frames,
+                duplicates: counts.duplicates,
+                clock_offset_ns: if i == 0 { Some(0) } else { e.offset },
+                offset_frames: e.frames,
+                offset_spread_ns: e.spread,
+                iface_base: numbering.iface_base[i] as u16,
+                pcap_base: numbering.pcap_base[i] as u32,
+            })
+            .collect(),
+    }
 }
 
 /// The inputs' drop counters added up (each box lost its own frames).
@@ -576,7 +725,15 @@ struct Dedup {
     /// How long a kept frame is remembered (ns of its own clock).
     keep_for: i64,
     recent: KeyMap<Slot>,
-    order: VecDeque<(i64, u64)>,
+    /// The frames remembered, oldest first.
+    order: VecDeque<Remembered>,
+}
+
+/// A frame's time and header key, to forget it when it is too old.
+#[derive(Clone, Copy)]
+struct Remembered {
+    ts: i64,
+    key: u64,
 }
 
 impl Dedup {
@@ -596,7 +753,7 @@ impl Dedup {
     /// another input already gave; if not, it is remembered.
     fn is_duplicate(&mut self, r: &PacketRecord, input: usize) -> bool {
         let oldest = r.ts_ns.saturating_sub(self.keep_for);
-        while let Some(&(ts, key)) = self.order.front() {
+        while let Some(&Remembered { ts, key }) = self.order.front() {
             if ts >= oldest {
                 break;
             }
@@ -616,7 +773,7 @@ impl Dedup {
             input: input as u16,
             matched: 0,
         };
-        self.order.push_back((r.ts_ns, key));
+        self.order.push_back(Remembered { ts: r.ts_ns, key });
         let slot = match self.recent.entry(key) {
             std::collections::hash_map::Entry::Vacant(v) => {
                 v.insert(Slot::One(this));
@@ -688,6 +845,14 @@ impl Slot {
     }
 }
 
+/// A header key's first time in an input's sample, and how often it
+/// occurs there.
+#[derive(Clone, Copy)]
+struct Sampled {
+    ts: i64,
+    count: u32,
+}
+
 #[derive(Clone, Debug, Default)]
 struct OffsetEstimate {
     offset: Option<i64>,
@@ -705,7 +870,7 @@ fn estimate_offsets(
     let first_ts = |s: &Input| {
         s.chunks
             .iter()
-            .map(|c| c.1.ts_min)
+            .map(|c| c.span.ts_min)
             .filter(|&t| t != i64::MIN)
             .min()
     };
@@ -713,13 +878,13 @@ fn estimate_offsets(
         return Ok(vec![OffsetEstimate::default(); sources.len()]);
     };
     let from = start.saturating_sub(opts.max_offset_ns);
-    let sample = |s: &Input| -> Result<KeyMap<(i64, u32)>, StoreError> {
-        let mut chunks: Vec<_> = s.chunks.iter().filter(|c| c.1.ts_max >= from).collect();
-        chunks.sort_by_key(|c| c.1.ts_min);
-        let mut keys: KeyMap<(i64, u32)> = KeyMap::default();
+    let sample = |s: &Input| -> Result<KeyMap<Sampled>, StoreError> {
+        let mut chunks: Vec<_> = s.chunks.iter().filter(|c| c.span.ts_max >= from).collect();
+        chunks.sort_by_key(|c| c.span.ts_min);
+        let mut keys: KeyMap<Sampled> = KeyMap::default();
         let mut rows = 0;
         let mut batch = Vec::new();
-        for (path, span) in chunks {
+        for Chunk { path, span } in chunks {
             if rows >= opts.offset_sample_rows {
                 break;
             }
@@ -729,8 +894,11 @@ fn estimate_offsets(
                 .iter()
                 .filter(|r| r.ts_ns >= from && r.has & Has::IP != 0)
             {
-                let e = keys.entry(header_key(r)).or_insert((r.ts_ns, 0));
-                e.1 += 1;
+                let e = keys.entry(header_key(r)).or_insert(Sampled {
+                    ts: r.ts_ns,
+                    count: 0,
+                });
+                e.count += 1;
                 rows += 1;
             }
         }
@@ -741,9 +909,9 @@ fn estimate_offsets(
     for s in &sources[1..] {
         let mut diffs: Vec<i64> = sample(s)?
             .iter()
-            .filter(|(_, (_, n))| *n == 1)
-            .filter_map(|(k, (ts, _))| match reference.get(k) {
-                Some(&(t0, 1)) => Some(ts - t0),
+            .filter(|(_, s)| s.count == 1)
+            .filter_map(|(k, s)| match reference.get(k) {
+                Some(&Sampled { ts: t0, count: 1 }) => Some(s.ts - t0),
                 _ => None,
             })
             .filter(|d| d.abs() <= opts.max_offset_ns)

@@ -22,14 +22,24 @@ use store::{Dataset, Manifest, StoreError};
 #[derive(Debug, Default)]
 pub struct Recovered {
     pub manifest: Option<Manifest>,
-    /// Pcap files that were open: (name, whole frames kept, bytes cut).
-    pub pcap_repaired: Vec<(String, u64, u64)>,
+    /// Pcap files that were open, cut at their last whole frame.
+    pub pcap_repaired: Vec<RepairedPcap>,
     /// Unfinished Parquet files removed.
     pub parts_removed: Vec<String>,
     /// The stats files written from the journals.
     pub stats_recovered: Vec<String>,
     /// Nothing needed doing.
     pub already_complete: bool,
+}
+
+/// A pcap file that was open, cut at its last whole frame.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RepairedPcap {
+    pub name: String,
+    /// Whole frames kept.
+    pub frames: u64,
+    /// Bytes cut.
+    pub cut: u64,
 }
 
 fn io(path: &Path, e: std::io::Error) -> StoreError {
@@ -61,152 +71,40 @@ fn pcap_id(name: &str) -> Option<u32> {
     Some((w.parse::<u32>().ok()? << 20) | seq.parse::<u32>().ok()?)
 }
 
+/// The directories of a dataset recovery looks into.
+struct Dirs {
+    pcap: PathBuf,
+    packets: PathBuf,
+    stats: PathBuf,
+    flows: PathBuf,
+}
+
 /// Recovers the dataset at `root`.
 pub fn recover(root: &Path) -> Result<Recovered, StoreError> {
     let ds = Dataset::open(root)?;
     let mut m = ds.read_manifest()?;
     let mut out = Recovered::default();
-    let pcap_dir = root.join(PCAP_DIR);
-    let packets_dir = root.join(PACKETS_DIR);
-    let stats_dir = root.join(STATS_DIR);
-    let flows_dir = root.join(store::flows::FLOWS_DIR);
+    let dirs = Dirs {
+        pcap: root.join(PCAP_DIR),
+        packets: root.join(PACKETS_DIR),
+        stats: root.join(STATS_DIR),
+        flows: root.join(store::flows::FLOWS_DIR),
+    };
     let running = m.capture.as_ref().is_some_and(|c| c.ended_by == "running");
-    let leftovers = [&pcap_dir, &packets_dir, &stats_dir, &flows_dir]
-        .iter()
-        .map(|d| entries(d))
-        .collect::<Result<Vec<_>, _>>()?
-        .iter()
-        .flatten()
-        .any(|n| {
-            n.ends_with(".part") || OverwriteMarker::is_marker_name(n) || n == store::stats::JOURNAL
-        });
-    if !running && !leftovers {
+    if !running && !has_leftovers(&dirs)? {
         out.already_complete = true;
         out.manifest = Some(m);
         return Ok(out);
     }
 
     // Pcap: repair the files left open, then describe every file.
-    for name in entries(&pcap_dir)? {
-        if let Some(final_name) = name.strip_prefix('.').and_then(|n| n.strip_suffix(".part")) {
-            let part = pcap_dir.join(&name);
-            let before = std::fs::metadata(&part).map_err(|e| io(&part, e))?.len();
-            let marker_path = OverwriteMarker::path_for(&part);
-            let marker = match marker_path.exists() {
-                true => Some(OverwriteMarker::read(&marker_path).map_err(|e| io(&marker_path, e))?),
-                false => None,
-            };
-            let scan = match &marker {
-                Some(mk) => repair_overwritten_pcap(&part, mk.stale_until_ns),
-                None => repair_pcap(&part),
-            }
-            .map_err(|e| io(&part, e))?;
-            if let Some(mk) = &marker {
-                let by = (scan.frames > 0).then(|| format!("{PCAP_DIR}/{final_name}"));
-                note_overwritten(&mut m, mk, by);
-            }
-            if scan.frames == 0 {
-                // Opened but killed before a whole frame (or even the file
-                // header) reached it: nothing to keep.
-                std::fs::remove_file(&part).map_err(|e| io(&part, e))?;
-                out.parts_removed.push(format!("{PCAP_DIR}/{name}"));
-                if marker.is_some() {
-                    std::fs::remove_file(&marker_path).map_err(|e| io(&marker_path, e))?;
-                }
-                continue;
-            }
-            let path = pcap_dir.join(final_name);
-            std::fs::rename(&part, &path).map_err(|e| io(&part, e))?;
-            if marker.is_some() {
-                std::fs::remove_file(&marker_path).map_err(|e| io(&marker_path, e))?;
-            }
-            out.pcap_repaired.push((
-                final_name.to_string(),
-                scan.frames,
-                before.saturating_sub(scan.keep_len.min(before)),
-            ));
-        }
-    }
-    // Markers whose file was finished (killed before the marker went).
-    for name in entries(&pcap_dir)? {
-        if OverwriteMarker::is_marker_name(&name) {
-            let path = pcap_dir.join(&name);
-            let mk = OverwriteMarker::read(&path).map_err(|e| io(&path, e))?;
-            let by = name
-                .strip_prefix('.')
-                .and_then(|n| n.strip_suffix(".part.overwrites"))
-                .map(|n| format!("{PCAP_DIR}/{n}"));
-            note_overwritten(&mut m, &mk, by);
-            std::fs::remove_file(&path).map_err(|e| io(&path, e))?;
-        }
-    }
-    let mut pcap = Vec::new();
-    for name in entries(&pcap_dir)? {
-        if name.starts_with('.') {
-            continue;
-        }
-        let path: PathBuf = pcap_dir.join(&name);
-        let scan = scan_pcap(&path).map_err(|e| io(&path, e))?;
-        let Some(id) = pcap_id(&name) else { continue };
-        pcap.push(PcapFileEntry {
-            id,
-            path: format!("{PCAP_DIR}/{name}"),
-            frames: scan.frames,
-            bytes: scan.pcap_bytes,
-            ts_first: scan.ts_first,
-            ts_last: scan.ts_last,
-            stored_bytes: scan.container.map(|_| scan.file_len),
-            methods: Default::default(),
-        });
-    }
-    pcap.sort_by_key(|f| f.id);
-
+    repair_open_pcaps(&dirs.pcap, &mut m, &mut out)?;
+    clear_overwrite_markers(&dirs.pcap, &mut m)?;
+    let pcap = pcap_entries(&dirs.pcap)?;
     // Packet records: finished files stay; unfinished ones cannot be read.
-    let mut packets = Vec::new();
-    for name in entries(&packets_dir)? {
-        let path = packets_dir.join(&name);
-        if name.ends_with(".part") {
-            std::fs::remove_file(&path).map_err(|e| io(&path, e))?;
-            out.parts_removed.push(format!("{PACKETS_DIR}/{name}"));
-        } else if name.ends_with(".parquet") {
-            packets.push(summarize_packet_file(
-                root,
-                &format!("{PACKETS_DIR}/{name}"),
-            )?);
-        }
-    }
-
-    // Flows files are written after their packet file: a part one goes
-    // (its packets are whole, and readers then answer from the packets).
-    for name in entries(&flows_dir)? {
-        if name.ends_with(".part") {
-            let path = flows_dir.join(&name);
-            std::fs::remove_file(&path).map_err(|e| io(&path, e))?;
-            out.parts_removed
-                .push(format!("{}/{name}", store::flows::FLOWS_DIR));
-        }
-    }
-
-    // Stats: the journal's rows become the last file.
-    if stats_dir.is_dir() {
-        out.stats_recovered = recover_journal(&stats_dir)?;
-    }
-    let mut stats = Vec::new();
-    let mut drops = Drops::default();
-    for name in entries(&stats_dir)? {
-        let path = stats_dir.join(&name);
-        if name.ends_with(".part") {
-            std::fs::remove_file(&path).map_err(|e| io(&path, e))?;
-            out.parts_removed.push(format!("{STATS_DIR}/{name}"));
-        } else if name.ends_with(".parquet") {
-            for r in read_stats_file(&path)? {
-                drops.kernel_seen += r.kernel_packets;
-                drops.kernel += r.kernel_drops;
-                drops.pcap += r.pcap_drops;
-            }
-            stats.push(format!("{STATS_DIR}/{name}"));
-        }
-    }
+    let packets = packet_files(root, &dirs.packets, &mut out)?;
+    remove_flow_parts(&dirs.flows, &mut out)?;
+    let stats = stats_files(&dirs.stats, &mut out)?;
 
     let (mut lo, mut hi) = (None::<i64>, None::<i64>);
     let mut widen = |a: Option<i64>, b: Option<i64>| {
@@ -229,18 +127,194 @@ pub fn recover(root: &Path) -> Result<Recovered, StoreError> {
     m.time_span = lo.zip(hi).map(|(a, b)| TimeSpan::new(a, b));
     m.files.pcap = pcap;
     m.files.packets = packets;
-    m.files.stats = stats;
+    m.files.stats = stats.files;
     if let Some(c) = &mut m.capture
         && c.ended_by == "running"
     {
         c.ended_by = "killed (recovered)".to_string();
     }
     if m.drops.is_none() && !m.files.stats.is_empty() {
-        m.drops = Some(drops);
+        m.drops = Some(stats.drops);
     }
     ds.write_manifest(&m)?;
     out.manifest = Some(m);
     Ok(out)
+}
+
+/// Whether a killed writer left anything behind: a part file, an
+/// overwrite marker or a stats journal.
+fn has_leftovers(dirs: &Dirs) -> Result<bool, StoreError> {
+    Ok([&dirs.pcap, &dirs.packets, &dirs.stats, &dirs.flows]
+        .iter()
+        .map(|d| entries(d))
+        .collect::<Result<Vec<_>, _>>()?
+        .iter()
+        .flatten()
+        .any(|n| {
+            n.ends_with(".part") || OverwriteMarker::is_marker_name(n) || n == store::stats::JOURNAL
+        }))
+}
+
+/// Cuts the pcap files left open at their last whole frame and gives them
+/// their final names; removes those with no whole frame.
+fn repair_open_pcaps(
+    pcap_dir: &Path,
+    m: &mut Manifest,
+    out: &mut Recovered,
+) -> Result<(), StoreError> {
+    for name in entries(pcap_dir)? {
+        let Some(final_name) = name.strip_prefix('.').and_then(|n| n.strip_suffix(".part")) else {
+            continue;
+        };
+        let part = pcap_dir.join(&name);
+        let before = std::fs::metadata(&part).map_err(|e| io(&part, e))?.len();
+        let marker_path = OverwriteMarker::path_for(&part);
+        let marker = match marker_path.exists() {
+            true => Some(OverwriteMarker::read(&marker_path).map_err(|e| io(&marker_path, e))?),
+            false => None,
+        };
+        let scan = match &marker {
+            Some(mk) => repair_overwritten_pcap(&part, mk.stale_until_ns),
+            None => repair_pcap(&part),
+        }
+        .map_err(|e| io(&part, e))?;
+        if let Some(mk) = &marker {
+            let by = (scan.frames > 0).then(|| format!("{PCAP_DIR}/{final_name}"));
+            note_overwritten(m, mk, by);
+        }
+        if scan.frames == 0 {
+            // Opened but killed before a whole frame (or even the file
+            // header) reached it: nothing to keep.
+            std::fs::remove_file(&part).map_err(|e| io(&part, e))?;
+            out.parts_removed.push(format!("{PCAP_DIR}/{name}"));
+            if marker.is_some() {
+                std::fs::remove_file(&marker_path).map_err(|e| io(&marker_path, e))?;
+            }
+            continue;
+        }
+        let path = pcap_dir.join(final_name);
+        std::fs::rename(&part, &path).map_err(|e| io(&part, e))?;
+        if marker.is_some() {
+            std::fs::remove_file(&marker_path).map_err(|e| io(&marker_path, e))?;
+        }
+        out.pcap_repaired.push(RepairedPcap {
+            name: final_name.to_string(),
+            frames: scan.frames,
+            cut: before.saturating_sub(scan.keep_len.min(before)),
+        });
+    }
+    Ok(())
+}
+
+/// Markers whose file was finished (killed before the marker went).
+fn clear_overwrite_markers(pcap_dir: &Path, m: &mut Manifest) -> Result<(), StoreError> {
+    for name in entries(pcap_dir)? {
+        if OverwriteMarker::is_marker_name(&name) {
+            let path = pcap_dir.join(&name);
+            let mk = OverwriteMarker::read(&path).map_err(|e| io(&path, e))?;
+            let by = name
+                .strip_prefix('.')
+                .and_then(|n| n.strip_suffix(".part.overwrites"))
+                .map(|n| format!("{PCAP_DIR}/{n}"));
+            note_overwritten(m, &mk, by);
+            std::fs::remove_file(&path).map_err(|e| io(&path, e))?;
+        }
+    }
+    Ok(())
+}
+
+/// The manifest's entries for the capture's pcap files, by id.
+fn pcap_entries(pcap_dir: &Path) -> Result<Vec<PcapFileEntry>, StoreError> {
+    let mut pcap = Vec::new();
+    for name in entries(pcap_dir)? {
+        if name.starts_with('.') {
+            continue;
+        }
+        let path: PathBuf = pcap_dir.join(&name);
+        let scan = scan_pcap(&path).map_err(|e| io(&path, e))?;
+        let Some(id) = pcap_id(&name) else { continue };
+        pcap.push(PcapFileEntry {
+            id,
+            path: format!("{PCAP_DIR}/{name}"),
+            frames: scan.frames,
+            bytes: scan.pcap_bytes,
+            ts_first: scan.ts_first,
+            ts_last: scan.ts_last,
+            stored_bytes: scan.container.map(|_| scan.file_len),
+            methods: Default::default(),
+        });
+    }
+    pcap.sort_by_key(|f| f.id);
+    Ok(pcap)
+}
+
+/// The finished packet files; unfinished ones removed.
+fn packet_files(
+    root: &Path,
+    packets_dir: &Path,
+    out: &mut Recovered,
+) -> Result<Vec<store::PacketFileSummary>, StoreError> {
+    let mut packets = Vec::new();
+    for name in entries(packets_dir)? {
+        let path = packets_dir.join(&name);
+        if name.ends_with(".part") {
+            std::fs::remove_file(&path).map_err(|e| io(&path, e))?;
+            out.parts_removed.push(format!("{PACKETS_DIR}/{name}"));
+        } else if name.ends_with(".parquet") {
+            packets.push(summarize_packet_file(
+                root,
+                &format!("{PACKETS_DIR}/{name}"),
+            )?);
+        }
+    }
+    Ok(packets)
+}
+
+/// Flows files are written after their packet file: a part one goes (its
+/// packets are whole, and readers then answer from the packets).
+fn remove_flow_parts(flows_dir: &Path, out: &mut Recovered) -> Result<(), StoreError> {
+    for name in entries(flows_dir)? {
+        if name.ends_with(".part") {
+            let path = flows_dir.join(&name);
+            std::fs::remove_file(&path).map_err(|e| io(&path, e))?;
+            out.parts_removed
+                .push(format!("{}/{name}", store::flows::FLOWS_DIR));
+        }
+    }
+    Ok(())
+}
+
+/// The stats files, and the drops their rows add up to.
+struct StatsFiles {
+    files: Vec<String>,
+    drops: Drops,
+}
+
+/// Stats: the journal's rows become the last file.
+fn stats_files(stats_dir: &Path, out: &mut Recovered) -> Result<StatsFiles, StoreError> {
+    if stats_dir.is_dir() {
+        out.stats_recovered = recover_journal(stats_dir)?;
+    }
+    let mut stats = Vec::new();
+    let mut drops = Drops::default();
+    for name in entries(stats_dir)? {
+        let path = stats_dir.join(&name);
+        if name.ends_with(".part") {
+            std::fs::remove_file(&path).map_err(|e| io(&path, e))?;
+            out.parts_removed.push(format!("{STATS_DIR}/{name}"));
+        } else if name.ends_with(".parquet") {
+            for r in read_stats_file(&path)? {
+                drops.kernel_seen += r.kernel_packets;
+                drops.kernel += r.kernel_drops;
+                drops.pcap += r.pcap_drops;
+            }
+            stats.push(format!("{STATS_DIR}/{name}"));
+        }
+    }
+    Ok(StatsFiles {
+        files: stats,
+        drops,
+    })
 }
 
 /// Lists the file a ring writer overwrote among the removed pcap files

@@ -960,6 +960,79 @@ fn ip_text(a: u128) -> String {
     s
 }
 
+/// An nfs table file, and whether it has the `getfh` column names are
+/// read from.
+struct NfsFile<'a> {
+    path: &'a Path,
+    getfh: bool,
+}
+
+/// What scans 1 and 2 found over all datasets.
+struct Scanned<'a> {
+    /// Each scan thread's rpc part.
+    parts: Vec<RpcPart>,
+    /// Bytes and operations per file handle.
+    handles: HashMap<u64, HandleIo>,
+    nfs_files: Vec<NfsFile<'a>>,
+}
+
+/// A procedure as the SQL groups them: program, version and procedure
+/// labels (ordered in that order).
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+struct Label {
+    program: String,
+    version: u32,
+    procedure: String,
+}
+
+impl Label {
+    fn of(p: &Procedure) -> Label {
+        Label {
+            program: p.program_label().unwrap_or_else(|| "unknown".into()),
+            version: p.version.unwrap_or(0),
+            procedure: p.procedure_label().unwrap_or_else(|| "unknown".into()),
+        }
+    }
+}
+
+/// The scan threads' parts put together.
+struct Merged {
+    totals: BTreeMap<Label, Totals>,
+    /// Per label, its busiest second's calls.
+    peak: HashMap<Label, i64>,
+    /// The calls' time span in seconds (at least 1).
+    seconds: f64,
+    /// Latencies per (server, procedure), as each thread kept them.
+    latencies: BTreeMap<(u128, Procedure), Vec<Latencies>>,
+    clients: BTreeMap<u128, ClientIo>,
+}
+
+/// A latency row's count, mean, median, 90th and 99th percentile and
+/// maximum, with its latencies merged.
+struct RowStats {
+    row: usize,
+    stats: [i64; 6],
+    values: Latencies,
+}
+
+/// The latency table and, if asked for, its samples.
+struct LatencyTable {
+    columns: Vec<ArrayRef>,
+    samples: BTreeMap<String, Vec<i64>>,
+}
+
+/// An NFS client, by address text, with its calls and bytes.
+struct ClientRow {
+    addr: String,
+    client: ClientIo,
+}
+
+/// A file handle with its bytes and operations.
+struct HandleRow {
+    fh: u64,
+    io: HandleIo,
+}
+
 /// Runs the pass over `datasets` on `threads` threads.
 pub(crate) fn run(
     datasets: &[DatasetFiles],
@@ -968,19 +1041,46 @@ pub(crate) fn run(
     top_handles: usize,
     want_samples: bool,
 ) -> Result<RpcResult, AnalyzeError> {
-    // Scans 1 and 2, dataset by dataset (ids are the dataset's own).
-    let mut handles: HashMap<u64, HandleIo> = HashMap::new();
     let threads = threads.max(1);
+    let scanned = scan_datasets(datasets, window, threads)?;
+    let merged = merge_parts(scanned.parts);
+    let procedures = procedures_table(&merged);
+    let latency = latency_table(merged.latencies, threads, want_samples)?;
+    let clients = clients_table(merged.clients);
+    let handles = handles_table(
+        scanned.handles,
+        &scanned.nfs_files,
+        top_handles,
+        threads,
+        window,
+    )?;
+    Ok(RpcResult {
+        tables: [
+            (procedures, "procedures"),
+            (latency.columns, "latency"),
+            (clients, "clients"),
+            (handles, "handles"),
+        ],
+        samples: latency.samples,
+    })
+}
+
+/// Scans 1 and 2, dataset by dataset (ids are the dataset's own): the nfs
+/// files' bytes per handle and per call, then the rpc files.
+fn scan_datasets(
+    datasets: &[DatasetFiles],
+    window: TimeWindow,
+    threads: usize,
+) -> Result<Scanned<'_>, AnalyzeError> {
+    let mut handles: HashMap<u64, HandleIo> = HashMap::new();
     let mut scans: Vec<RpcScan> = (0..threads).map(|_| RpcScan::default()).collect();
-    let mut nfs_files: Vec<(&Path, bool)> = Vec::new();
+    let mut nfs_files: Vec<NfsFile> = Vec::new();
     for d in datasets {
         let mut nfs = par_map(threads, &d.nfs, |p| scan_nfs_io(p, window))?;
-        nfs_files.extend(
-            d.nfs
-                .iter()
-                .map(PathBuf::as_path)
-                .zip(nfs.iter().map(|p| p.getfh)),
-        );
+        nfs_files.extend(d.nfs.iter().zip(&nfs).map(|(path, p)| NfsFile {
+            path: path.as_path(),
+            getfh: p.getfh,
+        }));
         for p in &nfs {
             for (fh, h) in &p.handles {
                 handles.entry(*fh).or_default().add(h);
@@ -991,25 +1091,22 @@ pub(crate) fn run(
         let scans = &mut scans[..threads.min(d.rpc.len()).max(1)];
         par_fold(scans, &d.rpc, |scan, _, p| scan.file(p, window, &calls))?;
     }
-    let rpc_parts: Vec<RpcPart> = scans.into_iter().map(RpcScan::finish).collect();
+    Ok(Scanned {
+        parts: scans.into_iter().map(RpcScan::finish).collect(),
+        handles,
+        nfs_files,
+    })
+}
 
-    // procedures: merged by their labels, as the SQL groups them.
-    type Label = (String, u32, String);
-    let label_of = |p: &Procedure| -> Label {
-        (
-            p.program_label().unwrap_or_else(|| "unknown".into()),
-            p.version.unwrap_or(0),
-            p.procedure_label().unwrap_or_else(|| "unknown".into()),
-        )
-    };
+/// The parts merged; procedures by their labels, as the SQL groups them.
+fn merge_parts(rpc_parts: Vec<RpcPart>) -> Merged {
     let mut totals: BTreeMap<Label, Totals> = BTreeMap::new();
     let mut per_second: HashMap<(Label, i64), i64> = HashMap::new();
     let mut span: Option<(i64, i64)> = None;
-    // Latencies per (server, procedure), as each thread kept them.
     let mut latencies: BTreeMap<(u128, Procedure), Vec<Latencies>> = BTreeMap::new();
     let mut clients: BTreeMap<u128, ClientIo> = BTreeMap::new();
     for part in rpc_parts {
-        let labels: Vec<Label> = part.procedures.iter().map(label_of).collect();
+        let labels: Vec<Label> = part.procedures.iter().map(Label::of).collect();
         for (g, t) in part.totals.iter().enumerate() {
             totals.entry(labels[g].clone()).or_default().add(t);
         }
@@ -1036,13 +1133,30 @@ pub(crate) fn run(
         let p = peak.entry(label).or_default();
         *p = (*p).max(n);
     }
-    let seconds = span.map_or(1.0, |(lo, hi)| ((hi - lo) as f64 / 1e9).max(1.0));
-    let mut procs: Vec<(Label, Totals)> = totals.into_iter().collect();
-    procs.sort_by(|a, b| b.1.calls.cmp(&a.1.calls).then_with(|| a.0.cmp(&b.0)));
-    let procedures: Vec<ArrayRef> = vec![
-        Arc::new(StringArray::from_iter_values(procs.iter().map(|p| &p.0.0))),
-        Arc::new(UInt32Array::from_iter_values(procs.iter().map(|p| p.0.1))),
-        Arc::new(StringArray::from_iter_values(procs.iter().map(|p| &p.0.2))),
+    Merged {
+        totals,
+        peak,
+        seconds: span.map_or(1.0, |(lo, hi)| ((hi - lo) as f64 / 1e9).max(1.0)),
+        latencies,
+        clients,
+    }
+}
+
+/// The procedures table: busiest first.
+fn procedures_table(m: &Merged) -> Vec<ArrayRef> {
+    let mut procs: Vec<(&Label, &Totals)> = m.totals.iter().collect();
+    procs.sort_by(|a, b| b.1.calls.cmp(&a.1.calls).then_with(|| a.0.cmp(b.0)));
+    let seconds = m.seconds;
+    vec![
+        Arc::new(StringArray::from_iter_values(
+            procs.iter().map(|p| &p.0.program),
+        )),
+        Arc::new(UInt32Array::from_iter_values(
+            procs.iter().map(|p| p.0.version),
+        )),
+        Arc::new(StringArray::from_iter_values(
+            procs.iter().map(|p| &p.0.procedure),
+        )),
         Arc::new(Int64Array::from_iter_values(
             procs.iter().map(|p| p.1.calls),
         )),
@@ -1050,7 +1164,7 @@ pub(crate) fn run(
             procs.iter().map(|p| p.1.calls as f64 / seconds),
         )),
         Arc::new(Int64Array::from_iter_values(
-            procs.iter().map(|p| peak.get(&p.0).copied().unwrap_or(0)),
+            procs.iter().map(|p| m.peak.get(p.0).copied().unwrap_or(0)),
         )),
         Arc::new(Int64Array::from_iter_values(
             procs.iter().map(|p| p.1.no_reply),
@@ -1070,9 +1184,15 @@ pub(crate) fn run(
         Arc::new(UInt64Array::from_iter_values(
             procs.iter().map(|p| p.1.reply_bytes),
         )),
-    ];
+    ]
+}
 
-    // latency: quantiles per server and procedure.
+/// The latency table: quantiles per server and procedure.
+fn latency_table(
+    latencies: BTreeMap<(u128, Procedure), Vec<Latencies>>,
+    threads: usize,
+    want_samples: bool,
+) -> Result<LatencyTable, AnalyzeError> {
     let mut rows: Vec<LatencyRow> = latencies
         .into_iter()
         .map(|((server, p), values)| LatencyRow {
@@ -1092,33 +1212,9 @@ pub(crate) fn run(
             .then(a.version.cmp(&b.version))
             .then_with(|| a.procedure.cmp(&b.procedure))
     });
-    // The rows' quantiles over the threads (a few procedures hold most
-    // calls, so two threads take ~0.7 of one's time): each merges its
-    // row's latencies (the other threads' added to the longest) and
-    // selects from them.
-    let parts: Vec<std::sync::Mutex<Vec<Latencies>>> = (rows.iter_mut())
-        .map(|r| std::sync::Mutex::new(std::mem::take(&mut r.values)))
-        .collect();
-    let mut order: Vec<usize> = (0..rows.len()).collect();
-    order.sort_by_key(|&k| std::cmp::Reverse(rows[k].count));
-    let mut done = par_map(threads, &order, |&k| {
-        let mut parts = std::mem::take(&mut *parts[k].lock().unwrap_or_else(|p| p.into_inner()));
-        parts.sort_by_key(Latencies::len);
-        let mut v = parts.pop().unwrap_or_default();
-        parts.iter().for_each(|o| v.append(o));
-        drop(parts);
-        let n = v.len();
-        let mean = (v.sum() as f64 / n as f64) as i64;
-        let max = v.max();
-        let q = v.percentiles(&[0.5, 0.9, 0.99]);
-        let q = |k: usize| q[k].round() as i64;
-        Ok((k, [n as i64, mean, q(0), q(1), q(2), max], v))
-    })?;
-    // Back in the rows' order.
-    done.sort_unstable_by_key(|d| d.0);
-    let stats: Vec<[i64; 6]> = done.iter().map(|d| d.1).collect();
+    let done = latency_stats(&mut rows, threads)?;
     let mut samples: BTreeMap<String, Vec<i64>> = BTreeMap::new();
-    for (r, (_, _, v)) in rows.iter().zip(&done).filter(|_| want_samples) {
+    for (r, d) in rows.iter().zip(&done).filter(|_| want_samples) {
         let label = format!(
             "{} v{} {}",
             r.program.as_deref().unwrap_or(""),
@@ -1126,13 +1222,15 @@ pub(crate) fn run(
             r.procedure.as_deref().unwrap_or("")
         );
         let s = samples.entry(label).or_default();
-        s.extend(v.short.iter().map(|&x| i64::from(x)));
-        s.extend_from_slice(&v.long);
+        s.extend(d.values.short.iter().map(|&x| i64::from(x)));
+        s.extend_from_slice(&d.values.long);
     }
     let stat = |k: usize| -> ArrayRef {
-        Arc::new(Int64Array::from_iter_values(stats.iter().map(|s| s[k])))
+        Arc::new(Int64Array::from_iter_values(
+            done.iter().map(|d| d.stats[k]),
+        ))
     };
-    let latency: Vec<ArrayRef> = vec![
+    let columns: Vec<ArrayRef> = vec![
         Arc::new(StringArray::from_iter_values(
             rows.iter().map(|r| &r.server),
         )),
@@ -1150,46 +1248,100 @@ pub(crate) fn run(
         stat(4),
         stat(5),
     ];
+    Ok(LatencyTable { columns, samples })
+}
 
-    // clients: NFS callers only.
-    let mut cl: Vec<(String, ClientIo)> = clients
+/// The rows' quantiles over the threads (a few procedures hold most
+/// calls, so two threads take ~0.7 of one's time): each merges its row's
+/// latencies (the other threads' added to the longest) and selects from
+/// them. Takes the rows' values; gives them back merged, in the rows'
+/// order.
+fn latency_stats(rows: &mut [LatencyRow], threads: usize) -> Result<Vec<RowStats>, AnalyzeError> {
+    let parts: Vec<std::sync::Mutex<Vec<Latencies>>> = (rows.iter_mut())
+        .map(|r| std::sync::Mutex::new(std::mem::take(&mut r.values)))
+        .collect();
+    let mut order: Vec<usize> = (0..rows.len()).collect();
+    order.sort_by_key(|&k| std::cmp::Reverse(rows[k].count));
+    let mut done = par_map(threads, &order, |&k| {
+        let mut parts = std::mem::take(&mut *parts[k].lock().unwrap_or_else(|p| p.into_inner()));
+        parts.sort_by_key(Latencies::len);
+        let mut v = parts.pop().unwrap_or_default();
+        parts.iter().for_each(|o| v.append(o));
+        drop(parts);
+        let n = v.len();
+        let mean = (v.sum() as f64 / n as f64) as i64;
+        let max = v.max();
+        let q = v.percentiles(&[0.5, 0.9, 0.99]);
+        let q = |k: usize| q[k].round() as i64;
+        Ok(RowStats {
+            row: k,
+            stats: [n as i64, mean, q(0), q(1), q(2), max],
+            values: v,
+        })
+    })?;
+    // Back in the rows' order.
+    done.sort_unstable_by_key(|d| d.row);
+    Ok(done)
+}
+
+/// The clients table: NFS callers only, by bytes.
+fn clients_table(clients: BTreeMap<u128, ClientIo>) -> Vec<ArrayRef> {
+    let mut cl: Vec<ClientRow> = clients
         .into_iter()
         .filter(|(_, c)| c.calls > 0)
-        .map(|(a, c)| (ip_text(a), c))
+        .map(|(a, client)| ClientRow {
+            addr: ip_text(a),
+            client,
+        })
         .collect();
     cl.sort_by(|a, b| {
-        (b.1.io.read + b.1.io.written)
-            .cmp(&(a.1.io.read + a.1.io.written))
-            .then_with(|| a.0.cmp(&b.0))
+        (b.client.io.read + b.client.io.written)
+            .cmp(&(a.client.io.read + a.client.io.written))
+            .then_with(|| a.addr.cmp(&b.addr))
     });
-    let clients: Vec<ArrayRef> = vec![
-        Arc::new(StringArray::from_iter_values(cl.iter().map(|c| &c.0))),
-        Arc::new(Int64Array::from_iter_values(cl.iter().map(|c| c.1.calls))),
-        Arc::new(Int64Array::from_iter_values(cl.iter().map(|c| c.1.io.read))),
+    vec![
+        Arc::new(StringArray::from_iter_values(cl.iter().map(|c| &c.addr))),
         Arc::new(Int64Array::from_iter_values(
-            cl.iter().map(|c| c.1.io.written),
+            cl.iter().map(|c| c.client.calls),
         )),
         Arc::new(Int64Array::from_iter_values(
-            cl.iter().map(|c| c.1.io.reads),
+            cl.iter().map(|c| c.client.io.read),
         )),
         Arc::new(Int64Array::from_iter_values(
-            cl.iter().map(|c| c.1.io.writes),
+            cl.iter().map(|c| c.client.io.written),
         )),
-    ];
+        Arc::new(Int64Array::from_iter_values(
+            cl.iter().map(|c| c.client.io.reads),
+        )),
+        Arc::new(Int64Array::from_iter_values(
+            cl.iter().map(|c| c.client.io.writes),
+        )),
+    ]
+}
 
-    // handles: the busiest by bytes (a NULL total first, as SQL's DESC
-    // puts it), then their names.
+/// The handles table: the busiest by bytes (a NULL total first, as SQL's
+/// DESC puts it), then their names (scan 3).
+fn handles_table(
+    handles: HashMap<u64, HandleIo>,
+    nfs_files: &[NfsFile],
+    top_handles: usize,
+    threads: usize,
+    window: TimeWindow,
+) -> Result<Vec<ArrayRef>, AnalyzeError> {
     let total = |h: &HandleIo| (h.read_seen && h.written_seen).then_some(h.read + h.written);
-    let order = |a: &(u64, HandleIo), b: &(u64, HandleIo)| {
-        match (total(&a.1), total(&b.1)) {
+    let order = |a: &HandleRow, b: &HandleRow| {
+        match (total(&a.io), total(&b.io)) {
             (None, None) => std::cmp::Ordering::Equal,
             (None, Some(_)) => std::cmp::Ordering::Less,
             (Some(_), None) => std::cmp::Ordering::Greater,
             (Some(x), Some(y)) => y.cmp(&x),
         }
-        .then(a.0.cmp(&b.0))
+        .then(a.fh.cmp(&b.fh))
     };
-    let mut hs: Vec<(u64, HandleIo)> = handles.into_iter().collect();
+    let mut hs: Vec<HandleRow> = handles
+        .into_iter()
+        .map(|(fh, io)| HandleRow { fh, io })
+        .collect();
     if top_handles < hs.len() {
         if top_handles > 0 {
             hs.select_nth_unstable_by(top_handles - 1, order);
@@ -1197,11 +1349,11 @@ pub(crate) fn run(
         hs.truncate(top_handles);
     }
     hs.sort_unstable_by(order);
-    let top: HashSet<u64> = hs.iter().map(|(fh, _)| *fh).collect();
+    let top: HashSet<u64> = hs.iter().map(|h| h.fh).collect();
     let mut names: HashMap<u64, String> = HashMap::new();
     if !top.is_empty() {
-        let names_in = |(p, getfh): &(&Path, bool)| names_of(p, *getfh, window, &top);
-        for found in par_map(threads, &nfs_files, names_in)? {
+        let names_in = |f: &NfsFile| names_of(f.path, f.getfh, window, &top);
+        for found in par_map(threads, nfs_files, names_in)? {
             for (fh, name) in found {
                 match names.get_mut(&fh) {
                     Some(n) if *n >= name => {}
@@ -1213,28 +1365,19 @@ pub(crate) fn run(
             }
         }
     }
-    let handles: Vec<ArrayRef> = vec![
-        Arc::new(UInt64Array::from_iter_values(hs.iter().map(|h| h.0))),
+    Ok(vec![
+        Arc::new(UInt64Array::from_iter_values(hs.iter().map(|h| h.fh))),
         Arc::new(StringArray::from_iter(
-            hs.iter().map(|h| names.get(&h.0).map(String::as_str)),
+            hs.iter().map(|h| names.get(&h.fh).map(String::as_str)),
         )),
         Arc::new(Int64Array::from_iter(
-            hs.iter().map(|h| h.1.read_seen.then_some(h.1.read)),
+            hs.iter().map(|h| h.io.read_seen.then_some(h.io.read)),
         )),
         Arc::new(Int64Array::from_iter(
-            hs.iter().map(|h| h.1.written_seen.then_some(h.1.written)),
+            hs.iter().map(|h| h.io.written_seen.then_some(h.io.written)),
         )),
-        Arc::new(Int64Array::from_iter_values(hs.iter().map(|h| h.1.ops))),
-    ];
-    Ok(RpcResult {
-        tables: [
-            (procedures, "procedures"),
-            (latency, "latency"),
-            (clients, "clients"),
-            (handles, "handles"),
-        ],
-        samples,
-    })
+        Arc::new(Int64Array::from_iter_values(hs.iter().map(|h| h.io.ops))),
+    ])
 }
 
 #[cfg(test)]
