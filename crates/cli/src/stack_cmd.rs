@@ -76,7 +76,7 @@ pub fn run(a: StackArgs) -> Result<ExitCode, String> {
             a.ring_size
         )
     })?;
-    let opts = stack::StackOptions {
+    let opts = stackrec::StackOptions {
         pid: a.pid,
         comm: a.comm.clone(),
         ports: a.ports.clone(),
@@ -94,7 +94,7 @@ pub fn run(a: StackArgs) -> Result<ExitCode, String> {
     };
     crate::signals::install();
     let live_line = !a.quiet && std::io::stderr().is_terminal();
-    let report = stack::record(
+    let report = stackrec::record(
         &a.output,
         &opts,
         &crate::signals::STOP,

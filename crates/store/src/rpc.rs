@@ -469,7 +469,7 @@ pub struct NfsRow<'a> {
 }
 
 impl RpcColumns {
-    #[inline]
+    #[inline(always)]
     fn push(&mut self, id: u64, t: &RpcRow, ops: usize) {
         let ts = t.call_ts.or(t.reply_ts).unwrap_or(0);
         let c = t.call.as_ref();
@@ -517,6 +517,7 @@ impl RpcColumns {
 
 impl NfsColumns {
     /// The call's operations; returns how many rows that made.
+    #[inline(always)]
     fn push<'a>(
         &mut self,
         id: u64,
@@ -603,6 +604,7 @@ impl<C: ColumnSet> TableOut<C> {
     }
 
     /// The file rows go to now (opened on the first row).
+    #[inline(always)]
     fn open(&mut self) -> Result<(), StoreError> {
         if self.file.is_none() {
             let path = self
@@ -622,6 +624,7 @@ impl<C: ColumnSet> TableOut<C> {
 
     /// `n` rows were pushed into the columns: end pages, row groups and
     /// files where they are due.
+    #[inline(always)]
     fn rows_added(&mut self, n: usize) -> Result<(), StoreError> {
         if n == 0 {
             return Ok(());
@@ -735,7 +738,15 @@ impl RpcWriter {
 
     /// Writes one row of the rpc table and, when the call was seen, the
     /// rows of its operations (`ops`) in the nfs table.
-    #[inline]
+    ///
+    /// Inlined, with the column pushes, into the caller's loop, where the
+    /// rows are filled from the tracker's transactions: the rows' fields
+    /// then go straight from the transaction into the encoders. Out of
+    /// line, the rows were built in memory and read back, and with
+    /// `open` and `rows_added` called rather than inlined, the RPC stage
+    /// ran 4 % more instructions on the NFSv3 trace (1.4 % more inlined,
+    /// within the noise in time).
+    #[inline(always)]
     pub fn push<'a>(
         &mut self,
         t: &RpcRow,

@@ -410,8 +410,10 @@ pub fn write_ready_transactions(
 }
 
 /// Writes one transaction: its rpc row and its operations' nfs rows,
-/// read from where the transaction keeps them.
-#[inline]
+/// read from where the transaction keeps them. Inlined into the loops
+/// over the ready transactions, with the writer's push (see
+/// [`RpcWriter::push`]).
+#[inline(always)]
 pub fn write_transaction(w: &mut RpcWriter, t: &Transaction) -> Result<(), StoreError> {
     let c = t.call.as_ref();
     let (program, version) = c.map_or((0, 0), |c| (c.program, c.version));

@@ -1,12 +1,12 @@
-//! Turning the eBPF programs' records into rows of the stack table.
+//! Turning the eBPF programs' records into events, the rows of the stack
+//! table (the pipeline's stack recorder writes them there).
 //!
-//! Pure: bytes in, [`StackRow`]s out. `RawEvent::parse` mirrors
+//! Pure: bytes in, [`StackEvent`]s out. `RawEvent::parse` mirrors
 //! `src/bpf/event.h` (one fixed layout for every event type, native byte
 //! order); [`Decoder`] adds what only user space can know: the wall-clock
 //! time, the socket a received frame belongs to, the process that owns a
 //! socket, and sequence numbers unwrapped past 4 GiB.
 
-use store::stack::{StackRow, TcpInfo};
 use util::fasthash::FastMap;
 
 /// Bytes of one event record (`EVENT_SIZE` in event.h).
@@ -17,7 +17,8 @@ pub const DEV_EVENT_SIZE: usize = 104;
 /// Where a record says its type.
 pub const TYPE_AT: usize = 20;
 
-/// Event types, as numbered by the eBPF programs (and [`store::stack::EVENT_NAMES`]).
+/// Event types, as numbered by the eBPF programs (and the stack table's
+/// event names).
 pub mod kind {
     pub const SEND: u8 = 0;
     pub const RECV: u8 = 1;
@@ -36,6 +37,55 @@ pub mod kind {
 
 const TCP_SYN_SENT: u8 = 2;
 const TCP_CLOSE: u8 = 7;
+
+/// A socket's TCP state at the event (MAGNeT's "TCP extra data").
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct TcpInfo {
+    pub snd_cwnd: u32,
+    pub ssthresh: u32,
+    pub srtt_us: u32,
+    pub rttvar_us: u32,
+    pub snd_wnd: u32,
+    pub rcv_wnd: u32,
+    pub snd_nxt: u32,
+    pub snd_una: u32,
+    pub packets_out: u32,
+    pub in_flight: u32,
+    pub total_retrans: u32,
+}
+
+/// One decoded event: what a row of the stack table holds. `None` is a
+/// null: a field the event type does not have.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct StackEvent {
+    /// ns since the epoch (the kernel's monotonic clock moved onto the
+    /// wall clock by the offset measured when recording started).
+    pub ts_ns: i64,
+    /// The event's type ([`kind`]).
+    pub event: u8,
+    pub pid: Option<u32>,
+    pub tid: Option<u32>,
+    pub comm: Option<[u8; 16]>,
+    pub cookie: Option<u64>,
+    pub netns: u32,
+    pub family: u8,
+    pub proto: u8,
+    pub local_addr: Option<[u8; 16]>,
+    pub local_port: Option<u16>,
+    pub remote_addr: Option<[u8; 16]>,
+    pub remote_port: Option<u16>,
+    pub bytes: Option<u32>,
+    pub payload: Option<u32>,
+    pub seq: Option<u64>,
+    pub ack: Option<u32>,
+    pub state: Option<u8>,
+    pub old_state: Option<u8>,
+    pub tcp: Option<TcpInfo>,
+    pub ifindex: Option<u32>,
+    pub dev: Option<[u8; 16]>,
+    pub ret: Option<i32>,
+    pub tcp_flags: Option<u8>,
+}
 
 /// One record as the kernel wrote it.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -165,7 +215,7 @@ struct Owner {
 /// host's closed sockets are forgotten on CLOSE already).
 const MAX_SOCKETS: usize = 1 << 20;
 
-/// Turns records into rows, keeping per-socket context.
+/// Turns records into events, keeping per-socket context.
 #[derive(Debug, Default)]
 pub struct Decoder {
     /// Wall clock minus the kernel's monotonic clock, ns.
@@ -214,8 +264,8 @@ impl Decoder {
         self.owners.len().max(self.sockets.len())
     }
 
-    /// The row for one record.
-    pub fn row(&mut self, e: &RawEvent) -> StackRow {
+    /// The event of one record.
+    pub fn event(&mut self, e: &RawEvent) -> StackEvent {
         if self.owners.len() > MAX_SOCKETS || self.sockets.len() > MAX_SOCKETS {
             self.owners.clear();
             self.sockets.clear();
@@ -273,7 +323,7 @@ impl Decoder {
             _ => None,
         };
         let known_ports = has_ports && (e.lport != 0 || e.rport != 0);
-        let row = StackRow {
+        let row = StackEvent {
             ts_ns: (e.ts_ns as i64).saturating_add(self.clock_offset_ns),
             event: e.kind,
             pid: owner.map(|o| o.pid),
@@ -437,13 +487,13 @@ mod tests {
     #[test]
     fn frames_join_their_socket_and_events_their_owner() {
         let mut d = Decoder::new(1_000);
-        let send = d.row(&ev(kind::SEND, 5, 0xffff_ff00));
+        let send = d.event(&ev(kind::SEND, 5, 0xffff_ff00));
         assert_eq!(send.pid, Some(77));
         assert_eq!(send.ts_ns, 1_000);
         // A received frame has no cookie: joined by namespace and 4-tuple.
         let mut rx = ev(kind::DEV_RECV, 0, 0x10);
         rx.pid = 1; // whoever ran the softirq
-        let r = d.row(&rx);
+        let r = d.event(&rx);
         assert_eq!(r.cookie, Some(5));
         assert_eq!(
             r.pid,
@@ -451,17 +501,17 @@ mod tests {
             "the socket's owner, not the softirq's task"
         );
         // Transmit direction wraps past 2^32.
-        let x = d.row(&ev(kind::DEV_XMIT, 5, 0x40));
+        let x = d.event(&ev(kind::DEV_XMIT, 5, 0x40));
         assert_eq!(x.seq, Some(0x1_0000_0040));
         // Another namespace with the same tuple is another socket.
         let mut other = ev(kind::DEV_RECV, 0, 1);
         other.netns = 2;
-        assert_eq!(d.row(&other).cookie, None);
+        assert_eq!(d.event(&other).cookie, None);
         // After CLOSE the tuple is forgotten.
         let mut close = ev(kind::STATE, 5, 0);
         close.state = TCP_CLOSE;
-        d.row(&close);
-        assert_eq!(d.row(&rx).cookie, None);
+        d.event(&close);
+        assert_eq!(d.event(&rx).cookie, None);
     }
 
     #[test]
@@ -492,7 +542,7 @@ mod tests {
                 }
             }
             if let Some(e) = RawEvent::parse(&b) {
-                let r = d.row(&e);
+                let r = d.event(&e);
                 assert_eq!(r.event, e.kind);
             }
         }

@@ -10,6 +10,11 @@
 //! event type, every event a full ring could not take, and those counts go
 //! to the stats table.
 //!
+//! This crate loads and attaches the programs, reads their rings
+//! ([`probe`]'s [`Probe`], [`Loaded`], [`Reader`]) and decodes their
+//! records ([`event`], [`order`]); writing them into a dataset is the
+//! pipeline's (the `stackrec` crate).
+//!
 //! Linux only; needs BTF (/sys/kernel/btf/vmlinux), CAP_BPF and
 //! CAP_PERFMON.
 
@@ -17,11 +22,14 @@ use std::path::PathBuf;
 
 pub mod event;
 pub mod order;
-mod record;
+pub mod probe;
 mod setup;
 
-pub use record::{MAX_PORTS, Second, StackOptions, StackReport, record};
-pub use setup::Prepared;
+pub use probe::{
+    Attached, CHUNK_BYTES, Chunk, Collected, Loaded, MAX_PORTS, Probe, ProbeOptions, ProgramRuns,
+    Reader,
+};
+pub use setup::{Prepared, clock_offset_ns};
 
 #[allow(
     clippy::all,
@@ -57,12 +65,10 @@ pub enum StackError {
         #[source]
         source: std::io::Error,
     },
-    #[error(transparent)]
-    Store(#[from] store::StoreError),
 }
 
 impl StackError {
-    pub(crate) fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
+    pub fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
         StackError::Io {
             path: path.into(),
             source,

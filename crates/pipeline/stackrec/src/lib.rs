@@ -1,0 +1,768 @@
+//! `weir stack`'s recording: the programs of the stack source (loaded,
+//! attached and read by the `stack` crate) into the dataset's stack table,
+//! its per-second counters and the manifest's `stack` section.
+//!
+//! The stack source's reader copies records off the ring buffers on the
+//! calling thread; a writer thread puts them in time order, decodes them
+//! and encodes them into Parquet, so that a slow disk delays only the
+//! writer, and if that backs up, the kernel counts what the full ring
+//! buffers could not take (per event type) instead of anything waiting.
+
+use std::collections::BTreeMap;
+use std::mem::MaybeUninit;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::mpsc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use stack::event::{Decoder, RawEvent, StackEvent, kind};
+use stack::order::Reorder;
+use stack::{
+    Attached, CHUNK_BYTES, Chunk, Loaded, Prepared, Probe, ProbeOptions, Reader, StackError,
+};
+use store::Dataset;
+use store::manifest::{Manifest, ProgramCost, StackInfo, TimeSpan};
+use store::stack::{EVENT_NAMES, STACK_DIR, StackRow, StackWriter, TcpInfo};
+use store::stats::{StackCounts, StatsRow, StatsWriter};
+
+/// Why a recording could not start or go on. Each says what to do.
+#[derive(Debug, thiserror::Error)]
+pub enum RecordError {
+    #[error(transparent)]
+    Stack(#[from] StackError),
+    #[error(transparent)]
+    Store(#[from] store::StoreError),
+}
+
+/// How a recording is set up.
+#[derive(Clone, Debug)]
+pub struct StackOptions {
+    /// Keep only events of this process (tgid), and of the sockets it uses.
+    pub pid: Option<u32>,
+    /// Keep only events of processes with this command name (≤ 15 bytes).
+    pub comm: Option<String>,
+    /// Keep only sockets and frames with one of these ports (either end).
+    pub ports: Vec<u16>,
+    /// A cgroup v2 directory: attach sock_ops there, and keep only the
+    /// events of its processes.
+    pub cgroup: Option<PathBuf>,
+    /// Bytes of each CPU's ring buffer (a power of two, at least a page).
+    pub ring_bytes: u32,
+    /// Memory for records read but not yet written (the writer runs only
+    /// on idle CPU time; when this is full, the ring buffer fills and the
+    /// kernel counts the loss).
+    pub buffer_bytes: u64,
+    /// Record device transmit/receive.
+    pub devices: bool,
+    /// ... of pure TCP ACKs too (no payload, no SYN/FIN/RST).
+    pub device_acks: bool,
+    /// Snapshot every TCP socket this often (iter/tcp).
+    pub snapshot_every: Option<Duration>,
+    /// Switch the kernel's BPF run-time statistics on while recording and
+    /// report each program's CPU time (costs two clock reads per run).
+    pub program_stats: bool,
+    /// Stop after this long.
+    pub duration: Option<Duration>,
+    /// Rows per stack file.
+    pub rotate_rows: u64,
+    /// Replace an earlier stack recording in the dataset.
+    pub force: bool,
+    /// The command line, for the manifest.
+    pub command: String,
+}
+
+impl Default for StackOptions {
+    fn default() -> Self {
+        StackOptions {
+            pid: None,
+            comm: None,
+            ports: Vec::new(),
+            cgroup: None,
+            ring_bytes: 8 << 20,
+            buffer_bytes: 256 << 20,
+            devices: true,
+            device_acks: true,
+            snapshot_every: None,
+            program_stats: false,
+            duration: None,
+            rotate_rows: 4 << 20,
+            force: false,
+            command: String::new(),
+        }
+    }
+}
+
+impl StackOptions {
+    /// What the programs record.
+    fn probe(&self) -> ProbeOptions {
+        ProbeOptions {
+            pid: self.pid,
+            comm: self.comm.clone(),
+            ports: self.ports.clone(),
+            cgroup: self.cgroup.clone(),
+            ring_bytes: self.ring_bytes,
+            devices: self.devices,
+            device_acks: self.device_acks,
+            snapshot_every: self.snapshot_every,
+            program_stats: self.program_stats,
+        }
+    }
+}
+
+/// One second of a recording, for a live display.
+#[derive(Clone, Debug, Default)]
+pub struct Second {
+    pub events: u64,
+    pub lost: u64,
+    pub sockets: usize,
+}
+
+/// What a recording did.
+#[derive(Clone, Debug, Default)]
+pub struct StackReport {
+    pub events: BTreeMap<String, u64>,
+    pub lost: BTreeMap<String, u64>,
+    /// Records user space could not read (wrong size or type): a bug if
+    /// ever non-zero.
+    pub malformed: u64,
+    pub files: Vec<String>,
+    pub stats_files: Vec<String>,
+    pub snapshots: u64,
+    /// With `program_stats`: runs and ns per program.
+    pub program_cost: BTreeMap<String, ProgramCost>,
+    pub elapsed: Duration,
+    pub ended_by: String,
+    pub prepared: Prepared,
+}
+
+impl StackReport {
+    pub fn total_events(&self) -> u64 {
+        self.events.values().sum()
+    }
+    pub fn total_lost(&self) -> u64 {
+        self.lost.values().sum()
+    }
+}
+
+/// How long a poll of the ring buffers waits for a wake-up; the programs
+/// wake the reader only when a quarter of a ring is queued, and every ring
+/// is read after each poll.
+const POLL: Duration = Duration::from_millis(20);
+/// How far behind the newest complete read the writer holds records back
+/// to put the CPUs' rings in time order: a program stamps its record just
+/// after reserving it, so one still being filled during a read is at most
+/// this much older than the read.
+const REORDER_SLACK_NS: u64 = 2_000_000;
+
+/// Records until `stop` is set or the duration passes. `on_ready` is called
+/// once the programs are attached; `each_second` once a second.
+pub fn record(
+    root: &Path,
+    opts: &StackOptions,
+    stop: &AtomicBool,
+    on_ready: impl FnOnce(&Prepared),
+    each_second: impl FnMut(&Second),
+) -> Result<StackReport, RecordError> {
+    let probe = Probe::prepare(&opts.probe())?;
+    let out = Output::open(root, opts)?;
+    let mut object = MaybeUninit::uninit();
+    let loaded = probe.load(&mut object)?;
+    let attached = loaded.attach()?;
+    let (writer, to_writer) = WriterThread::start(&out, opts)?;
+    let reader = Reader::new(&loaded, to_writer.chunks, to_writer.free)?;
+    let started = Instant::now();
+    on_ready(probe.prepared());
+    let mut seconds = Seconds::new(&out.stats_dir);
+    let run = Running {
+        started,
+        loaded: &loaded,
+        attached: &attached,
+        reader: &reader,
+        sockets: &writer.sockets,
+    };
+    let polled = poll_until_stopped(opts, stop, run, &mut seconds, each_second)?;
+    let program_cost = if opts.program_stats {
+        program_cost(&loaded)
+    } else {
+        BTreeMap::new()
+    };
+    // Detach first so that nothing more arrives, then drain what is queued.
+    drop(attached);
+    let collected = reader.finish();
+    let lost = loaded.lost();
+    let last = seconds.end(&collected.events, &lost);
+    seconds.write(last)?;
+    let written = writer.join()?;
+    let stats_files: Vec<String> = seconds
+        .stats
+        .finish()?
+        .into_iter()
+        .map(|f| format!("{}/{f}", store::dataset::STATS_DIR))
+        .collect();
+    let ended = Ended {
+        ended_by: polled.ended_by,
+        events: collected.events,
+        lost,
+        program_cost,
+        elapsed: started.elapsed(),
+    };
+    let report = StackReport {
+        malformed: collected.malformed,
+        stats_files,
+        snapshots: polled.snapshots,
+        prepared: probe.prepared().clone(),
+        ..out.finish(ended, written)?
+    };
+    Ok(report)
+}
+
+/// The dataset a recording writes, and the manifest's `stack` section as
+/// it goes.
+struct Output {
+    ds: Dataset,
+    /// The manifest as it was found (or a new one).
+    base: Manifest,
+    stack_dir: PathBuf,
+    stats_dir: PathBuf,
+    clock_offset_ns: i64,
+    info: StackInfo,
+}
+
+impl Output {
+    /// Prepares the dataset and writes the `stack` section it starts with,
+    /// so that a recording that is killed still says what it was.
+    fn open(root: &Path, opts: &StackOptions) -> Result<Output, RecordError> {
+        let (ds, base) = open_dataset(root, opts.force)?;
+        let stack_dir = ds.subdir(STACK_DIR)?;
+        let stats_dir = ds.subdir(store::dataset::STATS_DIR)?;
+        let clock_offset_ns = stack::clock_offset_ns();
+        let started_ns = store::time::now_ns();
+        let info = StackInfo {
+            started: store::time::format_ns(started_ns),
+            ended_by: "running".to_string(),
+            clock: "CLOCK_MONOTONIC (bpf_ktime_get_ns) + offset to CLOCK_REALTIME at start"
+                .to_string(),
+            clock_offset_ns,
+            pid: opts.pid,
+            comm: opts.comm.clone(),
+            ports: opts.ports.clone(),
+            cgroup: opts.cgroup.as_ref().map(|p| p.display().to_string()),
+            ring_bytes: opts.ring_bytes as u64,
+            devices: opts.devices,
+            device_acks: opts.devices && opts.device_acks,
+            snapshot_every_s: opts.snapshot_every.map(|d| d.as_secs_f64()),
+            ..Default::default()
+        };
+        write_stack_info(&ds, &base, info.clone())?;
+        Ok(Output {
+            ds,
+            base,
+            stack_dir,
+            stats_dir,
+            clock_offset_ns,
+            info,
+        })
+    }
+
+    /// Writes the final `stack` section; the report of what was written.
+    fn finish(mut self, ended: Ended, written: Written) -> Result<StackReport, RecordError> {
+        let info = &mut self.info;
+        info.ended_by = ended.ended_by.to_string();
+        info.events = by_name(&ended.events);
+        info.lost = by_name(&ended.lost);
+        info.files = written.files.clone();
+        info.time_span = written.span.map(|(a, b)| TimeSpan::new(a, b));
+        info.program_cost = ended.program_cost.clone();
+        write_stack_info(&self.ds, &self.base, self.info.clone())?;
+        Ok(StackReport {
+            events: self.info.events,
+            lost: self.info.lost,
+            files: written.files,
+            program_cost: ended.program_cost,
+            elapsed: ended.elapsed,
+            ended_by: ended.ended_by.to_string(),
+            ..Default::default()
+        })
+    }
+}
+
+/// How a recording ended, and what it counted.
+struct Ended {
+    ended_by: &'static str,
+    events: [u64; kind::COUNT],
+    lost: [u64; kind::COUNT],
+    program_cost: BTreeMap<String, ProgramCost>,
+    elapsed: Duration,
+}
+
+/// Prepares the dataset: a new one (kind "stack"), or an existing one
+/// (a capture of the same traffic) that gets a stack table beside it.
+fn open_dataset(root: &Path, force: bool) -> Result<(Dataset, Manifest), RecordError> {
+    let has_manifest = root.join(store::dataset::MANIFEST).is_file();
+    if has_manifest {
+        let ds = Dataset::open(root)?;
+        let m = ds.read_manifest()?;
+        let dir = root.join(STACK_DIR);
+        let has_files = std::fs::read_dir(&dir)
+            .map(|rd| {
+                rd.flatten()
+                    .any(|e| e.file_name() != "." && e.file_name() != "..")
+            })
+            .unwrap_or(false);
+        if has_files {
+            if !force {
+                return Err(StackError::Usage(format!(
+                    "{} already holds a stack recording; pass --force to replace it, or \
+                     record into another dataset",
+                    root.display()
+                ))
+                .into());
+            }
+            std::fs::remove_dir_all(&dir).map_err(|e| StackError::io(&dir, e))?;
+            remove_stack_stats(&root.join(store::dataset::STATS_DIR))?;
+        }
+        return Ok((ds, m));
+    }
+    let ds = Dataset::create(root, false)?;
+    let m = Manifest::new(
+        "stack",
+        "kernel (monotonic + offset)",
+        store::RowOrder::Arrival,
+    );
+    Ok((ds, m))
+}
+
+fn remove_stack_stats(dir: &Path) -> Result<(), StackError> {
+    let Ok(rd) = std::fs::read_dir(dir) else {
+        return Ok(());
+    };
+    for e in rd.flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        if name.starts_with("stack-") || name.starts_with(".stack") {
+            std::fs::remove_file(e.path()).map_err(|err| StackError::io(e.path(), err))?;
+        }
+    }
+    Ok(())
+}
+
+/// Writes the `stack` section (re-reading the manifest first, since a
+/// capture may have rewritten it meanwhile).
+fn write_stack_info(ds: &Dataset, base: &Manifest, info: StackInfo) -> Result<(), RecordError> {
+    let mut m = ds.read_manifest().unwrap_or_else(|_| base.clone());
+    if m.kind == "stack" {
+        m.time_span = info.time_span.clone();
+    }
+    m.stack = Some(info);
+    ds.write_manifest(&m)?;
+    Ok(())
+}
+
+/// Each program's runs and CPU time so far, for the manifest.
+fn program_cost(loaded: &Loaded<'_>) -> BTreeMap<String, ProgramCost> {
+    let cost = |c: stack::ProgramRuns| ProgramCost {
+        runs: c.runs,
+        ns: c.ns,
+    };
+    loaded
+        .program_cost()
+        .into_iter()
+        .map(|(k, c)| (k, cost(c)))
+        .collect()
+}
+
+fn by_name(counts: &[u64; kind::COUNT]) -> BTreeMap<String, u64> {
+    EVENT_NAMES
+        .iter()
+        .zip(counts)
+        .map(|(n, c)| (n.to_string(), *c))
+        .collect()
+}
+
+/// The source while it runs, as the polling loop reads it.
+struct Running<'r, 'o, 'l> {
+    /// When the programs were attached and the reading began.
+    started: Instant,
+    loaded: &'r Loaded<'o>,
+    attached: &'r Attached,
+    reader: &'r Reader<'l>,
+    /// Sockets the writer's decoder remembers.
+    sockets: &'r AtomicUsize,
+}
+
+/// What the polling loop did.
+struct Polled {
+    ended_by: &'static str,
+    snapshots: u64,
+}
+
+/// Reads the ring buffers until `stop`, the duration, or a writer that
+/// stopped; takes the snapshots when they are due, and ends each second.
+fn poll_until_stopped(
+    opts: &StackOptions,
+    stop: &AtomicBool,
+    run: Running<'_, '_, '_>,
+    seconds: &mut Seconds,
+    mut each_second: impl FnMut(&Second),
+) -> Result<Polled, RecordError> {
+    let started = run.started;
+    let mut next_second = Duration::from_secs(1);
+    let mut next_snapshot = Duration::ZERO;
+    let mut snapshots = 0u64;
+    let ended_by = loop {
+        let now = started.elapsed();
+        if stop.load(Ordering::Relaxed) {
+            break "signal";
+        }
+        if opts.duration.is_some_and(|d| now >= d) {
+            break "duration";
+        }
+        if let Some(every) = opts.snapshot_every
+            && now >= next_snapshot
+        {
+            run.reader.snapshot(run.attached)?;
+            snapshots += 1;
+            next_snapshot = now + every;
+        }
+        let mut wait = POLL;
+        if let Some(d) = opts.duration {
+            wait = wait.min(d.saturating_sub(now));
+        }
+        run.reader.read(wait)?;
+        if run.reader.consumer_gone() {
+            break "writer-error";
+        }
+        if started.elapsed() >= next_second {
+            let lost = run.loaded.lost();
+            let rows = seconds.end(&run.reader.events(), &lost);
+            each_second(&Second {
+                events: rows.iter().map(|r| r.stack.map_or(0, |s| s.events)).sum(),
+                lost: rows.iter().map(|r| r.stack.map_or(0, |s| s.lost)).sum(),
+                sockets: run.sockets.load(Ordering::Relaxed),
+            });
+            seconds.write(rows)?;
+            next_second += Duration::from_secs(1);
+        }
+    };
+    Ok(Polled {
+        ended_by,
+        snapshots,
+    })
+}
+
+/// The stats table's per-second counters of the recording.
+struct Seconds {
+    stats: StatsWriter,
+    /// When the second being counted started.
+    start_ns: i64,
+    /// The counts at its start.
+    prev_events: [u64; kind::COUNT],
+    prev_lost: [u64; kind::COUNT],
+}
+
+impl Seconds {
+    fn new(stats_dir: &Path) -> Seconds {
+        Seconds {
+            stats: StatsWriter::with_prefix(stats_dir, 3600, "stack"),
+            start_ns: store::time::now_ns(),
+            prev_events: [0; kind::COUNT],
+            prev_lost: [0; kind::COUNT],
+        }
+    }
+
+    /// Ends the second at these counts: its rows.
+    fn end(&mut self, events: &[u64; kind::COUNT], lost: &[u64; kind::COUNT]) -> Vec<StatsRow> {
+        let rows = second_rows(
+            self.start_ns,
+            events,
+            &self.prev_events,
+            lost,
+            &self.prev_lost,
+        );
+        self.prev_events = *events;
+        self.prev_lost = *lost;
+        rows
+    }
+
+    /// Writes a second's rows and starts the next.
+    fn write(&mut self, rows: Vec<StatsRow>) -> Result<(), store::StoreError> {
+        for r in rows {
+            self.stats.push(r)?;
+        }
+        self.start_ns = store::time::now_ns();
+        Ok(())
+    }
+}
+
+/// The stats rows of one second: one per event type that had events or
+/// losses, or one for `send` when nothing happened at all (so every second
+/// of the recording has a row).
+fn second_rows(
+    ts_ns: i64,
+    events: &[u64; kind::COUNT],
+    prev_events: &[u64; kind::COUNT],
+    lost: &[u64; kind::COUNT],
+    prev_lost: &[u64; kind::COUNT],
+) -> Vec<StatsRow> {
+    let mut rows: Vec<StatsRow> = (0..kind::COUNT)
+        .filter_map(|k| {
+            let e = events[k] - prev_events[k];
+            let l = lost[k].saturating_sub(prev_lost[k]);
+            (e > 0 || l > 0).then_some(StatsRow {
+                ts_ns,
+                stack: Some(StackCounts {
+                    event: k as u8,
+                    events: e,
+                    lost: l,
+                }),
+                ..Default::default()
+            })
+        })
+        .collect();
+    if rows.is_empty() {
+        rows.push(StatsRow {
+            ts_ns,
+            stack: Some(StackCounts::default()),
+            ..Default::default()
+        });
+    }
+    rows
+}
+
+/// What the writer thread did.
+struct Written {
+    files: Vec<String>,
+    span: Option<(i64, i64)>,
+}
+
+/// The thread that puts records in time order, decodes them and writes
+/// the stack table.
+struct WriterThread {
+    handle: JoinHandle<Result<Written, store::StoreError>>,
+    /// Sockets its decoder remembers, for the live display.
+    sockets: Arc<AtomicUsize>,
+}
+
+/// The reader's ends of the channels to the writer thread.
+struct ToWriter {
+    /// Chunks of records go this way...
+    chunks: mpsc::SyncSender<Chunk>,
+    /// ... and come back emptied, to be filled again.
+    free: mpsc::Receiver<Vec<u8>>,
+}
+
+/// What the writer thread works with.
+struct WriterJob {
+    dir: PathBuf,
+    rotate_rows: u64,
+    clock_offset_ns: i64,
+    chunks: mpsc::Receiver<Chunk>,
+    free: mpsc::SyncSender<Vec<u8>>,
+    sockets: Arc<AtomicUsize>,
+}
+
+impl WriterThread {
+    /// Starts the writer; returns it with the ends the reader hands chunks
+    /// to and takes emptied ones back from.
+    fn start(out: &Output, opts: &StackOptions) -> Result<(WriterThread, ToWriter), StackError> {
+        let slots = (opts.buffer_bytes / CHUNK_BYTES as u64).clamp(2, 1 << 16) as usize;
+        let (to_writer, from_reader) = mpsc::sync_channel::<Chunk>(slots);
+        let (free_tx, free_rx) = mpsc::sync_channel::<Vec<u8>>(slots);
+        let sockets = Arc::new(AtomicUsize::new(0));
+        let job = WriterJob {
+            dir: out.stack_dir.clone(),
+            rotate_rows: opts.rotate_rows,
+            clock_offset_ns: out.clock_offset_ns,
+            chunks: from_reader,
+            free: free_tx,
+            sockets: sockets.clone(),
+        };
+        let handle = std::thread::Builder::new()
+            .name("weir-stack-writer".into())
+            .spawn(move || write_records(job))
+            .map_err(|e| StackError::io(&out.stack_dir, e))?;
+        let ends = ToWriter {
+            chunks: to_writer,
+            free: free_rx,
+        };
+        Ok((WriterThread { handle, sockets }, ends))
+    }
+
+    fn join(self) -> Result<Written, RecordError> {
+        match self.handle.join() {
+            Ok(r) => Ok(r?),
+            Err(_) => Err(StackError::Setup(
+                "the stack writer thread panicked; this is a bug in weir, please report it".into(),
+            )
+            .into()),
+        }
+    }
+}
+
+/// Puts the calling thread in the SCHED_IDLE class: it runs only when a
+/// CPU has nothing else to do.
+fn idle_priority() {
+    let param = libc::sched_param { sched_priority: 0 };
+    // SAFETY: sched_setscheduler on the calling thread (0) with a valid
+    // parameter block.
+    if unsafe { libc::sched_setscheduler(0, libc::SCHED_IDLE, &param) } != 0 {
+        // SAFETY: setpriority on the calling thread.
+        unsafe { libc::setpriority(libc::PRIO_PROCESS, 0, 19) };
+    }
+}
+
+/// The writer thread: puts records in time order, decodes them and writes
+/// the stack table.
+fn write_records(job: WriterJob) -> Result<Written, store::StoreError> {
+    let WriterJob {
+        dir,
+        rotate_rows,
+        clock_offset_ns,
+        chunks,
+        free,
+        sockets,
+    } = job;
+    idle_priority();
+    let mut decoder = Decoder::new(clock_offset_ns);
+    let mut w = StackWriter::new(&dir, rotate_rows);
+    let mut span: Option<(i64, i64)> = None;
+    let mut order = Reorder::default();
+    let mut write = |decoder: &mut Decoder, rec: &[u8]| -> Result<(), store::StoreError> {
+        let Some(e) = RawEvent::parse(rec) else {
+            return Ok(()); // counted by the reader
+        };
+        let row = row_of(&decoder.event(&e));
+        span = Some(match span {
+            None => (row.ts_ns, row.ts_ns),
+            Some((a, b)) => (a.min(row.ts_ns), b.max(row.ts_ns)),
+        });
+        w.push(&row)
+    };
+    for mut chunk in chunks {
+        let until = chunk.complete_ns.saturating_sub(REORDER_SLACK_NS);
+        order.push(&chunk.records, until, |rec| write(&mut decoder, rec))?;
+        sockets.store(decoder.sockets(), Ordering::Relaxed);
+        chunk.records.clear();
+        let _ = free.try_send(chunk.records);
+    }
+    order.push(&[], u64::MAX, |rec| write(&mut decoder, rec))?;
+    Ok(Written {
+        files: w.finish()?,
+        span,
+    })
+}
+
+/// The stack table's row of a decoded event.
+#[inline]
+fn row_of(e: &StackEvent) -> StackRow {
+    StackRow {
+        ts_ns: e.ts_ns,
+        event: e.event,
+        pid: e.pid,
+        tid: e.tid,
+        comm: e.comm,
+        cookie: e.cookie,
+        netns: e.netns,
+        family: e.family,
+        proto: e.proto,
+        local_addr: e.local_addr,
+        local_port: e.local_port,
+        remote_addr: e.remote_addr,
+        remote_port: e.remote_port,
+        bytes: e.bytes,
+        payload: e.payload,
+        seq: e.seq,
+        ack: e.ack,
+        state: e.state,
+        old_state: e.old_state,
+        tcp: e.tcp.map(|t| TcpInfo {
+            snd_cwnd: t.snd_cwnd,
+            ssthresh: t.ssthresh,
+            srtt_us: t.srtt_us,
+            rttvar_us: t.rttvar_us,
+            snd_wnd: t.snd_wnd,
+            rcv_wnd: t.rcv_wnd,
+            snd_nxt: t.snd_nxt,
+            snd_una: t.snd_una,
+            packets_out: t.packets_out,
+            in_flight: t.in_flight,
+            total_retrans: t.total_retrans,
+        }),
+        ifindex: e.ifindex,
+        dev: e.dev,
+        ret: e.ret,
+        tcp_flags: e.tcp_flags,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_second_has_rows_and_counts_only_its_own() {
+        let mut events = [0u64; kind::COUNT];
+        let mut lost = [0u64; kind::COUNT];
+        let quiet = second_rows(7, &events, &events, &lost, &lost);
+        assert_eq!(quiet.len(), 1);
+        assert_eq!(quiet[0].ts_ns, 7);
+        assert_eq!(quiet[0].stack, Some(StackCounts::default()));
+
+        let (prev_events, prev_lost) = (events, lost);
+        events[kind::SEND as usize] = 5;
+        events[kind::TCP_PROBE as usize] = 2;
+        lost[kind::TCP_PROBE as usize] = 3;
+        let rows = second_rows(8, &events, &prev_events, &lost, &prev_lost);
+        let counts: Vec<StackCounts> = rows.iter().filter_map(|r| r.stack).collect();
+        assert_eq!(
+            counts,
+            [
+                StackCounts {
+                    event: kind::SEND,
+                    events: 5,
+                    lost: 0
+                },
+                StackCounts {
+                    event: kind::TCP_PROBE,
+                    events: 2,
+                    lost: 3
+                },
+            ]
+        );
+    }
+
+    #[test]
+    fn an_event_is_the_row_it_holds() {
+        let e = StackEvent {
+            ts_ns: 1,
+            event: kind::STATE,
+            pid: Some(2),
+            cookie: Some(3),
+            netns: 4,
+            local_port: Some(5),
+            seq: Some(1 << 33),
+            state: Some(1),
+            old_state: Some(2),
+            tcp: Some(stack::event::TcpInfo {
+                snd_cwnd: 10,
+                total_retrans: 11,
+                ..Default::default()
+            }),
+            ret: Some(-1),
+            ..Default::default()
+        };
+        let r = row_of(&e);
+        assert_eq!(
+            (r.ts_ns, r.event, r.pid, r.cookie, r.netns),
+            (1, kind::STATE, Some(2), Some(3), 4)
+        );
+        assert_eq!(
+            (r.local_port, r.seq, r.state, r.old_state, r.ret),
+            (Some(5), Some(1 << 33), Some(1), Some(2), Some(-1))
+        );
+        let t = r.tcp.unwrap();
+        assert_eq!((t.snd_cwnd, t.total_retrans, t.srtt_us), (10, 11, 0));
+        assert_eq!(r.tid, None);
+    }
+}
