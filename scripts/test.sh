@@ -16,6 +16,8 @@ cd "$ROOT"
 
 say "cargo fmt --check"
 cargo fmt --all -- --check
+say "crates depend only along the data flow"
+python3 scripts/check-layers.py
 # One build serves lints and tests: clippy-driver compiles the workspace's
 # own crates (linting them, warnings are errors) while the dependencies are
 # built once, not once checked for clippy and once again for the tests.
