@@ -205,9 +205,11 @@ impl StatsWriter {
         use std::io::Write;
         let path = self.dir.join(journal_name(self.prefix));
         if self.journal.is_none() {
+            use std::os::unix::fs::OpenOptionsExt;
             let f = std::fs::OpenOptions::new()
                 .create(true)
                 .append(true)
+                .mode(0o640)
                 .open(&path)
                 .map_err(|e| StoreError::io(&path, e))?;
             self.journal = Some(f);

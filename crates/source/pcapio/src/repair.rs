@@ -13,6 +13,7 @@
 use std::fs::{File, OpenOptions};
 use std::io::{self, BufReader, Read};
 use std::os::unix::fs::FileExt;
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 
 use crate::seekable::{Container, SeekableFile};
@@ -198,7 +199,12 @@ impl OverwriteMarker {
     /// first byte of the old file is overwritten).
     pub fn write(&self, part: &Path) -> io::Result<()> {
         let path = Self::path_for(part);
-        let f = File::create(&path)?;
+        let f = std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .mode(0o640)
+            .open(&path)?;
         let json = serde_json::to_vec(self).map_err(io::Error::other)?;
         f.write_all_at(&json, 0)?;
         f.sync_data()
