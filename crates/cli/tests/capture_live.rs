@@ -1096,3 +1096,87 @@ fn a_running_capture_answers_for_what_it_received_ten_seconds_ago() {
         m["counts"]["frames"].as_u64().unwrap()
     );
 }
+
+/// A small filesystem mounted for the test, unmounted at the end.
+struct SmallFs(std::path::PathBuf);
+
+impl SmallFs {
+    fn mount(dir: &Path, size: &str) -> SmallFs {
+        std::fs::create_dir_all(dir).unwrap();
+        let ok = Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
+            .arg(dir)
+            .status()
+            .unwrap()
+            .success();
+        assert!(ok, "mounting a {size} tmpfs on {}", dir.display());
+        SmallFs(dir.to_path_buf())
+    }
+}
+
+impl Drop for SmallFs {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg(&self.0).status();
+    }
+}
+
+/// The disk fills under every writer at once (pcap, records, flows, stats)
+/// with `--on-full stop`: the capture stops with an error that says so,
+/// every file is closed and listed, the manifest says why it ended, and
+/// nothing needs `weir recover`.
+#[test]
+fn a_full_disk_stops_the_capture_with_every_file_whole() {
+    let net = VethPair::new("fulldisk");
+    let s = Scratch::new("cap-fulldisk");
+    let small = SmallFs::mount(&s.join("fs"), "24M");
+    let ds = small.0.join("ds");
+    let cap = capture(
+        &net.b,
+        &[
+            "-o",
+            ds.to_str().unwrap(),
+            "-j",
+            "2",
+            "--buffer",
+            "64M",
+            "--duration",
+            "40s",
+            "--on-full",
+            "stop",
+            "udp",
+        ],
+    );
+    send(
+        &net.a,
+        &["--count", "40000", "--rate", "8000", "--size", "1000"],
+    );
+    let r = cap.wait(Duration::from_secs(60));
+    assert_eq!(r.code(), 1, "{}\n{}", r.stdout(), r.stderr());
+    assert!(r.stderr().contains("the disk is full"), "{}", r.stderr());
+    let m = manifest(&ds);
+    assert_eq!(m["capture"]["ended_by"], "disk-full", "{m}");
+    no_part_files(&ds);
+    assert!(!ds.join(".space-reserve").exists());
+    // Every frame the manifest counts has its record; every pcap file
+    // reads to its listed frame count in tcpdump.
+    let frames = m["counts"]["frames"].as_u64().unwrap();
+    assert!(frames > 10_000, "{frames} frames before the disk filled");
+    assert_eq!(records(&ds).len() as u64, frames);
+    let pcaps = m["files"]["pcap"].as_array().unwrap();
+    assert!(!pcaps.is_empty());
+    for p in pcaps {
+        let path = ds.join(p["path"].as_str().unwrap());
+        assert_eq!(
+            pcap_frames(&path).len() as u64,
+            p["frames"].as_u64().unwrap(),
+            "{}",
+            path.display()
+        );
+    }
+    assert!(!m["files"]["stats"].as_array().unwrap().is_empty(), "{m}");
+    let mut c = weir();
+    c.arg("recover").arg(&ds);
+    let rec = run_bounded(c, Duration::from_secs(60));
+    assert!(rec.stdout().contains("nothing to do"), "{}", rec.stdout());
+    drop(small);
+}

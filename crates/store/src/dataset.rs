@@ -226,3 +226,55 @@ impl Dataset {
         Ok(m)
     }
 }
+
+/// A few MiB held in a dataset's directory while a capture writes it, given
+/// back when the disk fills: every writer can then still close its file,
+/// and the manifest can still say how the capture ended.
+#[derive(Debug)]
+pub struct SpaceReserve {
+    path: PathBuf,
+    released: std::sync::atomic::AtomicBool,
+}
+
+impl SpaceReserve {
+    /// The reserve file's name in the dataset's directory (hidden: no
+    /// reader lists it; `weir recover` removes one a crash left).
+    pub const NAME: &'static str = ".space-reserve";
+
+    /// Writes `bytes` of zeros (written, not sparse, so the space is
+    /// really taken) to `DIR/.space-reserve`.
+    pub fn hold(dir: &Path, bytes: usize) -> Result<SpaceReserve, StoreError> {
+        let path = dir.join(Self::NAME);
+        let mut f = crate::files::create_file(&path)?;
+        let zeros = vec![0u8; 1 << 20];
+        let mut left = bytes;
+        while left > 0 {
+            let n = left.min(zeros.len());
+            f.write_all(&zeros[..n])
+                .map_err(|e| StoreError::io(&path, e))?;
+            left -= n;
+        }
+        f.sync_data().map_err(|e| StoreError::io(&path, e))?;
+        Ok(SpaceReserve {
+            path,
+            released: Default::default(),
+        })
+    }
+
+    /// Gives the space back (once); true the first time.
+    pub fn release(&self) -> bool {
+        let first = !self
+            .released
+            .swap(true, std::sync::atomic::Ordering::SeqCst);
+        if first {
+            let _ = fs::remove_file(&self.path);
+        }
+        first
+    }
+}
+
+impl Drop for SpaceReserve {
+    fn drop(&mut self) {
+        self.release();
+    }
+}

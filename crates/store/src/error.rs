@@ -36,9 +36,26 @@ impl StoreError {
     }
 
     pub(crate) fn parquet(path: impl Into<PathBuf>, source: parquet::errors::ParquetError) -> Self {
+        // The Parquet writer passes a full disk on as text: say it as the
+        // I/O error it is.
+        let text = source.to_string();
+        if text.contains("os error 28") || text.contains("No space left on device") {
+            return StoreError::io(path, std::io::Error::from_raw_os_error(28));
+        }
         StoreError::Parquet {
             path: path.into(),
             source,
+        }
+    }
+
+    /// Whether this is the disk (or its quota) being full.
+    pub fn is_disk_full(&self) -> bool {
+        match self {
+            StoreError::Io { source, .. } => {
+                source.kind() == std::io::ErrorKind::StorageFull
+                    || matches!(source.raw_os_error(), Some(28 | 122))
+            }
+            _ => false,
         }
     }
 }

@@ -287,6 +287,16 @@ impl Opened {
             .map(|d| StatsWriter::new(d, 60 * slots.len().max(1)));
         let watched: Vec<Watched> = slots.iter().map(Watched::of).collect();
         let retention = retention_of(&opts);
+        let disk = DiskWatch {
+            full: Default::default(),
+            reserve: match dataset {
+                Some(d) => Some(Arc::new(store::dataset::SpaceReserve::hold(
+                    d.root(),
+                    SPACE_RESERVE,
+                )?)),
+                None => None,
+            },
+        };
         let live = Live {
             opts: &opts,
             libpcap: &libpcap,
@@ -295,6 +305,7 @@ impl Opened {
             claimed: Arc::new(AtomicU64::new(0)),
             retention,
             published: Default::default(),
+            disk: disk.clone(),
         };
         let handles = live.start_workers(slots)?;
         on_ready();
@@ -308,8 +319,10 @@ impl Opened {
             kernel_total: KernelStats::default(),
             started: Instant::now(),
             stats,
+            stats_files: Vec::new(),
             stats_tap: opts.taps.as_ref().and_then(|t| t.stats.clone()),
             totals: Second::default(),
+            disk,
         };
         let ended = live.watch(&handles, stop, &mut sampler, &mut on_second)?;
         // Every worker has drained its ring and closed its sinks.
@@ -326,10 +339,29 @@ impl Opened {
             done.warnings.push(e);
         }
         let elapsed = sampler.started.elapsed();
-        let stats_files = match sampler.stats.take() {
-            Some(s) => s.finish()?,
-            None => Vec::new(),
-        };
+        // Whatever ended the capture, the last files and the manifest get
+        // the reserve's space.
+        sampler.disk.release();
+        let mut stats_files = std::mem::take(&mut sampler.stats_files);
+        if let Some(s) = sampler.stats.take() {
+            match s.finish() {
+                Ok(files) => stats_files.extend(files),
+                Err(e) if e.is_disk_full() => {
+                    sampler.disk.hit();
+                    done.warnings
+                        .push(format!("the last stats rows are lost: {e}"));
+                }
+                Err(e) => return Err(e.into()),
+            }
+        }
+        if ended == Ended::DiskFull || sampler.disk.is_full() {
+            done.warnings.push(format!(
+                "{}: the disk is full, so the capture stopped (--on-full stop); every file \
+                 listed in the manifest is complete. Free space, write elsewhere, or use \
+                 --on-full drop to keep capturing and count what is lost",
+                dataset.map_or_else(|| "the output".into(), |d| d.root().display().to_string())
+            ));
+        }
         let frames = sampler.totals.total_frames;
         let kernel_total = sampler.kernel_total;
         let unread = unread_frames(&kernel_total, frames, &ring_states, &mut done.warnings);
@@ -431,6 +463,11 @@ fn unread_frames(
     unread
 }
 
+/// Space a capture holds in its dataset's directory, given back when the
+/// disk fills: enough for every writer's last block and footer and the
+/// manifest.
+const SPACE_RESERVE: usize = 4 << 20;
+
 /// What a running capture's steps share.
 struct Live<'a> {
     opts: &'a LiveOptions,
@@ -443,6 +480,7 @@ struct Live<'a> {
     retention: Option<Arc<Retention>>,
     /// Files finished while the capture runs, for its manifest.
     published: crate::worker::Published,
+    disk: DiskWatch,
 }
 
 /// The stats loop's counts: each worker's at the last second, and the
@@ -453,21 +491,68 @@ struct Sampler {
     kernel_total: KernelStats,
     started: Instant,
     stats: Option<StatsWriter>,
+    /// Stats files finished early (the disk filled).
+    stats_files: Vec<String>,
     stats_tap: Option<crate::worker::StatsTap>,
     totals: Second,
+    disk: DiskWatch,
 }
 
 impl Sampler {
     fn sample(&mut self) -> Result<Second, LiveError> {
-        sample(
+        let mut rows = Vec::new();
+        let second = sample(
             &self.watched,
             &mut self.prev,
             &mut self.kernel_total,
             self.started,
-            self.stats.as_mut(),
+            &mut rows,
             self.stats_tap.as_deref(),
             &mut self.totals,
-        )
+        )?;
+        if let Some(s) = self.stats.as_mut() {
+            for r in rows {
+                match s.push(r) {
+                    Ok(()) => {}
+                    Err(e) if e.is_disk_full() => {
+                        // No more stats: close what there is, with the
+                        // space the reserve gives back.
+                        self.disk.hit();
+                        if let Some(s) = self.stats.take() {
+                            self.stats_files.extend(s.finish().unwrap_or_default());
+                        }
+                        break;
+                    }
+                    Err(e) => return Err(e.into()),
+                }
+            }
+        }
+        Ok(second)
+    }
+}
+
+/// The disk filling under any writer: a flag the stats loop ends the
+/// capture on, and the reserve given back so that every file can close.
+#[derive(Clone, Default)]
+struct DiskWatch {
+    full: Arc<AtomicBool>,
+    reserve: Option<Arc<store::dataset::SpaceReserve>>,
+}
+
+impl DiskWatch {
+    fn hit(&self) {
+        self.full.store(true, Ordering::SeqCst);
+        self.release();
+    }
+
+    fn release(&self) {
+        if let Some(r) = &self.reserve {
+            r.release();
+        }
+    }
+
+    fn is_full(&self) -> bool {
+        self.full.load(Ordering::SeqCst)
     }
 }
 
@@ -528,6 +613,7 @@ impl Live<'_> {
                 slot,
                 spool,
                 records,
+                disk: self.disk.clone(),
                 stop: self.stop_flag.clone(),
                 claimed: self.claimed.clone(),
                 limit: opts.count,
@@ -596,7 +682,7 @@ impl Live<'_> {
         sampler: &mut Sampler,
         on_second: &mut impl FnMut(&Second),
     ) -> Result<Ended, LiveError> {
-        let mut ended = Ended::Signal;
+        let mut ended = None;
         let mut next_tick = sampler.started + Duration::from_secs(1);
         let mut announced = Announced::default();
         loop {
@@ -608,7 +694,7 @@ impl Live<'_> {
                 && let Some(why) = self.should_end(stop, sampler)
             {
                 self.stop_flag.store(true, Ordering::Relaxed);
-                ended = why;
+                ended = Some(why);
             }
             let now = Instant::now();
             if now < next_tick {
@@ -622,7 +708,13 @@ impl Live<'_> {
                 self.announce(d, &sampler.watched, &mut announced)?;
             }
         }
-        Ok(ended)
+        // A worker stops the capture itself when its records cannot be
+        // written; a full disk is then the reason.
+        Ok(ended.unwrap_or(if self.disk.is_full() {
+            Ended::DiskFull
+        } else {
+            Ended::Signal
+        }))
     }
 
     /// Why the capture should end now, if it should.
@@ -635,7 +727,9 @@ impl Live<'_> {
             Some(Ended::Count)
         } else if sampler.watched.iter().any(|w| {
             (w.counters.spool.get()).is_some_and(|s| s.stop_wanted.load(Ordering::Relaxed))
-        }) {
+        }) || self.disk.is_full()
+        {
+            self.disk.release();
             Some(Ended::DiskFull)
         } else {
             None
@@ -963,7 +1057,7 @@ fn sample(
     prev: &mut [[u64; 7]],
     kernel_total: &mut KernelStats,
     started: Instant,
-    stats: Option<&mut StatsWriter>,
+    stats_rows: &mut Vec<StatsRow>,
     stats_tap: Option<&StatsTapFn>,
     totals: &mut Second,
 ) -> Result<Second, LiveError> {
@@ -1026,11 +1120,7 @@ fn sample(
     if let Some(t) = stats_tap {
         t(&rows);
     }
-    if let Some(s) = stats {
-        for r in rows {
-            s.push(r)?;
-        }
-    }
+    *stats_rows = rows;
     totals.total_frames += out.frames;
     totals.total_kernel_drops += out.kernel_drops;
     totals.total_pcap_drops += out.pcap_drops;
@@ -1044,6 +1134,7 @@ struct WorkerCtx {
     slot: Slot,
     spool: Option<(Spool, JoinHandle<SpoolReport>)>,
     records: Option<Worker>,
+    disk: DiskWatch,
     stop: Arc<AtomicBool>,
     claimed: Arc<AtomicU64>,
     limit: Option<u64>,
@@ -1055,10 +1146,20 @@ fn run_worker(ctx: WorkerCtx) -> WorkerOut {
         mut slot,
         spool,
         mut records,
+        disk,
         stop,
         claimed,
         limit,
     } = ctx;
+    // A records error ends the capture; a full disk also gives the reserve
+    // back, so that this worker's file (and the others') can still close.
+    let failed = |e: StoreError, error: &mut Option<String>| {
+        if e.is_disk_full() {
+            disk.hit();
+        }
+        error.get_or_insert(e.to_string());
+        stop.store(true, Ordering::Relaxed);
+    };
     let (mut spool, spool_handle) = match spool {
         Some((s, h)) => (Some(s), Some(h)),
         None => (None, None),
@@ -1136,8 +1237,7 @@ fn run_worker(ctx: WorkerCtx) -> WorkerOut {
                     pcap,
                 };
                 if let Err(e) = w.frame(meta, data) {
-                    error = Some(e.to_string());
-                    stop.store(true, Ordering::Relaxed);
+                    failed(e, &mut error);
                 }
             }
         });
@@ -1164,8 +1264,7 @@ fn run_worker(ctx: WorkerCtx) -> WorkerOut {
                 && error.is_none()
                 && let Err(e) = w.tick()
             {
-                error = Some(e.to_string());
-                stop.store(true, Ordering::Relaxed);
+                failed(e, &mut error);
             }
             c.ring_backlog
                 .store(slot.ring.blocks_ready() as u64, Ordering::Relaxed);
@@ -1187,7 +1286,7 @@ fn run_worker(ctx: WorkerCtx) -> WorkerOut {
     let records = match records.take().map(|w| w.finish()) {
         Some(Ok(r)) => Some(r),
         Some(Err(e)) => {
-            error.get_or_insert(e.to_string());
+            failed(e, &mut error);
             None
         }
         None => None,

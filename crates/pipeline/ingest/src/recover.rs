@@ -90,8 +90,14 @@ pub fn recover(root: &Path) -> Result<Recovered, StoreError> {
         stats: root.join(STATS_DIR),
         flows: root.join(store::flows::FLOWS_DIR),
     };
+    // A killed capture's space reserve goes first: recovery may need it.
+    let reserve = root.join(store::dataset::SpaceReserve::NAME);
+    let had_reserve = reserve.exists();
+    if had_reserve {
+        std::fs::remove_file(&reserve).map_err(|e| io(&reserve, e))?;
+    }
     let running = m.capture.as_ref().is_some_and(|c| c.ended_by == "running");
-    if !running && !has_leftovers(&dirs)? {
+    if !running && !had_reserve && !has_leftovers(&dirs)? {
         out.already_complete = true;
         out.manifest = Some(m);
         return Ok(out);
