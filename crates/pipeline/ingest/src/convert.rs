@@ -452,6 +452,7 @@ impl<'a> FlowDealer<'a> {
                 d.load(Ordering::Relaxed)
                     .saturating_sub(e.load(Ordering::Relaxed))
             }));
+        let before = self.queued.clone();
         let (queued, owner, now) = (&mut self.queued, &mut self.owner, self.chunks);
         let least = |q: &[u64]| (0..q.len()).min_by_key(|&w| q[w]).unwrap_or(0) as u16;
         out.extend(chunk.iter().map(|(f, bytes)| {
@@ -466,9 +467,9 @@ impl<'a> FlowDealer<'a> {
             queued[w as usize] += 1;
             w
         }));
-        for (w, q) in self.load.dealt.iter().enumerate() {
-            let n = out.iter().filter(|&&o| o as usize == w).count() as u64;
-            q.fetch_add(n, Ordering::Relaxed);
+        // What this chunk dealt each worker is what its count grew by.
+        for ((d, after), was) in self.load.dealt.iter().zip(&self.queued).zip(before) {
+            d.fetch_add(after - was, Ordering::Relaxed);
         }
     }
 }
