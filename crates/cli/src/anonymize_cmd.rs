@@ -31,6 +31,8 @@ pub struct AnonymizeArgs {
     /// Replace OUT if it is an existing weir dataset.
     #[arg(long)]
     force: bool,
+    #[command(flatten)]
+    sign: crate::verify_cmd::SignKeyArg,
 }
 
 pub fn run(a: AnonymizeArgs) -> Result<ExitCode, String> {
@@ -47,6 +49,7 @@ pub fn run(a: AnonymizeArgs) -> Result<ExitCode, String> {
         output,
         key,
         force: a.force,
+        sign_key: a.sign.load()?,
     };
     let r = anonymize_dataset(&opts)?;
     println!(

@@ -120,6 +120,8 @@ pub struct CaptureArgs {
     /// Replace DATASET if it is an existing weir dataset.
     #[arg(long)]
     force: bool,
+    #[command(flatten)]
+    sign: crate::verify_cmd::SignKeyArg,
     /// No live line and no summary.
     #[arg(short, long)]
     quiet: bool,
@@ -193,6 +195,7 @@ pub fn run(a: CaptureArgs) -> Result<ExitCode, String> {
         records_every: a.records_every,
         rpc: a.rpc.options(),
         user: a.user.clone(),
+        sign_key: a.sign.load()?,
         command: std::env::args().collect::<Vec<_>>().join(" "),
     };
     let stream: Option<Box<dyn RecordStream>> = match (&a.kafka, &a.topic) {

@@ -37,6 +37,8 @@ pub struct CollectArgs {
     /// on its dataset within this time gets its own back).
     #[arg(long, default_value = "30s", value_parser = parse_duration, value_name = "DURATION")]
     session_timeout: Duration,
+    #[command(flatten)]
+    sign: crate::verify_cmd::SignKeyArg,
     /// Print nothing but errors.
     #[arg(short, long)]
     quiet: bool,
@@ -51,6 +53,7 @@ pub fn run(a: CollectArgs) -> Result<ExitCode, String> {
         idle: a.idle,
         flush_every: a.flush_every,
         session_timeout: a.session_timeout,
+        sign_key: a.sign.load()?,
         command: std::env::args().collect::<Vec<_>>().join(" "),
     };
     crate::signals::install();

@@ -21,6 +21,7 @@ mod rpc_args;
 mod signals;
 mod stack_cmd;
 mod units;
+mod verify_cmd;
 
 #[derive(Parser)]
 #[command(name = "weir", version, about = "Line-rate packet capture and analysis", long_about = None)]
@@ -38,7 +39,7 @@ enum Command {
     /// Generate traffic: onto an interface (-i) or into a pcap file (-w).
     Gen(gen_cmd::GenArgs),
     /// Capture live traffic on all cores into a dataset (or a pcap file).
-    Capture(capture_cmd::CaptureArgs),
+    Capture(Box<capture_cmd::CaptureArgs>),
     /// Built-in analyses of one or more datasets (summary, flows, rates,
     /// bursts, top, loss, stack, rpc).
     Analyze(analyze_cmd::AnalyzeArgs),
@@ -62,12 +63,17 @@ enum Command {
     /// Put a dataset whose capture was killed back in order: cut open pcap
     /// files at their last whole frame, keep the stats, rebuild the manifest.
     Recover(RecoverArgs),
+    /// Check a dataset against its integrity record: every file's size and
+    /// digest, the chain, the seal over the manifest, the signature.
+    Verify(verify_cmd::VerifyArgs),
 }
 
 #[derive(clap::Args)]
 struct RecoverArgs {
     /// The dataset directory.
     dataset: PathBuf,
+    #[command(flatten)]
+    sign: verify_cmd::SignKeyArg,
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -118,6 +124,8 @@ struct ConvertArgs {
     no_mmap: bool,
     #[command(flatten)]
     rpc: rpc_args::RpcArgs,
+    #[command(flatten)]
+    sign: verify_cmd::SignKeyArg,
     /// No progress bar and no summary.
     #[arg(short, long)]
     quiet: bool,
@@ -138,7 +146,7 @@ fn main() -> ExitCode {
         Command::Convert(a) => convert(a),
         Command::Info(a) => info(a),
         Command::Gen(a) => gen_cmd::run(a),
-        Command::Capture(a) => capture_cmd::run(a),
+        Command::Capture(a) => capture_cmd::run(*a),
         Command::Analyze(a) => analyze_cmd::run_analyze(a),
         Command::Sql(a) => analyze_cmd::run_sql(a),
         Command::Read(a) => read_cmd::run(a),
@@ -147,6 +155,7 @@ fn main() -> ExitCode {
         Command::Merge(a) => merge_cmd::run(a),
         Command::Collect(a) => collect_cmd::run(a),
         Command::Recover(a) => recover(a),
+        Command::Verify(a) => verify_cmd::run(a),
     };
     match result {
         Ok(code) => code,
@@ -172,7 +181,10 @@ fn convert(a: ConvertArgs) -> Result<ExitCode, String> {
     if a.row_group_rows == 0 {
         return Err("--row-group-rows must be at least 1".into());
     }
-    let dataset = store::Dataset::create(&a.output, a.force).map_err(|e| e.to_string())?;
+    let key = a.sign.load()?;
+    let dataset = store::Dataset::create(&a.output, a.force)
+        .map_err(|e| e.to_string())?
+        .signed_with(key);
     let mut opts = ingest::ConvertOptions {
         index_sources: a.index_sources,
         command: std::env::args().collect::<Vec<_>>().join(" "),
@@ -283,7 +295,8 @@ fn info(a: InfoArgs) -> Result<ExitCode, String> {
 }
 
 fn recover(a: RecoverArgs) -> Result<ExitCode, String> {
-    let r = ingest::recover::recover(&a.dataset).map_err(|e| e.to_string())?;
+    let key = a.sign.load()?;
+    let r = ingest::recover::recover(&a.dataset, key).map_err(|e| e.to_string())?;
     let root = a.dataset.display();
     if r.already_complete {
         println!("weir recover: {root} is complete; nothing to do");

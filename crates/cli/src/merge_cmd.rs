@@ -38,6 +38,8 @@ pub struct MergeArgs {
     /// Replace OUT if it is an existing weir dataset.
     #[arg(long)]
     force: bool,
+    #[command(flatten)]
+    sign: crate::verify_cmd::SignKeyArg,
     /// Print nothing but errors.
     #[arg(short, long)]
     quiet: bool,
@@ -58,7 +60,10 @@ pub fn run(a: MergeArgs) -> Result<ExitCode, String> {
     opts.writer.row_group_rows = a.row_group_rows;
     // Inputs are checked before OUT is made, so a typo leaves nothing behind.
     ingest::merge::check_inputs(&a.inputs, &a.output).map_err(|e| e.to_string())?;
-    let out = store::Dataset::create(&a.output, a.force).map_err(|e| e.to_string())?;
+    let key = a.sign.load()?;
+    let out = store::Dataset::create(&a.output, a.force)
+        .map_err(|e| e.to_string())?
+        .signed_with(key);
     let report = ingest::merge::merge(&a.inputs, &out, &opts).map_err(|e| e.to_string())?;
     for w in &report.warnings {
         eprintln!("weir: warning: {w}");

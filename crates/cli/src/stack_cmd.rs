@@ -64,6 +64,8 @@ pub struct StackArgs {
     /// Replace an earlier stack recording in DATASET.
     #[arg(long)]
     force: bool,
+    #[command(flatten)]
+    sign: crate::verify_cmd::SignKeyArg,
     /// No live line and no summary.
     #[arg(short, long)]
     quiet: bool,
@@ -90,6 +92,7 @@ pub fn run(a: StackArgs) -> Result<ExitCode, String> {
         duration: a.duration,
         rotate_rows: a.rotate_rows,
         force: a.force,
+        sign_key: a.sign.load()?,
         command: std::env::args().collect::<Vec<_>>().join(" "),
     };
     crate::signals::install();

@@ -430,6 +430,7 @@ fn sigint_during_traffic_leaves_a_complete_dataset() {
         in_pcap as u64 + m["drops"]["pcap"].as_u64().unwrap(),
         frames
     );
+    assert_verifies(&ds);
 }
 
 /// `--duration` ends the capture while traffic goes on: each worker closes
@@ -1178,5 +1179,6 @@ fn a_full_disk_stops_the_capture_with_every_file_whole() {
     c.arg("recover").arg(&ds);
     let rec = run_bounded(c, Duration::from_secs(60));
     assert!(rec.stdout().contains("nothing to do"), "{}", rec.stdout());
+    assert_verifies(&ds);
     drop(small);
 }

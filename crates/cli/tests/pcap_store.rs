@@ -203,6 +203,7 @@ fn recover_whole(ds: &Path, what: &str) {
             e.display()
         );
     }
+    assert_verifies(ds);
 }
 
 #[test]
@@ -541,7 +542,9 @@ fn retention_removes_the_oldest_files_and_says_so() {
     send(
         &net.a,
         &[
-            "--count", "6000", "--rate", "20000", "--size", "700", "--flows", "8",
+            // Three seconds: files live past the capture's manifest
+            // updates (one a second), so their removal is chained.
+            "--count", "6000", "--rate", "2000", "--size", "700", "--flows", "8",
         ],
     );
     let r = cap.wait(Duration::from_secs(40));
@@ -575,6 +578,13 @@ fn retention_removes_the_oldest_files_and_says_so() {
     for f in removed {
         assert!(!ds.join(f["path"].as_str().unwrap()).exists());
     }
+    // The chain records the overwritten files it held as removed by
+    // retention, not as vanished.
+    assert_verifies(&ds);
+    let chain = m["integrity"]["entries"].as_array().unwrap();
+    let chained: Vec<_> = chain.iter().filter(|e| e["op"] == "remove").collect();
+    assert!(!chained.is_empty(), "{m}");
+    assert!(chained.iter().all(|e| e["reason"] == "max-disk"), "{m}");
     let on_disk: u64 = std::fs::read_dir(ds.join("pcap"))
         .unwrap()
         .flatten()

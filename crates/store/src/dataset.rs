@@ -5,6 +5,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use crate::error::StoreError;
+use crate::integrity::{Integrity, SigningKey};
 use crate::manifest::{DATASET_FORMAT, Manifest};
 
 pub const MANIFEST: &str = "manifest.json";
@@ -16,6 +17,8 @@ pub const STATS_DIR: &str = "stats";
 #[derive(Clone, Debug)]
 pub struct Dataset {
     root: PathBuf,
+    /// Signs the manifest's seal at every write (`--sign-key`).
+    signing_key: Option<std::sync::Arc<SigningKey>>,
 }
 
 impl Dataset {
@@ -31,6 +34,7 @@ impl Dataset {
         crate::files::create_dirs(&packets)?;
         Ok(Dataset {
             root: root.to_path_buf(),
+            signing_key: None,
         })
     }
 
@@ -101,6 +105,7 @@ impl Dataset {
             }
             let d = Dataset {
                 root: root.to_path_buf(),
+                signing_key: None,
             };
             d.write_manifest(manifest)?;
             d.subdir(PACKETS_DIR)?;
@@ -121,7 +126,10 @@ impl Dataset {
         ));
         let _ = fs::remove_dir_all(&tmp);
         crate::files::create_dirs(&tmp.join(PACKETS_DIR))?;
-        let staged = Dataset { root: tmp.clone() };
+        let staged = Dataset {
+            root: tmp.clone(),
+            signing_key: None,
+        };
         let placed = staged
             .write_manifest(manifest)
             .and_then(|()| fs::rename(&tmp, root).map_err(|e| StoreError::io(root, e)));
@@ -131,6 +139,7 @@ impl Dataset {
         placed?;
         Ok(Dataset {
             root: root.to_path_buf(),
+            signing_key: None,
         })
     }
 
@@ -151,6 +160,7 @@ impl Dataset {
         }
         Ok(Dataset {
             root: root.to_path_buf(),
+            signing_key: None,
         })
     }
 
@@ -171,30 +181,73 @@ impl Dataset {
         (self.root.join(&rel), rel)
     }
 
-    /// Writes the manifest atomically (temporary file, sync, rename).
+    /// The same dataset, its manifest signed with `key` at every write.
+    pub fn signed_with(mut self, key: Option<std::sync::Arc<SigningKey>>) -> Dataset {
+        self.signing_key = key;
+        self
+    }
+
+    /// Writes the manifest atomically (temporary file, sync, rename),
+    /// after bringing its integrity chain up to the files on disk and
+    /// sealing it (see [`crate::integrity`]). The chain continued is the
+    /// one on disk, unless `manifest` carries a chain of other inputs.
     /// A `stack` section already on disk is kept when `manifest` has none:
     /// `weir stack` may be recording into the same dataset as a capture,
     /// and each writes only its own part.
     pub fn write_manifest(&self, manifest: &Manifest) -> Result<(), StoreError> {
+        self.write_manifest_after_removing(manifest, &Default::default())
+    }
+
+    /// [`Dataset::write_manifest`] after files of the chain were deleted
+    /// on purpose: `removed` gives the reason per dataset-relative path
+    /// (pcap files retention removed are read from the manifest itself).
+    pub fn write_manifest_after_removing(
+        &self,
+        manifest: &Manifest,
+        removed: &std::collections::HashMap<String, String>,
+    ) -> Result<(), StoreError> {
         let path = self.root.join(MANIFEST);
-        let carried;
-        let manifest = match (&manifest.stack, self.read_manifest()) {
-            (
-                None,
-                Ok(Manifest {
-                    stack: Some(st), ..
-                }),
-            ) => {
-                carried = Manifest {
-                    stack: Some(st),
-                    ..manifest.clone()
-                };
-                &carried
-            }
-            _ => manifest,
+        let on_disk = self.read_manifest().ok();
+        let mut m = manifest.clone();
+        // The chain on disk is the newest of its line (a caller may hold
+        // an older copy); a caller's chain with other inputs is a new one
+        // (recover, merge, anonymize start their own).
+        let mut chain = match (
+            m.integrity.take(),
+            on_disk.as_ref().and_then(|d| d.integrity.clone()),
+        ) {
+            (Some(mine), Some(disk)) if mine.inputs != disk.inputs => mine,
+            (_, Some(disk)) => disk,
+            (Some(mine), None) => mine,
+            (None, None) => Integrity::new(Vec::new()),
         };
+        if m.stack.is_none() {
+            m.stack = on_disk.and_then(|d| d.stack);
+        }
+        let known = m
+            .files
+            .packets
+            .iter()
+            .filter_map(|f| Some((f.path.clone(), f.digest?)))
+            .chain(
+                m.files
+                    .pcap
+                    .iter()
+                    .filter_map(|f| Some((f.path.clone(), f.digest?))),
+            )
+            .collect();
+        let mut removed = removed.clone();
+        removed.extend(
+            m.files
+                .pcap_removed
+                .iter()
+                .map(|f| (f.path.clone(), f.reason.clone())),
+        );
+        chain.extend(&self.root, &known, &removed)?;
+        chain.seal(&m, self.signing_key.as_deref());
+        m.integrity = Some(chain);
         let tmp = self.root.join(format!(".{MANIFEST}.part"));
-        let json = serde_json::to_vec_pretty(manifest).map_err(|e| StoreError::Invalid {
+        let json = serde_json::to_vec_pretty(&m).map_err(|e| StoreError::Invalid {
             path: path.clone(),
             message: e.to_string(),
         })?;

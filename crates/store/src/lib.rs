@@ -23,6 +23,7 @@ mod error;
 pub mod files;
 pub mod flows;
 pub mod identify;
+pub mod integrity;
 pub mod manifest;
 pub mod packets;
 pub mod read;

@@ -60,6 +60,11 @@ pub struct Manifest {
     /// collector took (`weir collect`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kafka: Option<KafkaInfo>,
+    /// Every file's size and digest in a hash chain, and the seal over it
+    /// and the rest of this manifest (see [`crate::integrity`]). Kept up
+    /// to date by [`crate::Dataset::write_manifest`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub integrity: Option<crate::integrity::Integrity>,
 }
 
 /// A capture's stream to Kafka, or a collector's side of it.
@@ -430,6 +435,10 @@ pub struct PcapFileEntry {
     /// Blocks per compression method (`zstd:3`, `stored`, `lz4`).
     #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
     pub methods: std::collections::BTreeMap<String, u64>,
+    /// The digest its writer took as it wrote the file, for the
+    /// integrity chain (which is where the manifest keeps it).
+    #[serde(skip)]
+    pub digest: Option<util::digest::FileDigest>,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -466,6 +475,7 @@ impl Manifest {
             anonymized: None,
             merge: None,
             kafka: None,
+            integrity: None,
         }
     }
 

@@ -73,6 +73,10 @@ pub struct PacketFileSummary {
     /// Earliest and latest `ts` in the file (ns), if it has rows.
     pub ts_min: Option<i64>,
     pub ts_max: Option<i64>,
+    /// The digest taken as the file was written, for the integrity chain
+    /// (which is where the manifest keeps it).
+    #[serde(skip)]
+    pub digest: Option<util::digest::FileDigest>,
 }
 
 /// Writes packet records to one Parquet file, which appears under its final
@@ -286,7 +290,9 @@ impl PacketWriter {
     /// for the next file.
     pub fn finish_keeping_buffers(mut self) -> Result<(PacketFileSummary, RowBuffers), StoreError> {
         self.flush_row_group()?;
-        self.summary.bytes = self.file.finish()?;
+        let digest = self.file.finish()?;
+        self.summary.bytes = digest.bytes;
+        self.summary.digest = Some(digest);
         if let Some((mut slicer, path, rel)) = self.flows.take() {
             // After the packet file: a flows file never exists without
             // its packets (readers use the flows table only when every
@@ -690,5 +696,6 @@ pub fn summarize_packet_file(root: &Path, rel: &str) -> Result<PacketFileSummary
         row_groups: meta.num_row_groups() as u32,
         ts_min: lo,
         ts_max: hi,
+        digest: None,
     })
 }

@@ -170,3 +170,18 @@ pub fn tool(name: &str) -> Command {
 pub fn python() -> Command {
     Command::new(std::env::var("WEIR_PYTHON").unwrap_or_else(|_| "python3".into()))
 }
+
+/// `weir verify DATASET ARGS`: its exit status and output.
+pub fn verify(dataset: &Path, args: &[&str]) -> (i32, String) {
+    let mut cmd = weir();
+    cmd.arg("verify").arg(dataset).args(args);
+    let r = run_bounded(cmd, Duration::from_secs(120));
+    (r.code(), format!("{}{}", r.stdout(), r.stderr()))
+}
+
+/// Asserts that `weir verify` finds the dataset whole.
+pub fn assert_verifies(dataset: &Path) {
+    let (code, out) = verify(dataset, &[]);
+    assert_eq!(code, 0, "weir verify {}:\n{out}", dataset.display());
+    assert!(out.contains("result     verified"), "{out}");
+}

@@ -76,6 +76,8 @@ pub struct CaptureOptions {
     pub rpc: RpcOptions,
     /// Become this user once the rings are open.
     pub user: Option<String>,
+    /// Signs the manifest's seal at every write (`--sign-key`).
+    pub sign_key: Option<std::sync::Arc<store::integrity::SigningKey>>,
     /// The command line, for the manifest.
     pub command: String,
 }
@@ -178,7 +180,8 @@ pub fn capture(
     let dataset = match &opts.target {
         Target::Dataset { dir, force, .. } => {
             let d = Dataset::create_with_manifest(dir, *force, &opened.manifest())
-                .map_err(|e| e.to_string())?;
+                .map_err(|e| e.to_string())?
+                .signed_with(opts.sign_key.clone());
             if pcap_on {
                 d.subdir(store::dataset::PCAP_DIR)
                     .map_err(|e| e.to_string())?;

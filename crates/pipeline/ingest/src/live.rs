@@ -897,6 +897,7 @@ fn pcap_entries(files: &[PcapFileInfo]) -> Vec<PcapFileEntry> {
             ts_last: f.ts_last,
             stored_bytes: (!f.methods.is_empty()).then_some(f.stored_bytes),
             methods: f.methods.clone(),
+            digest: f.digest,
         })
         .collect();
     pcap.sort_by_key(|f| f.id);

@@ -200,6 +200,20 @@ pub fn merge(
         stack: tables.stack,
         anonymized: first.anonymized.clone(),
         merge: Some(merge_info),
+        // A chain of its own, naming each input by its seal.
+        integrity: Some(store::integrity::Integrity::new(
+            inputs
+                .iter()
+                .zip(&sources)
+                .map(|(p, s)| {
+                    store::integrity::Integrity::input_from(
+                        "merge",
+                        &p.display().to_string(),
+                        &s.manifest,
+                    )
+                })
+                .collect(),
+        )),
         ..Manifest::new(
             "merge",
             "each input's own, as captured (merge.inputs: their clocks and estimated offsets)",

@@ -79,9 +79,12 @@ struct Dirs {
     flows: PathBuf,
 }
 
-/// Recovers the dataset at `root`.
-pub fn recover(root: &Path) -> Result<Recovered, StoreError> {
-    let ds = Dataset::open(root)?;
+/// Recovers the dataset at `root`, signing its new seal with `key`.
+pub fn recover(
+    root: &Path,
+    key: Option<std::sync::Arc<store::integrity::SigningKey>>,
+) -> Result<Recovered, StoreError> {
+    let ds = Dataset::open(root)?.signed_with(key);
     let mut m = ds.read_manifest()?;
     let mut out = Recovered::default();
     let dirs = Dirs {
@@ -142,6 +145,13 @@ pub fn recover(root: &Path) -> Result<Recovered, StoreError> {
     if m.drops.is_none() && !m.files.stats.is_empty() {
         m.drops = Some(stats.drops);
     }
+    // A chain of its own, every file digested afresh: what the killed
+    // capture chained last is named by its seal, and files it finished
+    // after that, or that recovery cut back, are in the new chain as
+    // they now are.
+    m.integrity = Some(store::integrity::Integrity::new(vec![
+        store::integrity::Integrity::input_from("recover", &root.display().to_string(), &m),
+    ]));
     ds.write_manifest(&m)?;
     out.manifest = Some(m);
     Ok(out)
@@ -248,6 +258,7 @@ fn pcap_entries(pcap_dir: &Path) -> Result<Vec<PcapFileEntry>, StoreError> {
             ts_last: scan.ts_last,
             stored_bytes: scan.container.map(|_| scan.file_len),
             methods: Default::default(),
+            digest: None,
         });
     }
     pcap.sort_by_key(|f| f.id);

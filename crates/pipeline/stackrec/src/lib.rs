@@ -8,7 +8,7 @@
 //! writer, and if that backs up, the kernel counts what the full ring
 //! buffers could not take (per event type) instead of anything waiting.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::mem::MaybeUninit;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -69,6 +69,8 @@ pub struct StackOptions {
     pub rotate_rows: u64,
     /// Replace an earlier stack recording in the dataset.
     pub force: bool,
+    /// Signs the dataset's seal (`--sign-key`).
+    pub sign_key: Option<std::sync::Arc<store::integrity::SigningKey>>,
     /// The command line, for the manifest.
     pub command: String,
 }
@@ -89,6 +91,7 @@ impl Default for StackOptions {
             duration: None,
             rotate_rows: 4 << 20,
             force: false,
+            sign_key: None,
             command: String::new(),
         }
     }
@@ -235,6 +238,7 @@ impl Output {
     /// so that a recording that is killed still says what it was.
     fn open(root: &Path, opts: &StackOptions) -> Result<Output, RecordError> {
         let (ds, base) = open_dataset(root, opts.force)?;
+        let ds = ds.signed_with(opts.sign_key.clone());
         let stack_dir = ds.subdir(STACK_DIR)?;
         let stats_dir = ds.subdir(store::dataset::STATS_DIR)?;
         let clock_offset_ns = stack::clock_offset_ns();
@@ -320,8 +324,17 @@ fn open_dataset(root: &Path, force: bool) -> Result<(Dataset, Manifest), RecordE
                 ))
                 .into());
             }
+            let mut removed = remove_stack_stats(&root.join(store::dataset::STATS_DIR))?;
+            for e in std::fs::read_dir(&dir)
+                .map_err(|e| StackError::io(&dir, e))?
+                .flatten()
+            {
+                let name = e.file_name().to_string_lossy().into_owned();
+                removed.insert(format!("{STACK_DIR}/{name}"), "replaced".into());
+            }
             std::fs::remove_dir_all(&dir).map_err(|e| StackError::io(&dir, e))?;
-            remove_stack_stats(&root.join(store::dataset::STATS_DIR))?;
+            // The integrity chain records why they went.
+            ds.write_manifest_after_removing(&m, &removed)?;
         }
         return Ok((ds, m));
     }
@@ -334,17 +347,24 @@ fn open_dataset(root: &Path, force: bool) -> Result<(Dataset, Manifest), RecordE
     Ok((ds, m))
 }
 
-fn remove_stack_stats(dir: &Path) -> Result<(), StackError> {
+/// Removes an earlier recording's stats files; returns them by
+/// dataset-relative path, with the reason for the integrity chain.
+fn remove_stack_stats(dir: &Path) -> Result<HashMap<String, String>, StackError> {
+    let mut removed = HashMap::new();
     let Ok(rd) = std::fs::read_dir(dir) else {
-        return Ok(());
+        return Ok(removed);
     };
     for e in rd.flatten() {
         let name = e.file_name().to_string_lossy().into_owned();
         if name.starts_with("stack-") || name.starts_with(".stack") {
             std::fs::remove_file(e.path()).map_err(|err| StackError::io(e.path(), err))?;
+            removed.insert(
+                format!("{}/{name}", store::dataset::STATS_DIR),
+                "replaced".to_string(),
+            );
         }
     }
-    Ok(())
+    Ok(removed)
 }
 
 /// Writes the `stack` section (re-reading the manifest first, since a

@@ -43,6 +43,8 @@ pub struct CollectOptions {
     /// How long the group waits for a collector that stopped answering
     /// before its partitions go to the others.
     pub session_timeout: Duration,
+    /// Signs the dataset's seal at every write (`--sign-key`).
+    pub sign_key: Option<std::sync::Arc<store::integrity::SigningKey>>,
     pub command: String,
 }
 
@@ -331,7 +333,9 @@ fn new_file(dataset: &Dataset, manifest: &Manifest) -> Result<PacketWriter, Stri
 /// kill (files the manifest does not list are removed first).
 fn open_or_create(root: &Path, opts: &CollectOptions) -> Result<(Dataset, bool, Manifest), String> {
     if root.join(store::dataset::MANIFEST).is_file() {
-        let ds = Dataset::open(root).map_err(|e| e.to_string())?;
+        let ds = Dataset::open(root)
+            .map_err(|e| e.to_string())?
+            .signed_with(opts.sign_key.clone());
         let m = ds.read_manifest().map_err(|e| e.to_string())?;
         let k = m
             .kafka
@@ -375,7 +379,9 @@ fn open_or_create(root: &Path, opts: &CollectOptions) -> Result<(Dataset, bool, 
         }
         return Ok((ds, true, m));
     }
-    let ds = Dataset::create(root, false).map_err(|e| e.to_string())?;
+    let ds = Dataset::create(root, false)
+        .map_err(|e| e.to_string())?
+        .signed_with(opts.sign_key.clone());
     let m = Manifest {
         kafka: Some(KafkaInfo {
             role: "collector".into(),
@@ -384,6 +390,14 @@ fn open_or_create(root: &Path, opts: &CollectOptions) -> Result<(Dataset, bool, 
             group: Some(opts.group.clone()),
             ..Default::default()
         }),
+        // The stream carries no seal: the chain names what it read.
+        integrity: Some(store::integrity::Integrity::new(vec![
+            store::integrity::ChainInput {
+                by: "collect".into(),
+                path: format!("kafka topic {} (group {})", opts.topic, opts.group),
+                seal: None,
+            },
+        ])),
         ..Manifest::new(
             "collect",
             "the capturing boxes' (records as they captured them)",

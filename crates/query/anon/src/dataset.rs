@@ -20,6 +20,8 @@ pub struct AnonymizeOptions {
     pub output: PathBuf,
     pub key: PathBuf,
     pub force: bool,
+    /// Signs the copy's seal (`--sign-key`).
+    pub sign_key: Option<std::sync::Arc<store::integrity::SigningKey>>,
 }
 
 /// What an anonymisation wrote.
@@ -120,7 +122,9 @@ pub fn anonymize_dataset(opts: &AnonymizeOptions) -> Result<AnonymizeReport, Str
     let source = store::Dataset::open(&opts.dataset).map_err(|e| e.to_string())?;
     let mut m = source.read_manifest().map_err(|e| e.to_string())?;
     check_policy(&opts.dataset)?;
-    let dataset = store::Dataset::create(&opts.output, opts.force).map_err(|e| e.to_string())?;
+    let dataset = store::Dataset::create(&opts.output, opts.force)
+        .map_err(|e| e.to_string())?
+        .signed_with(opts.sign_key.clone());
     let ip_fn = |b: &[u8]| ip16(&key, b);
     let mac_fn = |b: &[u8]| mac(&key, b);
     let fh_fn = |v: u64| key.file_handle(v);
@@ -139,6 +143,11 @@ pub fn anonymize_dataset(opts: &AnonymizeOptions) -> Result<AnonymizeReport, Str
         })
     };
     let files = rewrite_tables(&opts.dataset, dataset.root(), &plan).map_err(|e| e.to_string())?;
+    // A chain of its own, naming the original by its seal (not by its
+    // path, which the copy does not reveal).
+    m.integrity = Some(store::integrity::Integrity::new(vec![
+        store::integrity::Integrity::input_from("anonymize", "(anonymized)", &m),
+    ]));
     scrub_manifest(&mut m, &key);
     dataset.write_manifest(&m).map_err(|e| e.to_string())?;
     Ok(AnonymizeReport {

@@ -8,13 +8,8 @@
 //!
 //! # The key
 //!
-//! A key file holds either at least 32 raw random bytes, or text with at
-//! least 64 hex digits (whitespace anywhere is ignored, so `xxd -p` output
-//! and a trailing newline are fine). The two are told apart by content: a
-//! file that is all hex digits and whitespace is hex; any other text (UTF-8
-//! without control characters) is refused, since it would be a passphrase,
-//! too weak to be a key; anything else is taken as raw bytes. 32 random
-//! bytes read as text about once in 5·10¹⁰ tries, so real raw keys are not
+//! A key file holds at least 32 random bytes, raw or as hex digits; the
+//! forms are told apart as `util::keyfile` describes, and a passphrase is
 //! refused.
 //! Make one with `head -c 32 /dev/urandom > FILE` or
 //! `weir anonymize --new-key FILE` (see [`Key::generate_hex`]).
@@ -102,9 +97,6 @@ pub enum AnonError {
     #[error("this name was not anonymised under this key, or it was altered")]
     NameKeyMismatch,
 }
-
-/// The least raw key length: 256 bits, the strength of the subkeys.
-const MIN_RAW_KEY: usize = 32;
 
 /// Marks an encrypted name; outside the base64url alphabet, so it can only
 /// stand first.
@@ -369,54 +361,13 @@ impl std::fmt::Debug for Key {
 
 /// The master key bytes of a key file, by the rules in the crate docs.
 fn parse_key(bytes: &[u8]) -> Result<Vec<u8>, AnonError> {
-    let digits: Vec<u8> = bytes
-        .iter()
-        .copied()
-        .filter(|b| !b.is_ascii_whitespace())
-        .collect();
-    if !digits.is_empty() && digits.iter().all(u8::is_ascii_hexdigit) {
-        if digits.len() % 2 != 0 {
-            return Err(AnonError::OddHexKey {
-                digits: digits.len(),
-            });
-        }
-        if digits.len() < 2 * MIN_RAW_KEY {
-            return Err(AnonError::ShortHexKey {
-                digits: digits.len(),
-            });
-        }
-        return Ok(digits
-            .chunks_exact(2)
-            .map(|pair| (hex_value(pair[0]) << 4) | hex_value(pair[1]))
-            .collect());
-    }
-    // Checked after the hex case so that a short file of random bytes gets
-    // the length error, which is the useful one, not the text error.
-    if bytes.len() < MIN_RAW_KEY {
-        return Err(AnonError::ShortRawKey { len: bytes.len() });
-    }
-    if is_text(bytes) {
-        return Err(AnonError::TextKey);
-    }
-    Ok(bytes.to_vec())
-}
-
-/// UTF-8 with no control characters but whitespace: what a person types.
-fn is_text(bytes: &[u8]) -> bool {
-    std::str::from_utf8(bytes).is_ok_and(|s| {
-        s.chars()
-            .all(|c| !c.is_control() || c.is_ascii_whitespace())
+    use util::keyfile::KeyFileError;
+    util::keyfile::parse(bytes).map_err(|e| match e {
+        KeyFileError::ShortRaw { len } => AnonError::ShortRawKey { len },
+        KeyFileError::ShortHex { digits } => AnonError::ShortHexKey { digits },
+        KeyFileError::OddHex { digits } => AnonError::OddHexKey { digits },
+        KeyFileError::Text => AnonError::TextKey,
     })
-}
-
-/// The value of a digit already checked to be hex.
-fn hex_value(digit: u8) -> u8 {
-    match digit {
-        b'0'..=b'9' => digit - b'0',
-        b'a'..=b'f' => digit - b'a' + 10,
-        b'A'..=b'F' => digit - b'A' + 10,
-        _ => 0,
-    }
 }
 
 /// HMAC-SHA256 keyed with `key` of any length. RFC 2104 turns the key into

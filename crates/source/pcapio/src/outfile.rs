@@ -105,6 +105,8 @@ pub struct OutFile {
     /// Bytes of the buffer's start already copied to the file by
     /// [`OutFile::sync_tail`] (they are written again, aligned, later).
     tail_synced: bool,
+    /// Every byte appended, in order: the finished file's digest.
+    hasher: util::digest::Hasher,
 }
 
 impl OutFile {
@@ -175,6 +177,7 @@ impl OutFile {
             buf: AlignedBuf::new(buffer),
             on_disk: 0,
             tail_synced: false,
+            hasher: util::digest::Hasher::new(),
         })
     }
 
@@ -204,6 +207,7 @@ impl OutFile {
     /// Appends `bytes`, writing whole buffers as they fill. On an error the
     /// file holds exactly `on_disk()` bytes of what was appended.
     pub fn append(&mut self, mut bytes: &[u8]) -> io::Result<()> {
+        self.hasher.update(bytes);
         if !self.direct && bytes.len() >= STRAIGHT_WRITE {
             // Through the page cache a large piece goes to the file as it
             // is: copying it into the buffer first would be one copy more
@@ -305,6 +309,12 @@ impl OutFile {
         self.file.set_len(len)?;
         self.file.sync_data()?;
         Ok(len)
+    }
+
+    /// The size and digest of everything appended: the file's, once
+    /// [`OutFile::finish`] has succeeded (not after a failure cut it back).
+    pub fn digest(&self) -> util::digest::FileDigest {
+        self.hasher.clone().finish()
     }
 
     /// Cuts off whatever the file held beyond what has been written to it

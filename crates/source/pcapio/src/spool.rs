@@ -110,6 +110,10 @@ pub struct PcapFileInfo {
     pub ts_last: Option<i64>,
     /// Blocks written with each compression method (`zstd:3`, `stored`).
     pub methods: BTreeMap<String, u64>,
+    /// Size and SHA-256 of the file, taken as it was written (none for a
+    /// file a write error cut back).
+    #[serde(skip)]
+    pub digest: Option<util::digest::FileDigest>,
 }
 
 /// What the writer thread reports when it ends.
@@ -941,6 +945,7 @@ impl FileWriter {
         }
         match c.out.finish() {
             Ok(stored) => {
+                c.info.digest = Some(c.out.digest());
                 if let Some(r) = &self.retention {
                     r.open_bytes_changed(-(open_len as i64));
                 }

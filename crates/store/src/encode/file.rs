@@ -20,13 +20,15 @@ use parquet::file::properties::{EnabledStatistics, WriterPropertiesBuilder};
 use parquet::file::writer::{SerializedFileWriter, SerializedPageWriter, TrackedWrite};
 use parquet::schema::types::SchemaDescriptor;
 
+use util::digest::{DigestWriter, FileDigest};
+
 use super::EncodedChunk;
 use crate::error::StoreError;
 
 pub struct EncodedFile {
     final_path: PathBuf,
     part_path: PathBuf,
-    writer: SerializedFileWriter<BufWriter<File>>,
+    writer: SerializedFileWriter<BufWriter<DigestWriter<File>>>,
     /// The file under `writer`, for starting its writeback.
     fd: RawFd,
     schema: Arc<SchemaDescriptor>,
@@ -63,7 +65,7 @@ impl EncodedFile {
         let file = crate::files::create_file(&part_path)?;
         let fd = file.as_raw_fd();
         let writer = SerializedFileWriter::new(
-            BufWriter::with_capacity(1 << 20, file),
+            BufWriter::with_capacity(1 << 20, DigestWriter::new(file)),
             schema.root_schema_ptr(),
             Arc::new(props),
         )
@@ -173,22 +175,22 @@ impl EncodedFile {
     }
 
     /// Writes the footer, syncs, and renames the file into place; returns
-    /// its size in bytes.
-    pub fn finish(self) -> Result<u64, StoreError> {
+    /// its size and the digest taken as it was written.
+    pub fn finish(self) -> Result<FileDigest, StoreError> {
         let part = self.part_path;
         let buffered = self
             .writer
             .into_inner()
             .map_err(|e| StoreError::parquet(&part, e))?;
-        let file = buffered
+        let (file, digest) = buffered
             .into_inner()
-            .map_err(|e| StoreError::io(&part, e.into_error()))?;
+            .map_err(|e| StoreError::io(&part, e.into_error()))?
+            .into_parts();
         file.sync_data().map_err(|e| StoreError::io(&part, e))?;
-        let bytes = file.metadata().map_err(|e| StoreError::io(&part, e))?.len();
         drop(file);
         std::fs::rename(&part, &self.final_path)
             .map_err(|e| StoreError::io(&self.final_path, e))?;
-        Ok(bytes)
+        Ok(digest)
     }
 
     /// Abandons the file: removes it.

@@ -1,0 +1,688 @@
+//! The dataset's integrity record: every file's size and SHA-256 in an
+//! append-only hash chain, sealed together with the rest of the manifest,
+//! and optionally signed with a keyed MAC.
+//!
+//! Each entry of the chain (a file added, or one removed by retention)
+//! commits to the one before it, the first to the seals of the datasets
+//! this one was made from. The seal commits to the chain's head and to
+//! every other field of the manifest, so that no file, entry or figure can
+//! change without the seal changing. Anyone who can write the directory
+//! can also recompute an unkeyed seal; what makes it evidence is a seal
+//! kept elsewhere (`weir verify --seal`) or a signature under a key the
+//! writer of the dataset does not hand out (`--sign-key`).
+//!
+//! Entries are added when the manifest is written ([`Integrity::extend`],
+//! called by [`crate::Dataset::write_manifest`]): every finished file under
+//! the dataset's root that the chain does not hold yet is added, with the
+//! digest its writer took as it wrote it (packets and pcap files, which
+//! digest on their writer threads) or, for the small tables, read back
+//! then. A file of the chain that is gone is recorded as removed, with the
+//! reason retention gave, or as vanished.
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+
+use hmac::{Hmac, Mac};
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+use util::digest::{FileDigest, digest_file, from_hex, to_hex};
+
+use crate::error::StoreError;
+use crate::manifest::Manifest;
+
+/// The value of [`Integrity::algorithm`].
+pub const ALGORITHM: &str = "sha256";
+/// The value of [`Signature::method`].
+pub const SIGNATURE_METHOD: &str = "hmac-sha256";
+
+const ENTRY_DOMAIN: &[u8] = b"weir chain entry 1\n";
+const GENESIS_DOMAIN: &[u8] = b"weir chain inputs 1\n";
+const SEAL_DOMAIN: &[u8] = b"weir seal 1\n";
+const SIGNATURE_DOMAIN: &[u8] = b"weir seal signature 1\n";
+const FINGERPRINT_DOMAIN: &[u8] = b"weir key fingerprint 1\n";
+
+/// The manifest's `integrity` section.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Integrity {
+    /// The digest of files and chain: "sha256".
+    pub algorithm: String,
+    /// What this dataset was made from, by the inputs' seals; the chain's
+    /// first entry commits to them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub inputs: Vec<ChainInput>,
+    pub entries: Vec<ChainEntry>,
+    /// The last entry's hash (the inputs' hash when there is none).
+    pub head: String,
+    /// SHA-256 over the head and the rest of the manifest.
+    pub seal: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signature: Option<Signature>,
+}
+
+/// A dataset (or stream) another was made from.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ChainInput {
+    /// The command that made this dataset from it: "recover", "merge",
+    /// "anonymize", "collect".
+    pub by: String,
+    /// The input as the command was given it.
+    pub path: String,
+    /// The input's seal when it had one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seal: Option<String>,
+}
+
+/// One link of the chain.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ChainEntry {
+    /// "add" (a file finished) or "remove" (a file gone).
+    pub op: String,
+    /// Relative to the dataset root.
+    pub path: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bytes: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sha256: Option<String>,
+    /// Why a file was removed: "max-disk", "max-age" (retention), or
+    /// "vanished" (gone while the dataset was written, not by weir).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// SHA-256 over the previous entry's hash and this entry.
+    pub hash: String,
+}
+
+/// A keyed MAC over the seal.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Signature {
+    /// "hmac-sha256".
+    pub method: String,
+    /// The key's fingerprint (16 hex digits), which names it without
+    /// revealing it.
+    pub key: String,
+    pub mac: String,
+}
+
+/// The reason of a file that left the chain without retention removing it.
+pub const VANISHED: &str = "vanished";
+
+/// A secret key for signing seals (`--sign-key FILE`).
+pub struct SigningKey {
+    key: Vec<u8>,
+    fingerprint: String,
+}
+
+impl std::fmt::Debug for SigningKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "SigningKey({})", self.fingerprint)
+    }
+}
+
+impl SigningKey {
+    /// A key from a key file's contents (see `util::keyfile`).
+    pub fn from_bytes(bytes: &[u8]) -> Result<SigningKey, util::keyfile::KeyFileError> {
+        let key = util::keyfile::parse(bytes)?;
+        let fingerprint = to_hex(&mac(&key, FINGERPRINT_DOMAIN, &[])[..8]);
+        Ok(SigningKey { key, fingerprint })
+    }
+
+    /// Reads the key file `path`.
+    pub fn from_file(path: &Path) -> Result<SigningKey, StoreError> {
+        let bytes = std::fs::read(path).map_err(|e| StoreError::io(path, e))?;
+        SigningKey::from_bytes(&bytes).map_err(|e| StoreError::Invalid {
+            path: path.to_path_buf(),
+            message: format!(
+                "{e}. Make one with `head -c 32 /dev/urandom > FILE` and keep it apart from \
+                 the datasets it signs"
+            ),
+        })
+    }
+
+    pub fn fingerprint(&self) -> &str {
+        &self.fingerprint
+    }
+
+    fn sign(&self, seal: &[u8; 32]) -> String {
+        to_hex(&mac(&self.key, SIGNATURE_DOMAIN, seal))
+    }
+}
+
+fn mac(key: &[u8], domain: &[u8], data: &[u8]) -> [u8; 32] {
+    let mut m = <Hmac<Sha256> as Mac>::new_from_slice(key).expect("HMAC takes any key length");
+    m.update(domain);
+    m.update(data);
+    m.finalize().into_bytes().into()
+}
+
+fn hash32(hex: &str) -> Option<[u8; 32]> {
+    from_hex(hex)?.try_into().ok()
+}
+
+/// The hash the first entry follows: of the inputs.
+fn genesis(inputs: &[ChainInput]) -> [u8; 32] {
+    let mut h = Sha256::new();
+    h.update(GENESIS_DOMAIN);
+    for i in inputs {
+        for part in [
+            i.by.as_str(),
+            i.path.as_str(),
+            i.seal.as_deref().unwrap_or(""),
+        ] {
+            h.update(part.as_bytes());
+            h.update([0]);
+        }
+    }
+    h.finalize().into()
+}
+
+/// An entry's hash, given the one before.
+fn entry_hash(prev: &[u8; 32], e: &ChainEntry) -> [u8; 32] {
+    let mut h = Sha256::new();
+    h.update(ENTRY_DOMAIN);
+    h.update(prev);
+    for part in [e.op.as_str(), e.path.as_str()] {
+        h.update(part.as_bytes());
+        h.update([0]);
+    }
+    h.update(e.bytes.unwrap_or(u64::MAX).to_le_bytes());
+    h.update(e.sha256.as_deref().unwrap_or("").as_bytes());
+    h.update([0]);
+    h.update(e.reason.as_deref().unwrap_or("").as_bytes());
+    h.update([0]);
+    h.finalize().into()
+}
+
+/// The manifest without its `integrity` section, in one canonical form:
+/// what the seal covers. Both the writer and a reader get here from the
+/// manifest's text parsed into a JSON value, so both print it the same
+/// way.
+fn body_digest(manifest: &serde_json::Value) -> [u8; 32] {
+    let mut body = manifest.clone();
+    if let Some(o) = body.as_object_mut() {
+        o.remove("integrity");
+    }
+    let bytes = serde_json::to_vec(&body).unwrap_or_default();
+    Sha256::digest(&bytes).into()
+}
+
+fn seal_of(head: &[u8; 32], body: &[u8; 32]) -> [u8; 32] {
+    let mut h = Sha256::new();
+    h.update(SEAL_DOMAIN);
+    h.update(head);
+    h.update(body);
+    h.finalize().into()
+}
+
+/// A finished file found under the dataset's root.
+#[derive(Clone, Debug)]
+pub struct OnDisk {
+    pub path: String,
+    pub bytes: u64,
+}
+
+/// Every file under `root` but the manifest, relative to it, split into
+/// finished files and hidden ones (`.NAME.part`, journals, markers: files
+/// still being written or left by a crash).
+pub fn list_files(root: &Path) -> Result<(Vec<OnDisk>, Vec<OnDisk>), StoreError> {
+    let mut finished = Vec::new();
+    let mut hidden = Vec::new();
+    let mut dirs = vec![PathBuf::new()];
+    while let Some(rel) = dirs.pop() {
+        let dir = root.join(&rel);
+        let read = std::fs::read_dir(&dir).map_err(|e| StoreError::io(&dir, e))?;
+        for entry in read {
+            let entry = entry.map_err(|e| StoreError::io(&dir, e))?;
+            let name = entry.file_name().to_string_lossy().into_owned();
+            let path = rel.join(&name);
+            let meta = std::fs::symlink_metadata(root.join(&path))
+                .map_err(|e| StoreError::io(root.join(&path), e))?;
+            if meta.is_dir() {
+                dirs.push(path);
+                continue;
+            }
+            let rel_path = path.to_string_lossy().into_owned();
+            if rel_path == crate::dataset::MANIFEST {
+                continue;
+            }
+            let f = OnDisk {
+                path: rel_path,
+                bytes: meta.len(),
+            };
+            if name.starts_with('.') {
+                hidden.push(f);
+            } else {
+                finished.push(f);
+            }
+        }
+    }
+    finished.sort_by(|a, b| a.path.cmp(&b.path));
+    hidden.sort_by(|a, b| a.path.cmp(&b.path));
+    Ok((finished, hidden))
+}
+
+impl Integrity {
+    /// A new chain for a dataset made from `inputs`.
+    pub fn new(inputs: Vec<ChainInput>) -> Integrity {
+        let head = to_hex(&genesis(&inputs));
+        Integrity {
+            algorithm: ALGORITHM.to_string(),
+            inputs,
+            entries: Vec::new(),
+            head,
+            seal: String::new(),
+            signature: None,
+        }
+    }
+
+    /// The input a dataset made from `manifest` (at `path`, as it is to
+    /// be shown) names: its seal, if any.
+    pub fn input_from(by: &str, path: &str, manifest: &Manifest) -> ChainInput {
+        ChainInput {
+            by: by.to_string(),
+            path: path.to_string(),
+            seal: manifest.integrity.as_ref().map(|i| i.seal.clone()),
+        }
+    }
+
+    fn push(&mut self, mut e: ChainEntry) {
+        let prev = hash32(&self.head).unwrap_or_else(|| genesis(&self.inputs));
+        let h = entry_hash(&prev, &e);
+        e.hash = to_hex(&h);
+        self.head = e.hash.clone();
+        self.entries.push(e);
+    }
+
+    /// The files the chain holds now (the last add of each path not
+    /// removed since), by path.
+    pub fn live(&self) -> BTreeMap<&str, &ChainEntry> {
+        let mut live = BTreeMap::new();
+        for e in &self.entries {
+            if e.op == "add" {
+                live.insert(e.path.as_str(), e);
+            } else {
+                live.remove(e.path.as_str());
+            }
+        }
+        live
+    }
+
+    /// Brings the chain up to the files under `root`: files gone are
+    /// removed (with the reason in `removed`, by path, or as vanished),
+    /// new or changed files are added with the digest in `known` when its
+    /// size matches, or read back otherwise.
+    pub fn extend(
+        &mut self,
+        root: &Path,
+        known: &HashMap<String, FileDigest>,
+        removed: &HashMap<String, String>,
+    ) -> Result<(), StoreError> {
+        let (finished, _) = list_files(root)?;
+        let on_disk: HashMap<&str, u64> = finished
+            .iter()
+            .map(|f| (f.path.as_str(), f.bytes))
+            .collect();
+        let live: Vec<(String, Option<u64>, Option<String>)> = self
+            .live()
+            .into_iter()
+            .map(|(p, e)| (p.to_string(), e.bytes, e.sha256.clone()))
+            .collect();
+        let mut chained: HashMap<String, (Option<u64>, Option<String>)> = HashMap::new();
+        for (path, bytes, sha) in live {
+            if on_disk.contains_key(path.as_str()) {
+                chained.insert(path, (bytes, sha));
+                continue;
+            }
+            let reason = removed.get(&path).cloned().unwrap_or(VANISHED.to_string());
+            self.push(ChainEntry {
+                op: "remove".into(),
+                path,
+                reason: Some(reason),
+                ..Default::default()
+            });
+        }
+        for f in &finished {
+            let known = known.get(&f.path).filter(|d| d.bytes == f.bytes);
+            if let Some((bytes, sha)) = chained.get(&f.path) {
+                // Already held: added again only when its writer says it
+                // changed (a table rewritten in place).
+                let same = match known {
+                    Some(d) => sha.as_deref() == Some(d.hex().as_str()),
+                    None => *bytes == Some(f.bytes),
+                };
+                if same {
+                    continue;
+                }
+            }
+            let digest = match known {
+                Some(d) => *d,
+                None => {
+                    let path = root.join(&f.path);
+                    digest_file(&path).map_err(|e| StoreError::io(&path, e))?
+                }
+            };
+            self.push(ChainEntry {
+                op: "add".into(),
+                path: f.path.clone(),
+                bytes: Some(digest.bytes),
+                sha256: Some(digest.hex()),
+                ..Default::default()
+            });
+        }
+        Ok(())
+    }
+
+    /// Seals the chain with `manifest` (whose own `integrity` is ignored)
+    /// and signs the seal with `key`.
+    pub fn seal(&mut self, manifest: &Manifest, key: Option<&SigningKey>) {
+        // Through text, as a reader gets it: serde_json's float parsing
+        // is not an exact inverse of its printing, so the value printed
+        // must be parsed here as the reader will parse it.
+        let body = serde_json::to_vec(manifest)
+            .and_then(|text| serde_json::from_slice(&text))
+            .unwrap_or_default();
+        let head = hash32(&self.head).unwrap_or_else(|| genesis(&self.inputs));
+        let seal = seal_of(&head, &body_digest(&body));
+        self.seal = to_hex(&seal);
+        self.signature = key.map(|k| Signature {
+            method: SIGNATURE_METHOD.to_string(),
+            key: k.fingerprint.clone(),
+            mac: k.sign(&seal),
+        });
+    }
+}
+
+/// What is wrong with a dataset, one finding per file or record.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Finding {
+    /// missing, truncated, altered, reordered, moved, added, vanished,
+    /// unfinished, chain, seal, signature.
+    pub kind: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub path: Option<String>,
+    pub detail: String,
+}
+
+/// The signature's state.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum SignatureCheck {
+    /// The dataset is not signed.
+    Unsigned,
+    /// Signed, but no key was given to check it with.
+    NotChecked { key: String },
+    /// Signed, and the key given confirms the seal.
+    Valid { key: String },
+    /// Signed, and the key given does not confirm it.
+    Invalid { key: String },
+}
+
+/// What `weir verify` found.
+#[derive(Clone, Debug, Serialize)]
+pub struct Verification {
+    /// Files the chain holds, and their bytes, all read and digested.
+    pub files: u64,
+    pub bytes: u64,
+    /// The seal recomputed from the chain and the manifest.
+    pub seal: String,
+    pub signature: SignatureCheck,
+    /// The manifest says the dataset is still being written.
+    pub running: bool,
+    pub findings: Vec<Finding>,
+}
+
+impl Verification {
+    pub fn ok(&self) -> bool {
+        self.findings.is_empty()
+    }
+}
+
+/// Checks the dataset at `root` against its integrity record: the chain,
+/// the seal over the manifest, the signature (with `key`), every file's
+/// size and digest (reading `threads` files at a time), and files that
+/// are not in the chain. `expected_seal` is a seal kept elsewhere.
+pub fn verify(
+    root: &Path,
+    key: Option<&SigningKey>,
+    expected_seal: Option<&str>,
+    threads: usize,
+) -> Result<Verification, StoreError> {
+    let path = root.join(crate::dataset::MANIFEST);
+    let raw = std::fs::read(&path).map_err(|e| StoreError::io(&path, e))?;
+    let value: serde_json::Value =
+        serde_json::from_slice(&raw).map_err(|e| StoreError::Invalid {
+            path: path.clone(),
+            message: format!("unreadable manifest: {e}"),
+        })?;
+    let manifest = crate::Dataset::open(root)?.read_manifest()?;
+    let Some(chain) = &manifest.integrity else {
+        return Err(StoreError::Invalid {
+            path,
+            message: "has no integrity record (written by a weir from before digests were \
+                      kept); nothing can be verified"
+                .into(),
+        });
+    };
+    let mut findings = Vec::new();
+    let finding = |kind, path: Option<&str>, detail: String| Finding {
+        kind,
+        path: path.map(str::to_string),
+        detail,
+    };
+
+    // The chain, link by link.
+    let mut prev = genesis(&chain.inputs);
+    for (i, e) in chain.entries.iter().enumerate() {
+        let h = entry_hash(&prev, e);
+        if hash32(&e.hash) != Some(h) {
+            findings.push(finding(
+                "chain",
+                Some(&e.path),
+                format!(
+                    "entry {} of the chain does not follow from the one before: the manifest's \
+                     file records were edited",
+                    i + 1
+                ),
+            ));
+        }
+        prev = h;
+        if e.op == "remove" && e.reason.as_deref() == Some(VANISHED) {
+            findings.push(finding(
+                "vanished",
+                Some(&e.path),
+                "was deleted while the dataset was being written, and not by retention".into(),
+            ));
+        }
+    }
+    if hash32(&chain.head) != Some(prev) {
+        findings.push(finding(
+            "chain",
+            None,
+            "the chain's head is not its last entry's hash".into(),
+        ));
+    }
+
+    // The seal over head and manifest, and the signature over the seal.
+    let seal = seal_of(&prev, &body_digest(&value));
+    let seal_hex = to_hex(&seal);
+    if chain.seal != seal_hex {
+        findings.push(finding(
+            "seal",
+            Some(crate::dataset::MANIFEST),
+            "the manifest was changed after it was sealed".into(),
+        ));
+    }
+    if let Some(want) = expected_seal
+        && !want.eq_ignore_ascii_case(&seal_hex)
+    {
+        findings.push(finding(
+            "seal",
+            Some(crate::dataset::MANIFEST),
+            format!("the seal is {seal_hex}, not the {want} given with --seal"),
+        ));
+    }
+    let signature = match (&chain.signature, key) {
+        (None, None) => SignatureCheck::Unsigned,
+        (None, Some(k)) => {
+            findings.push(finding(
+                "signature",
+                None,
+                format!(
+                    "is not signed, but a key ({}) was given to check it with",
+                    k.fingerprint
+                ),
+            ));
+            SignatureCheck::Unsigned
+        }
+        (Some(s), None) => SignatureCheck::NotChecked { key: s.key.clone() },
+        (Some(s), Some(k)) => {
+            if s.method == SIGNATURE_METHOD && s.key == k.fingerprint && s.mac == k.sign(&seal) {
+                SignatureCheck::Valid { key: s.key.clone() }
+            } else {
+                let detail = if s.key != k.fingerprint {
+                    format!(
+                        "was signed with key {}, not with the key given ({})",
+                        s.key, k.fingerprint
+                    )
+                } else {
+                    "does not match the seal: the manifest or its chain was changed after \
+                     signing"
+                        .into()
+                };
+                findings.push(finding("signature", None, detail));
+                SignatureCheck::Invalid { key: s.key.clone() }
+            }
+        }
+    };
+
+    // The files.
+    let live = chain.live();
+    let (finished, hidden) = list_files(root)?;
+    let digests = digest_all(root, &finished, threads);
+    let by_content: HashMap<(u64, String), &str> = live
+        .iter()
+        .filter_map(|(p, e)| Some(((e.bytes?, e.sha256.clone()?), *p)))
+        .collect();
+    let on_disk: HashMap<&str, usize> = finished
+        .iter()
+        .enumerate()
+        .map(|(i, f)| (f.path.as_str(), i))
+        .collect();
+    let found_at: HashMap<(u64, String), &str> = finished
+        .iter()
+        .zip(&digests)
+        .filter_map(|(f, d)| {
+            Some((
+                (d.as_ref().ok()?.bytes, d.as_ref().ok()?.hex()),
+                f.path.as_str(),
+            ))
+        })
+        .collect();
+    let (mut files, mut bytes) = (0u64, 0u64);
+    for (p, e) in &live {
+        let (want_bytes, want_sha) = (e.bytes.unwrap_or(0), e.sha256.clone().unwrap_or_default());
+        let Some(&i) = on_disk.get(p) else {
+            let detail = match found_at.get(&(want_bytes, want_sha.clone())) {
+                Some(now) => format!("is gone; its content is now at {now}"),
+                None => format!("is gone ({want_bytes} bytes when the chain took it)"),
+            };
+            findings.push(finding("missing", Some(p), detail));
+            continue;
+        };
+        files += 1;
+        bytes += finished[i].bytes;
+        let got = match &digests[i] {
+            Ok(d) => d,
+            Err(e) => {
+                findings.push(finding("unreadable", Some(p), e.clone()));
+                continue;
+            }
+        };
+        if got.bytes == want_bytes && got.hex() == want_sha {
+            continue;
+        }
+        if let Some(other) = by_content.get(&(got.bytes, got.hex()))
+            && other != p
+        {
+            findings.push(finding(
+                "reordered",
+                Some(p),
+                format!("holds what the chain gives for {other}"),
+            ));
+        } else if got.bytes < want_bytes {
+            findings.push(finding(
+                "truncated",
+                Some(p),
+                format!("is {} bytes; the chain took {want_bytes}", got.bytes),
+            ));
+        } else {
+            findings.push(finding(
+                "altered",
+                Some(p),
+                format!(
+                    "does not match its digest ({} bytes; the chain took {want_bytes})",
+                    got.bytes
+                ),
+            ));
+        }
+    }
+    for (f, d) in finished.iter().zip(&digests) {
+        if live.contains_key(f.path.as_str()) {
+            continue;
+        }
+        let from = d
+            .as_ref()
+            .ok()
+            .and_then(|d| by_content.get(&(d.bytes, d.hex())));
+        let detail = match from {
+            Some(orig) => format!("is not in the chain; it holds what the chain gives for {orig}"),
+            None => "is not in the chain: it was added after the dataset was sealed".into(),
+        };
+        findings.push(finding("added", Some(&f.path), detail));
+    }
+    let running = manifest
+        .capture
+        .as_ref()
+        .is_some_and(|c| c.ended_by == "running");
+    for h in hidden {
+        let detail = if running {
+            "is still being written (the capture is running)"
+        } else {
+            "was left by a write that did not finish; `weir recover` puts it in order"
+        };
+        findings.push(finding("unfinished", Some(&h.path), detail.into()));
+    }
+    Ok(Verification {
+        files,
+        bytes,
+        seal: seal_hex,
+        signature,
+        running,
+        findings,
+    })
+}
+
+/// Digests of `files`, `threads` at a time.
+fn digest_all(root: &Path, files: &[OnDisk], threads: usize) -> Vec<Result<FileDigest, String>> {
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let out: Vec<std::sync::Mutex<Option<Result<FileDigest, String>>>> =
+        files.iter().map(|_| Default::default()).collect();
+    std::thread::scope(|s| {
+        for _ in 0..threads.clamp(1, files.len().max(1)) {
+            s.spawn(|| {
+                loop {
+                    let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    let Some(f) = files.get(i) else { break };
+                    let path = root.join(&f.path);
+                    let d = digest_file(&path).map_err(|e| format!("cannot be read: {e}"));
+                    *out[i].lock().unwrap_or_else(|e| e.into_inner()) = Some(d);
+                }
+            });
+        }
+    });
+    out.into_iter()
+        .map(|m| {
+            m.into_inner()
+                .unwrap_or_else(|e| e.into_inner())
+                .unwrap_or_else(|| Err("was not read".into()))
+        })
+        .collect()
+}
