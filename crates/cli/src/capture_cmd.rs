@@ -208,6 +208,7 @@ pub fn run(a: CaptureArgs) -> Result<ExitCode, String> {
     };
     crate::signals::install();
     let live_line = !a.quiet && !a.stats_json && std::io::stderr().is_terminal();
+    let mut disk_full = false;
     let report = capture(opts, stream, &crate::signals::STOP, |e| match e {
         CaptureEvent::Warning(w) => eprintln!("weir: warning: {w}"),
         // Said once the workers are set up, so that "capturing" means it.
@@ -217,6 +218,21 @@ pub fn run(a: CaptureArgs) -> Result<ExitCode, String> {
             }
         }
         CaptureEvent::Second(s) => {
+            if s.disk_full != disk_full {
+                disk_full = s.disk_full;
+                if live_line {
+                    eprintln!();
+                }
+                eprintln!(
+                    "{}",
+                    if disk_full {
+                        "weir: the disk is full: records and stats not written are dropped and \
+                         counted until space returns (--on-full drop)"
+                    } else {
+                        "weir: space returned: writing again"
+                    }
+                );
+            }
             if a.stats_json {
                 print_second_json(s);
             } else if live_line {

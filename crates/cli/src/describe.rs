@@ -118,6 +118,15 @@ fn capture_drops(s: &mut String, d: &Drops) {
             String::new()
         }
     );
+    if d.records_write + d.flows_write + d.stats_write > 0 {
+        let _ = writeln!(
+            s,
+            "           not written (disk full): records {}, flows slices {}, stats rows {}",
+            group_digits(d.records_write),
+            group_digits(d.flows_write),
+            group_digits(d.stats_write)
+        );
+    }
 }
 
 fn stack(s: &mut String, st: &StackInfo) {

@@ -70,10 +70,11 @@ pub fn run(a: ReadArgs) -> Result<ExitCode, String> {
             },
             group_digits(r.candidates),
             if r.unreachable > 0 {
-                let note = r
-                    .retention_note
+                let note: String = [r.retention_note, r.lost_note]
+                    .into_iter()
+                    .flatten()
                     .map(|n| format!("; {n}"))
-                    .unwrap_or_default();
+                    .collect();
                 format!(", {} records without a frame{note}", r.unreachable)
             } else {
                 String::new()

@@ -1182,3 +1182,186 @@ fn a_full_disk_stops_the_capture_with_every_file_whole() {
     assert_verifies(&ds);
     drop(small);
 }
+
+/// Rows of each Parquet file, as pyarrow reads it.
+fn pyarrow_rows(files: &[std::path::PathBuf]) -> Vec<u64> {
+    let mut cmd = python();
+    cmd.args([
+        "-c",
+        "import sys, pyarrow.parquet as pq\n\
+         for p in sys.argv[1:]: print(pq.read_table(p).num_rows)",
+    ])
+    .args(files);
+    let r = run_bounded(cmd, Duration::from_secs(120));
+    assert_eq!(r.code(), 0, "pyarrow: {}", r.stderr());
+    r.stdout().lines().map(|l| l.parse().unwrap()).collect()
+}
+
+/// With `--on-full drop` the disk fills under pcap, records and stats and
+/// the capture goes on: what cannot be written is dropped and counted per
+/// stage; once the test frees space, writing resumes, and at the end every
+/// file listed is whole and the counts add up.
+#[test]
+fn a_full_disk_with_on_full_drop_counts_what_is_lost_and_resumes() {
+    let net = VethPair::new("fulldrop");
+    let s = Scratch::new("cap-fulldrop");
+    let small = SmallFs::mount(&s.join("fs"), "24M");
+    // Freed once the disk is full, so that space returns.
+    let ballast = small.0.join("ballast");
+    std::fs::write(&ballast, vec![0x5a; 8 << 20]).unwrap();
+    let ds = small.0.join("ds");
+    let mut cap = capture(
+        &net.b,
+        &[
+            "-o",
+            ds.to_str().unwrap(),
+            "-j",
+            "2",
+            "--buffer",
+            "64M",
+            "--duration",
+            "120s",
+            "--records-every",
+            "1s",
+            "--on-full",
+            "drop",
+            "udp",
+        ],
+    );
+    // About 30 MB of frames into 12 MiB of room (24 less the ballast and
+    // the capture's 4 MiB reserve); more until a records, stats or
+    // manifest write has met the full disk.
+    send(
+        &net.a,
+        &["--count", "30000", "--rate", "10000", "--size", "1000"],
+    );
+    let mut full = false;
+    for _ in 0..5 {
+        full = cap.wait_for_line("the disk is full", Duration::from_secs(10));
+        if full {
+            break;
+        }
+        send(
+            &net.a,
+            &["--count", "5000", "--rate", "5000", "--size", "1000"],
+        );
+    }
+    assert!(full, "the capture never said the disk was full");
+    // Traffic while the disk is full: dropped and counted, not an end.
+    send(
+        &net.a,
+        &["--count", "5000", "--rate", "5000", "--size", "1000"],
+    );
+    assert!(cap.running(), "the capture ended on a full disk");
+    std::fs::remove_file(&ballast).unwrap();
+    assert!(
+        cap.wait_for_line("space returned", Duration::from_secs(30)),
+        "the capture did not see the space return"
+    );
+    // Frames of another size after space returned: they must be on disk.
+    let late = 4000u64;
+    send(
+        &net.a,
+        &[
+            "--count",
+            &late.to_string(),
+            "--rate",
+            "2000",
+            "--size",
+            "600",
+        ],
+    );
+    assert!(cap.running());
+    cap.signal(libc::SIGINT);
+    let r = cap.wait(Duration::from_secs(60));
+    // Data was lost, so it ends with warnings (exit 1) that say where.
+    assert_eq!(r.code(), 1, "{}\n{}", r.stdout(), r.stderr());
+    assert!(r.stderr().contains("--on-full drop"), "{}", r.stderr());
+    let m = manifest(&ds);
+    assert_eq!(m["capture"]["ended_by"], "signal", "{m}");
+    no_part_files(&ds);
+    assert!(!ds.join(".space-reserve").exists());
+    let drops = &m["drops"];
+    let count = |k: &str| {
+        drops[k]
+            .as_u64()
+            .unwrap_or_else(|| panic!("drops.{k} missing: {m}"))
+    };
+    let frames = m["counts"]["frames"].as_u64().unwrap();
+    let (records_lost, pcap_lost) = (count("records_write"), count("pcap"));
+    assert!(records_lost > 0, "{m}");
+    assert!(pcap_lost > 0, "{m}");
+    // Stats rows wait in memory while the disk is full: none lost here.
+    assert_eq!(count("stats_write"), 0, "{m}");
+    let _ = count("flows_write");
+    assert_eq!(count("kernel"), 0, "{m}");
+
+    // Records: every frame has one on disk unless counted lost, and every
+    // frame sent after space returned has one.
+    let recs = records(&ds);
+    assert_eq!(recs.len() as u64, frames - records_lost, "{m}");
+    assert_eq!(
+        recs.iter().filter(|r| r.wire_len == 600).count() as u64,
+        late,
+        "{m}\n{}",
+        r.stderr()
+    );
+    // pcap: every listed file reads in tcpdump to its listed count; they
+    // hold every frame not counted as a pcap drop, and writing resumed.
+    let mut in_pcap = 0;
+    let mut late_in_pcap = 0;
+    for p in m["files"]["pcap"].as_array().unwrap() {
+        let path = ds.join(p["path"].as_str().unwrap());
+        let n = p["frames"].as_u64().unwrap();
+        let got = pcap_frames(&path);
+        assert_eq!(got.len() as u64, n, "{}", path.display());
+        in_pcap += n;
+        late_in_pcap += got.iter().filter(|f| f.len() == 600).count() as u64;
+    }
+    assert_eq!(in_pcap, frames - pcap_lost, "{m}");
+    // The first frames after space returns go while the writer reopens.
+    assert!(late_in_pcap > late * 9 / 10, "{late_in_pcap} of {late}");
+    // Stats: a row for every second, those held while the disk was full
+    // included, and the records drops per second add up to the manifest's.
+    let rows = stats_rows(&ds);
+    assert_eq!(rows.iter().map(|r| r.frames).sum::<u64>(), frames);
+    assert_eq!(
+        rows.iter().map(|r| r.records_drops).sum::<u64>(),
+        records_lost
+    );
+    // Every Parquet file listed (and every flows file) reads in pyarrow.
+    let list = |k: &str| -> Vec<std::path::PathBuf> {
+        m["files"][k]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|f| ds.join(f.as_str().or(f["path"].as_str()).unwrap()))
+            .collect()
+    };
+    let packets = list("packets");
+    let flows: Vec<_> = walk(&ds.join("flows"));
+    for f in &flows {
+        let name = f.file_name().unwrap();
+        assert!(
+            packets.iter().any(|p| p.file_name() == Some(name)),
+            "{} has no packet file",
+            f.display()
+        );
+    }
+    let stats = list("stats");
+    let mut all = packets.clone();
+    all.extend(flows);
+    all.extend(stats.iter().cloned());
+    let read = pyarrow_rows(&all);
+    assert_eq!(read[..packets.len()].iter().sum::<u64>(), recs.len() as u64);
+    assert_eq!(
+        read[read.len() - stats.len()..].iter().sum::<u64>(),
+        rows.len() as u64
+    );
+    let mut c = weir();
+    c.arg("recover").arg(&ds);
+    let rec = run_bounded(c, Duration::from_secs(60));
+    assert!(rec.stdout().contains("nothing to do"), "{}", rec.stdout());
+    assert_verifies(&ds);
+    drop(small);
+}

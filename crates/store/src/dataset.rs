@@ -251,11 +251,18 @@ impl Dataset {
             path: path.clone(),
             message: e.to_string(),
         })?;
-        let mut f = crate::files::create_file(&tmp)?;
-        f.write_all(&json).map_err(|e| StoreError::io(&tmp, e))?;
-        f.write_all(b"\n").map_err(|e| StoreError::io(&tmp, e))?;
-        f.sync_data().map_err(|e| StoreError::io(&tmp, e))?;
-        fs::rename(&tmp, &path).map_err(|e| StoreError::io(&path, e))?;
+        let written = crate::files::create_file(&tmp).and_then(|mut f| {
+            f.write_all(&json).map_err(|e| StoreError::io(&tmp, e))?;
+            f.write_all(b"\n").map_err(|e| StoreError::io(&tmp, e))?;
+            f.sync_data().map_err(|e| StoreError::io(&tmp, e))?;
+            fs::rename(&tmp, &path).map_err(|e| StoreError::io(&path, e))
+        });
+        if let Err(e) = written {
+            // A full disk: the manifest before stays whole, and no torn
+            // copy is left behind.
+            let _ = fs::remove_file(&tmp);
+            return Err(e);
+        }
         // Make the rename itself durable.
         if let Ok(dir) = fs::File::open(&self.root) {
             let _ = dir.sync_all();
@@ -280,9 +287,11 @@ impl Dataset {
     }
 }
 
-/// A few MiB held in a dataset's directory while a capture writes it, given
-/// back when the disk fills: every writer can then still close its file,
-/// and the manifest can still say how the capture ended.
+/// A few MiB held in a dataset's directory while a capture writes it, so
+/// that the end of the capture always has room: with `--on-full stop` it
+/// is given back when the disk fills, so every writer can still close its
+/// file; with `--on-full drop` it is kept until the writers are done, so
+/// the last stats and the manifest can always be written.
 #[derive(Debug)]
 pub struct SpaceReserve {
     path: PathBuf,

@@ -697,21 +697,31 @@ pub fn write_flow_file(
     if let Some(dir) = path.parent() {
         crate::files::create_dirs(dir)?;
     }
-    let file = create_file(&part)?;
-    // Dictionaries do not pay here: times are offsets from the slice's
-    // first frame, counts are spread wide, and keys are few per file.
-    let props = crate::table::writer_properties("flows", FLOWS_SCHEMA_VERSION, &[])
-        .into_builder()
-        .set_dictionary_enabled(false)
-        .build();
-    let mut w = ArrowWriter::try_new(file, flows_schema(), Some(props))
-        .map_err(|e| StoreError::parquet(&part, e))?;
-    w.write(&slices_to_batch(slices))
-        .map_err(|e| StoreError::parquet(&part, e))?;
-    let file = w.into_inner().map_err(|e| StoreError::parquet(&part, e))?;
-    file.sync_data().map_err(|e| StoreError::io(&part, e))?;
-    let bytes = file.metadata().map_err(|e| StoreError::io(&part, e))?.len();
-    std::fs::rename(&part, path).map_err(|e| StoreError::io(&part, e))?;
+    let written = create_file(&part).and_then(|file| {
+        // Dictionaries do not pay here: times are offsets from the slice's
+        // first frame, counts are spread wide, and keys are few per file.
+        let props = crate::table::writer_properties("flows", FLOWS_SCHEMA_VERSION, &[])
+            .into_builder()
+            .set_dictionary_enabled(false)
+            .build();
+        let mut w = ArrowWriter::try_new(file, flows_schema(), Some(props))
+            .map_err(|e| StoreError::parquet(&part, e))?;
+        w.write(&slices_to_batch(slices))
+            .map_err(|e| StoreError::parquet(&part, e))?;
+        let file = w.into_inner().map_err(|e| StoreError::parquet(&part, e))?;
+        file.sync_data().map_err(|e| StoreError::io(&part, e))?;
+        let bytes = file.metadata().map_err(|e| StoreError::io(&part, e))?.len();
+        std::fs::rename(&part, path).map_err(|e| StoreError::io(&part, e))?;
+        Ok(bytes)
+    });
+    let bytes = match written {
+        Ok(b) => b,
+        Err(e) => {
+            // A full disk: no half-written flows file is left behind.
+            let _ = std::fs::remove_file(&part);
+            return Err(e);
+        }
+    };
     Ok(FlowFileSummary {
         path: relative.to_string(),
         rows: slices.len() as u64,

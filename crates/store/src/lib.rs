@@ -38,5 +38,7 @@ pub mod time;
 pub use dataset::Dataset;
 pub use error::StoreError;
 pub use manifest::Manifest;
-pub use packets::{PacketFileSummary, PacketWriter, PacketWriterOptions, RowBuffers, RowOrder};
+pub use packets::{
+    FinishedFile, PacketFileSummary, PacketWriter, PacketWriterOptions, RowBuffers, RowOrder,
+};
 pub use schema::{PACKET_COLUMNS, PACKET_SCHEMA_VERSION, packet_schema};

@@ -311,6 +311,19 @@ pub struct Drops {
     /// runs on past the end of the capture; more means frames were lost.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub ring_unread: u64,
+    /// Packet records not on disk because the disk was full (`--on-full
+    /// drop`) or a write failed: made while a writer could not write, or
+    /// in a file given up part way (its `.part` removed). Their frames are
+    /// in `counts.frames`, and in the pcap files unless counted in `pcap`.
+    #[serde(default)]
+    pub records_write: u64,
+    /// Flows-table slices lost with flows files that could not be written;
+    /// their packet files are whole, and readers then use the packets.
+    #[serde(default)]
+    pub flows_write: u64,
+    /// Per-second stats rows that could not be written.
+    #[serde(default)]
+    pub stats_write: u64,
 }
 
 fn is_zero(n: &u64) -> bool {

@@ -11,7 +11,7 @@ use wire::{Has, PacketRecord, ParseError};
 use crate::encode::file::EncodedFile;
 use crate::encode::{ColumnEncoder, ColumnSpec, EncodeOptions, EncodedChunk, Mode};
 use crate::error::StoreError;
-use crate::flows::{FLOWS_DIR, FlowFileSummary, FlowSlicer, flows_path_for, write_flow_file};
+use crate::flows::{FLOWS_DIR, FlowSlicer, flows_path_for, write_flow_file};
 use crate::schema::{PACKET_COLUMNS, PACKET_SCHEMA_VERSION, packet_schema};
 
 /// Order of rows inside a row group.
@@ -77,6 +77,15 @@ pub struct PacketFileSummary {
     /// (which is where the manifest keeps it).
     #[serde(skip)]
     pub digest: Option<util::digest::FileDigest>,
+}
+
+/// A packet file closed by [`PacketWriter::finish_keeping_buffers`].
+#[derive(Debug)]
+pub struct FinishedFile {
+    pub summary: PacketFileSummary,
+    /// Its flows file could not be written (and is removed): the slices
+    /// lost, and why.
+    pub flows_lost: Option<(u64, StoreError)>,
 }
 
 /// Writes packet records to one Parquet file, which appears under its final
@@ -283,23 +292,61 @@ impl PacketWriter {
     /// Writes what is buffered, the footer, syncs, and renames the file into
     /// place. Returns what the file holds.
     pub fn finish(self) -> Result<PacketFileSummary, StoreError> {
-        self.finish_keeping_buffers().map(|(summary, _)| summary)
+        let f = self.finish_keeping_buffers().0?;
+        match f.flows_lost {
+            Some((_, e)) => Err(e),
+            None => Ok(f.summary),
+        }
     }
 
     /// As [`PacketWriter::finish`], and hands back the (empty) row buffers
-    /// for the next file.
-    pub fn finish_keeping_buffers(mut self) -> Result<(PacketFileSummary, RowBuffers), StoreError> {
-        self.flush_row_group()?;
-        let digest = self.file.finish()?;
-        self.summary.bytes = digest.bytes;
-        self.summary.digest = Some(digest);
-        if let Some((mut slicer, path, rel)) = self.flows.take() {
-            // After the packet file: a flows file never exists without
-            // its packets (readers use the flows table only when every
-            // packet file has one).
-            let _: FlowFileSummary = write_flow_file(&path, &rel, &slicer.finish())?;
+    /// for the next file, whatever happened. A packet file that cannot be
+    /// written whole (a full disk) is given up: its `.part` is removed and
+    /// its rows are lost. A flows file that cannot be written is removed
+    /// and said in [`FinishedFile::flows_lost`]; the packet file is whole
+    /// without it.
+    pub fn finish_keeping_buffers(mut self) -> (Result<FinishedFile, StoreError>, RowBuffers) {
+        let flushed = self.flush_row_group();
+        let PacketWriter {
+            file,
+            mut rows,
+            mut summary,
+            flows,
+            ..
+        } = self;
+        rows.clear();
+        let buffers = RowBuffers(rows);
+        if let Err(e) = flushed {
+            file.discard();
+            return (Err(e), buffers);
         }
-        Ok((self.summary, RowBuffers(self.rows)))
+        let part = file.part_path().to_path_buf();
+        match file.finish() {
+            Ok(digest) => {
+                summary.bytes = digest.bytes;
+                summary.digest = Some(digest);
+            }
+            Err(e) => {
+                let _ = std::fs::remove_file(&part);
+                return (Err(e), buffers);
+            }
+        }
+        // After the packet file: a flows file never exists without its
+        // packets (readers use the flows table only when every packet file
+        // has one).
+        let flows_lost = flows.and_then(|(mut slicer, path, rel)| {
+            let slices = slicer.finish();
+            write_flow_file(&path, &rel, &slices)
+                .err()
+                .map(|e| (slices.len() as u64, e))
+        });
+        (
+            Ok(FinishedFile {
+                summary,
+                flows_lost,
+            }),
+            buffers,
+        )
     }
 
     /// Abandons a file that received no rows: removes it and hands back the

@@ -46,8 +46,11 @@ pub struct StatsRow {
     pub pcap_frames: u64,
     /// Frames the pcap sink dropped (staging memory full).
     pub pcap_drops: u64,
-    /// Packet records written.
+    /// Frames handed to the packet records.
     pub records: u64,
+    /// Of those, records not on disk: the disk was full (`--on-full drop`)
+    /// or a write failed; counted in the second it became known.
+    pub records_drops: u64,
     /// Ring blocks full and waiting for the worker, at the sample.
     pub ring_backlog: u32,
     /// Staging blocks waiting for the pcap writer, at the sample.
@@ -76,9 +79,10 @@ pub struct StackCounts {
 }
 
 impl StatsRow {
-    /// The eight frame counters, in the schema's order (from `frames` to
-    /// `records`): one list for the Parquet writer and the journal.
-    fn counters(&self) -> [u64; 8] {
+    /// The frame counters, in the schema's order (from `frames` to
+    /// `records_drops`): one list for the Parquet writer; the journal
+    /// writes the first eight, and `records_drops` last (it came later).
+    fn counters(&self) -> [u64; 9] {
         [
             self.frames,
             self.bytes,
@@ -88,6 +92,7 @@ impl StatsRow {
             self.pcap_frames,
             self.pcap_drops,
             self.records,
+            self.records_drops,
         ]
     }
 }
@@ -111,6 +116,7 @@ pub fn stats_schema() -> SchemaRef {
         u64f("pcap_frames"),
         u64f("pcap_drops"),
         u64f("records"),
+        u64f("records_drops"),
         Field::new("ring_backlog", DataType::UInt32, false),
         Field::new("pcap_backlog", DataType::UInt32, false),
         u64f("pcap_bytes"),
@@ -134,6 +140,9 @@ pub struct StatsWriter {
     seq: u32,
     files: Vec<String>,
     journal: Option<File>,
+    /// Bytes of whole lines in the journal: a line the disk had no room
+    /// for is cut off, so that the next one does not join a torn line.
+    journal_len: u64,
 }
 
 /// The journal of rows not yet in a file.
@@ -166,19 +175,24 @@ impl StatsWriter {
             seq: 0,
             files: Vec::new(),
             journal: None,
+            journal_len: 0,
         }
     }
 
+    /// Adds a row; writes the pending rows as a file once there are
+    /// `rotate_rows`. On an error (a full disk) the row is still held, with
+    /// the others not yet in a file, for the next flush.
     pub fn push(&mut self, row: StatsRow) -> Result<(), StoreError> {
-        self.journal_row(&row)?;
         self.pending.push(row);
+        self.journal_row(&row)?;
         if self.pending.len() >= self.rotate_rows {
             self.flush()?;
         }
         Ok(())
     }
 
-    /// Writes the pending rows as one complete file.
+    /// Writes the pending rows as one complete file. A file that cannot be
+    /// written whole is removed; its rows stay pending.
     pub fn flush(&mut self) -> Result<(), StoreError> {
         if self.pending.is_empty() {
             return Ok(());
@@ -186,17 +200,43 @@ impl StatsWriter {
         let name = format!("{}-{:05}.parquet", self.prefix, self.seq);
         let path = self.dir.join(&name);
         let part = self.dir.join(format!(".{name}.part"));
-        let file = create_file(&part)?;
-        write_rows(file, &self.pending).map_err(|e| StoreError::parquet(&part, e))?;
-        std::fs::rename(&part, &path).map_err(|e| StoreError::io(&path, e))?;
+        let written = create_file(&part).and_then(|file| {
+            write_rows(file, &self.pending).map_err(|e| StoreError::parquet(&part, e))?;
+            std::fs::rename(&part, &path).map_err(|e| StoreError::io(&path, e))
+        });
+        if let Err(e) = written {
+            let _ = std::fs::remove_file(&part);
+            return Err(e);
+        }
         self.files.push(name);
         self.seq += 1;
         self.pending.clear();
         if let Some(j) = &self.journal {
             j.set_len(0)
                 .map_err(|e| StoreError::io(self.dir.join(journal_name(self.prefix)), e))?;
+            self.journal_len = 0;
         }
         Ok(())
+    }
+
+    /// Rows not yet in a file.
+    pub fn pending(&self) -> usize {
+        self.pending.len()
+    }
+
+    /// Flushes and returns the files written; when the last flush fails
+    /// (a full disk), also the error and the rows lost. Those rows leave
+    /// the journal too, so that `weir recover` does not bring back rows
+    /// the caller counts as lost.
+    pub fn finish_or_give_up(mut self) -> (Vec<String>, Option<(StoreError, u64)>) {
+        let failed = self
+            .flush()
+            .err()
+            .map(|e| (e, std::mem::take(&mut self.pending).len() as u64));
+        if self.journal.take().is_some() {
+            let _ = std::fs::remove_file(self.dir.join(journal_name(self.prefix)));
+        }
+        (self.files, failed)
     }
 
     /// Appends a row to the journal (one write, so a crash keeps whole
@@ -212,15 +252,20 @@ impl StatsWriter {
                 .mode(0o640)
                 .open(&path)
                 .map_err(|e| StoreError::io(&path, e))?;
+            self.journal_len = f.metadata().map_err(|e| StoreError::io(&path, e))?.len();
             self.journal = Some(f);
         }
-        let counters = r.counters().map(|v| v.to_string()).join(" ");
+        let counters = r.counters()[..8]
+            .iter()
+            .map(|v| v.to_string())
+            .collect::<Vec<_>>()
+            .join(" ");
         let stack = match r.stack {
             Some(s) => format!("{} {} {}", s.event, s.events, s.lost),
             None => "- - -".to_string(),
         };
         let line = format!(
-            "{} {} {} {counters} {} {} {} {} {} {stack}\n",
+            "{} {} {} {counters} {} {} {} {} {} {stack} {}\n",
             r.ts_ns,
             r.worker,
             r.iface,
@@ -229,10 +274,14 @@ impl StatsWriter {
             r.pcap_bytes,
             r.pcap_stored_bytes,
             r.pcap_level.map_or("-".to_string(), |l| l.to_string()),
+            r.records_drops,
         );
         if let Some(j) = &mut self.journal {
-            j.write_all(line.as_bytes())
-                .map_err(|e| StoreError::io(&path, e))?;
+            if let Err(e) = j.write_all(line.as_bytes()) {
+                let _ = j.set_len(self.journal_len);
+                return Err(StoreError::io(&path, e));
+            }
+            self.journal_len += line.len() as u64;
         }
         Ok(())
     }
@@ -294,8 +343,9 @@ pub fn recover_journal(dir: &Path) -> Result<Vec<String>, StoreError> {
 
 fn parse_journal_line(line: &str) -> Option<StatsRow> {
     let f: Vec<&str> = line.split(' ').collect();
-    // 16 fields before the stack counters were added, 19 since.
-    if f.len() != 16 && f.len() != 19 {
+    // 16 fields before the stack counters were added, 19 with them, 20
+    // since records_drops.
+    if ![16, 19, 20].contains(&f.len()) {
         return None;
     }
     let u = |i: usize| f[i].parse::<u64>().ok();
@@ -327,6 +377,10 @@ fn parse_journal_line(line: &str) -> Option<StatsRow> {
             }),
             _ => None,
         },
+        records_drops: match f.get(19) {
+            Some(n) => n.parse().ok()?,
+            None => 0,
+        },
     })
 }
 
@@ -335,7 +389,7 @@ fn write_rows(file: File, rows: &[StatsRow]) -> parquet::errors::Result<()> {
     let mut ts = TimestampNanosecondBuilder::with_capacity(n).with_timezone("UTC");
     let mut worker = UInt16Builder::with_capacity(n);
     let mut iface = UInt16Builder::with_capacity(n);
-    let mut u64s: Vec<UInt64Builder> = (0..8).map(|_| UInt64Builder::with_capacity(n)).collect();
+    let mut u64s: Vec<UInt64Builder> = (0..9).map(|_| UInt64Builder::with_capacity(n)).collect();
     let mut ring = UInt32Builder::with_capacity(n);
     let mut pcap = UInt32Builder::with_capacity(n);
     let mut pcap_bytes = UInt64Builder::with_capacity(n);
@@ -466,6 +520,7 @@ pub fn read_stats_file(path: &Path) -> Result<Vec<StatsRow>, StoreError> {
             opt64("stack_events"),
             opt64("stack_lost"),
         );
+        let rd = opt64("records_drops");
         let lv = batch.column_by_name("pcap_level").and_then(|c| {
             c.as_primitive_opt::<arrow_array::types::Int16Type>()
                 .cloned()
@@ -484,6 +539,7 @@ pub fn read_stats_file(path: &Path) -> Result<Vec<StatsRow>, StoreError> {
                 pcap_frames: v(5),
                 pcap_drops: v(6),
                 records: v(7),
+                records_drops: rd.as_ref().map_or(0, |c| c.value(i)),
                 ring_backlog: ring.value(i),
                 pcap_backlog: pcap.value(i),
                 pcap_bytes: pb.as_ref().map_or(0, |c| c.value(i)),
@@ -526,6 +582,7 @@ mod tests {
                 kernel_drops: i,
                 pcap_backlog: i as u32,
                 pcap_stored_bytes: i * 3,
+                records_drops: i * 2,
                 pcap_level: (i % 3 != 0).then_some(i as i16 - 4),
                 stack: (i == 5).then_some(StackCounts {
                     event: 4,
@@ -558,6 +615,7 @@ mod tests {
             .map(|i| StatsRow {
                 ts_ns: i as i64,
                 frames: i,
+                records_drops: i % 3,
                 pcap_level: (i == 5).then_some(-3),
                 stack: (i == 4).then_some(StackCounts {
                     event: 1,

@@ -79,6 +79,30 @@ impl Background {
         self.child.id() as i32
     }
 
+    /// Waits until the command's standard error prints a line containing
+    /// `text`; false if it has not within `limit` (or it ended).
+    pub fn wait_for_line(&mut self, text: &str, limit: Duration) -> bool {
+        let deadline = Instant::now() + limit;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self.lines.recv_timeout(left) {
+                Ok(line) => {
+                    let found = line.contains(text);
+                    self.stderr_seen.push(line);
+                    if found {
+                        return true;
+                    }
+                }
+                Err(_) => return false,
+            }
+        }
+    }
+
+    /// Whether the command is still running.
+    pub fn running(&mut self) -> bool {
+        matches!(self.child.try_wait(), Ok(None))
+    }
+
     /// Sends `sig` to the command (by its PID).
     pub fn signal(&self, sig: i32) {
         // SAFETY: kill(2) on our own child.

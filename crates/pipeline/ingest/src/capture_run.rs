@@ -170,6 +170,7 @@ pub fn capture(
         promiscuous: opts.promiscuous,
         pcap,
         records: records_on,
+        on_full: opts.pcap.on_full,
         count: opts.count,
         duration: opts.duration,
         worker,

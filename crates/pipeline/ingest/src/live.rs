@@ -67,6 +67,8 @@ pub struct LiveOptions {
     pub promiscuous: bool,
     pub pcap: Option<PcapOut>,
     pub records: bool,
+    /// What every writer does when the disk is full (`--on-full`).
+    pub on_full: OnFull,
     pub count: Option<u64>,
     pub duration: Option<Duration>,
     pub worker: WorkerOptions,
@@ -105,6 +107,10 @@ struct Counters {
     pcap_frames: AtomicU64,
     pcap_drops: AtomicU64,
     records: AtomicU64,
+    /// Of those, records not on disk (a full disk), since the start.
+    records_drops: AtomicU64,
+    /// Flows-table slices lost with flows files not written.
+    flow_slices_lost: AtomicU64,
     ring_backlog: AtomicU64,
     pcap_backlog: AtomicU64,
     hw_timestamps: AtomicU64,
@@ -201,10 +207,15 @@ pub struct Second {
     pub bytes: u64,
     pub kernel_drops: u64,
     pub pcap_drops: u64,
+    pub records_drops: u64,
     /// Since the start.
     pub total_frames: u64,
     pub total_kernel_drops: u64,
     pub total_pcap_drops: u64,
+    pub total_records_drops: u64,
+    /// `--on-full drop`: the disk is full, and the records, flows and stats
+    /// writers drop (and count) what they cannot write until space returns.
+    pub disk_full: bool,
 }
 
 /// What ended a capture.
@@ -289,6 +300,8 @@ impl Opened {
         let retention = retention_of(&opts);
         let disk = DiskWatch {
             full: Default::default(),
+            drop: opts.on_full == OnFull::Drop,
+            dir: dataset.map(|d| d.root().to_path_buf()),
             reserve: match dataset {
                 Some(d) => Some(Arc::new(store::dataset::SpaceReserve::hold(
                     d.root(),
@@ -314,7 +327,10 @@ impl Opened {
         // --duration, or the capture would end as it starts and the
         // traffic that follows would sit unread in the rings.
         let mut sampler = Sampler {
-            prev: vec![[0; 7]; watched.len()],
+            prev: vec![[0; 8]; watched.len()],
+            held: Default::default(),
+            held_limit: STATS_HELD_SECONDS * watched.len().max(1),
+            stats_lost: 0,
             watched,
             kernel_total: KernelStats::default(),
             started: Instant::now(),
@@ -339,22 +355,31 @@ impl Opened {
             done.warnings.push(e);
         }
         let elapsed = sampler.started.elapsed();
-        // Whatever ended the capture, the last files and the manifest get
-        // the reserve's space.
+        // Whatever ended the capture, the last stats file and the manifest
+        // get the reserve's space.
         sampler.disk.release();
         let mut stats_files = std::mem::take(&mut sampler.stats_files);
-        if let Some(s) = sampler.stats.take() {
-            match s.finish() {
-                Ok(files) => stats_files.extend(files),
-                Err(e) if e.is_disk_full() => {
-                    sampler.disk.hit();
-                    done.warnings
-                        .push(format!("the last stats rows are lost: {e}"));
+        if let Some(mut s) = sampler.stats.take() {
+            // Rows held while the disk was full go in first; those that
+            // cannot are lost.
+            while let Some(r) = sampler.held.pop_front() {
+                if s.push(r).is_err() {
+                    sampler.stats_lost += sampler.held.len() as u64;
+                    sampler.held.clear();
                 }
-                Err(e) => return Err(e.into()),
+            }
+            let (files, failed) = s.finish_or_give_up();
+            stats_files.extend(files);
+            if let Some((e, lost)) = failed {
+                sampler.stats_lost += lost;
+                if e.is_disk_full() {
+                    sampler.disk.hit();
+                }
+                done.warnings
+                    .push(format!("the last {lost} stats rows are lost: {e}"));
             }
         }
-        if ended == Ended::DiskFull || sampler.disk.is_full() {
+        if ended == Ended::DiskFull || (sampler.disk.is_full() && !sampler.disk.drop) {
             done.warnings.push(format!(
                 "{}: the disk is full, so the capture stopped (--on-full stop); every file \
                  listed in the manifest is complete. Free space, write elsewhere, or use \
@@ -363,6 +388,20 @@ impl Opened {
             ));
         }
         let frames = sampler.totals.total_frames;
+        let lost_to_disk = [
+            sampler.totals.total_records_drops,
+            flow_slices_lost(&sampler.watched),
+            sampler.stats_lost,
+        ];
+        if sampler.disk.drop && lost_to_disk.iter().any(|&n| n > 0) {
+            let [records, slices, rows] = lost_to_disk;
+            done.warnings.push(format!(
+                "{}: the disk filled during the capture (--on-full drop): {records} packet \
+                 records, {slices} flows slices and {rows} stats rows could not be written; \
+                 they are counted in the manifest's drops, and every file it lists is whole",
+                dataset.map_or_else(|| "the output".into(), |d| d.root().display().to_string())
+            ));
+        }
         let kernel_total = sampler.kernel_total;
         let unread = unread_frames(&kernel_total, frames, &ring_states, &mut done.warnings);
         let (removed, retention_errors) = (live.retention.as_ref())
@@ -463,10 +502,22 @@ fn unread_frames(
     unread
 }
 
-/// Space a capture holds in its dataset's directory, given back when the
-/// disk fills: enough for every writer's last block and footer and the
-/// manifest.
+/// Space a capture holds in its dataset's directory: enough for every
+/// writer's last block and footer and the manifest. `--on-full stop` gives
+/// it back when the disk fills, so that every file can close; `--on-full
+/// drop` keeps it until the workers are done (files that cannot be written
+/// are given up and counted instead), so that the last stats rows and the
+/// final manifest always have room, however long the disk stays full.
 const SPACE_RESERVE: usize = 4 << 20;
+
+/// `--on-full drop`: the writers resume once the dataset's file system has
+/// this much free again, room for a records row group or a stats file, so
+/// that a writer does not start a file only to give it up at once.
+const RESUME_FREE: u64 = SPACE_RESERVE as u64;
+
+/// `--on-full drop`: stats rows held in memory (per worker) while the disk
+/// is full, written when space returns; older ones are dropped and counted.
+const STATS_HELD_SECONDS: usize = 3600;
 
 /// What a running capture's steps share.
 struct Live<'a> {
@@ -487,7 +538,12 @@ struct Live<'a> {
 /// totals since the start.
 struct Sampler {
     watched: Vec<Watched>,
-    prev: Vec<[u64; 7]>,
+    prev: Vec<[u64; 8]>,
+    /// Rows sampled while the disk is full (`--on-full drop`), oldest first.
+    held: std::collections::VecDeque<StatsRow>,
+    held_limit: usize,
+    /// Stats rows that could not be written.
+    stats_lost: u64,
     kernel_total: KernelStats,
     started: Instant,
     stats: Option<StatsWriter>,
@@ -501,7 +557,7 @@ struct Sampler {
 impl Sampler {
     fn sample(&mut self) -> Result<Second, LiveError> {
         let mut rows = Vec::new();
-        let second = sample(
+        let mut second = sample(
             &self.watched,
             &mut self.prev,
             &mut self.kernel_total,
@@ -510,39 +566,72 @@ impl Sampler {
             self.stats_tap.as_deref(),
             &mut self.totals,
         )?;
-        if let Some(s) = self.stats.as_mut() {
+        if self.stats.is_some() && self.disk.dropping() {
+            // Kept until space returns: rows are small, and loss is data.
             for r in rows {
+                if self.held.len() >= self.held_limit {
+                    self.held.pop_front();
+                    self.stats_lost += 1;
+                }
+                self.held.push_back(r);
+            }
+        } else if let Some(s) = self.stats.as_mut() {
+            let mut queue: std::collections::VecDeque<StatsRow> = std::mem::take(&mut self.held);
+            queue.extend(rows);
+            let mut give_up = false;
+            while let Some(r) = queue.pop_front() {
                 match s.push(r) {
+                    // A row that met a full disk stays in the writer, for
+                    // its next flush.
                     Ok(()) => {}
                     Err(e) if e.is_disk_full() => {
-                        // No more stats: close what there is, with the
-                        // space the reserve gives back.
                         self.disk.hit();
-                        if let Some(s) = self.stats.take() {
-                            self.stats_files.extend(s.finish().unwrap_or_default());
-                        }
+                        give_up = !self.disk.drop;
                         break;
                     }
                     Err(e) => return Err(e.into()),
                 }
             }
+            if give_up {
+                // --on-full stop: no more stats; close what there is, with
+                // the space the reserve gives back.
+                self.stats_lost += queue.len() as u64;
+                queue.clear();
+                if let Some(s) = self.stats.take() {
+                    let (files, failed) = s.finish_or_give_up();
+                    self.stats_files.extend(files);
+                    self.stats_lost += failed.map_or(0, |(_, n)| n);
+                }
+            }
+            self.held = queue;
         }
+        second.disk_full = self.disk.dropping();
         Ok(second)
     }
 }
 
-/// The disk filling under any writer: a flag the stats loop ends the
-/// capture on, and the reserve given back so that every file can close.
+/// The disk filling under any writer but the pcap spool (which watches its
+/// own writes): a flag, and the reserve. With `--on-full stop` the stats
+/// loop ends the capture on the flag and the reserve is given back at once
+/// so that every file can close; with `--on-full drop` the writers drop
+/// and count while the flag is set, and the stats loop clears it once a
+/// second if space has returned.
 #[derive(Clone, Default)]
 struct DiskWatch {
     full: Arc<AtomicBool>,
     reserve: Option<Arc<store::dataset::SpaceReserve>>,
+    /// `--on-full drop`.
+    drop: bool,
+    /// The dataset, whose file system's free space says when to resume.
+    dir: Option<PathBuf>,
 }
 
 impl DiskWatch {
     fn hit(&self) {
         self.full.store(true, Ordering::SeqCst);
-        self.release();
+        if !self.drop {
+            self.release();
+        }
     }
 
     fn release(&self) {
@@ -554,6 +643,46 @@ impl DiskWatch {
     fn is_full(&self) -> bool {
         self.full.load(Ordering::SeqCst)
     }
+
+    /// `--on-full drop` and the disk is full: drop and count.
+    fn dropping(&self) -> bool {
+        self.drop && self.is_full()
+    }
+
+    /// `--on-full drop`, once a second: space has returned when the file
+    /// system has [`RESUME_FREE`] free; the writers then resume.
+    fn recheck(&self) {
+        if self.dropping()
+            && (self.dir.as_deref())
+                .and_then(free_bytes)
+                .is_some_and(|b| b >= RESUME_FREE)
+        {
+            self.full.store(false, Ordering::SeqCst);
+        }
+    }
+}
+
+/// Bytes an unprivileged writer may still use on the file system of `dir`.
+fn free_bytes(dir: &std::path::Path) -> Option<u64> {
+    use std::os::unix::ffi::OsStrExt;
+    let c = std::ffi::CString::new(dir.as_os_str().as_bytes()).ok()?;
+    let mut st = std::mem::MaybeUninit::<libc::statvfs>::uninit();
+    // SAFETY: a NUL-terminated path and a buffer statvfs fills on success.
+    if unsafe { libc::statvfs(c.as_ptr(), st.as_mut_ptr()) } != 0 {
+        return None;
+    }
+    // SAFETY: statvfs returned 0, so it filled `st`.
+    let st = unsafe { st.assume_init() };
+    // The casts widen on 32-bit targets, where these fields are narrower.
+    #[allow(clippy::unnecessary_cast)]
+    Some((st.f_bavail as u64).saturating_mul(st.f_frsize as u64))
+}
+
+/// Flows-table slices the workers lost, together.
+fn flow_slices_lost(watched: &[Watched]) -> u64 {
+    (watched.iter())
+        .map(|w| w.counters.flow_slices_lost.load(Ordering::Relaxed))
+        .sum()
 }
 
 /// What the workers and their pcap writers handed back.
@@ -702,6 +831,7 @@ impl Live<'_> {
                 continue;
             }
             next_tick += Duration::from_secs(1);
+            sampler.disk.recheck();
             let second = sampler.sample()?;
             on_second(&second);
             if let Some(d) = self.dataset {
@@ -710,7 +840,7 @@ impl Live<'_> {
         }
         // A worker stops the capture itself when its records cannot be
         // written; a full disk is then the reason.
-        Ok(ended.unwrap_or(if self.disk.is_full() {
+        Ok(ended.unwrap_or(if self.disk.is_full() && !self.disk.drop {
             Ended::DiskFull
         } else {
             Ended::Signal
@@ -727,7 +857,7 @@ impl Live<'_> {
             Some(Ended::Count)
         } else if sampler.watched.iter().any(|w| {
             (w.counters.spool.get()).is_some_and(|s| s.stop_wanted.load(Ordering::Relaxed))
-        }) || self.disk.is_full()
+        }) || (self.disk.is_full() && !self.disk.drop)
         {
             self.disk.release();
             Some(Ended::DiskFull)
@@ -762,14 +892,18 @@ impl Live<'_> {
             removed: removed.len(),
         };
         if now != *announced {
-            *announced = now;
             let m = running_manifest(
                 base_manifest(self.opts, self.libpcap, watched.len() as u32),
                 packets,
                 &pcap,
                 &removed,
             );
-            d.write_manifest(&m)?;
+            match d.write_manifest(&m) {
+                Ok(()) => *announced = now,
+                // Tried again next second; the manifest on disk stays whole.
+                Err(e) if e.is_disk_full() => self.disk.hit(),
+                Err(e) => return Err(e.into()),
+            }
         }
         Ok(())
     }
@@ -823,6 +957,9 @@ impl Live<'_> {
             pcap: sampler.totals.total_pcap_drops,
             pcap_write: done.pcap_write_lost,
             ring_unread: end.unread,
+            records_write: sampler.totals.total_records_drops,
+            flows_write: flow_slices_lost(watched),
+            stats_write: sampler.stats_lost,
         });
         m
     }
@@ -1055,7 +1192,7 @@ type StatsTapFn = dyn Fn(&[StatsRow]) + Send + Sync;
 
 fn sample(
     watched: &[Watched],
-    prev: &mut [[u64; 7]],
+    prev: &mut [[u64; 8]],
     kernel_total: &mut KernelStats,
     started: Instant,
     stats_rows: &mut Vec<StatsRow>,
@@ -1087,6 +1224,7 @@ fn sample(
             c.spool
                 .get()
                 .map_or(0, |s| s.bytes_out.load(Ordering::Relaxed)),
+            c.records_drops.load(Ordering::Relaxed),
         ];
         let d: Vec<u64> = cur.iter().zip(p.iter()).map(|(a, b)| a - b).collect();
         *p = cur;
@@ -1097,6 +1235,7 @@ fn sample(
         out.frames += d[0];
         out.bytes += d[1];
         out.pcap_drops += d[3];
+        out.records_drops += d[7];
         out.kernel_drops += k.drops;
         rows.push(StatsRow {
             ts_ns: second_start,
@@ -1110,6 +1249,7 @@ fn sample(
             pcap_frames: d[2],
             pcap_drops: d[3],
             records: d[4],
+            records_drops: d[7],
             ring_backlog: c.ring_backlog.load(Ordering::Relaxed) as u32,
             pcap_backlog: c.pcap_backlog.load(Ordering::Relaxed) as u32,
             pcap_bytes: d[5],
@@ -1125,9 +1265,11 @@ fn sample(
     totals.total_frames += out.frames;
     totals.total_kernel_drops += out.kernel_drops;
     totals.total_pcap_drops += out.pcap_drops;
+    totals.total_records_drops += out.records_drops;
     out.total_frames = totals.total_frames;
     out.total_kernel_drops = totals.total_kernel_drops;
     out.total_pcap_drops = totals.total_pcap_drops;
+    out.total_records_drops = totals.total_records_drops;
     Ok(out)
 }
 
@@ -1154,13 +1296,20 @@ fn run_worker(ctx: WorkerCtx) -> WorkerOut {
     } = ctx;
     // A records error ends the capture; a full disk also gives the reserve
     // back, so that this worker's file (and the others') can still close.
+    // With --on-full drop the worker has given its file up (counted) and
+    // goes on, dropping records until space returns.
     let failed = |e: StoreError, error: &mut Option<String>| {
         if e.is_disk_full() {
             disk.hit();
+            if disk.drop {
+                return;
+            }
         }
         error.get_or_insert(e.to_string());
         stop.store(true, Ordering::Relaxed);
     };
+    // Frames that got no record: the disk was full, or records failed.
+    let mut records_skipped = 0u64;
     let (mut spool, spool_handle) = match spool {
         Some((s, h)) => (Some(s), Some(h)),
         None => (None, None),
@@ -1186,6 +1335,11 @@ fn run_worker(ctx: WorkerCtx) -> WorkerOut {
             }
         }
         let (mut frames, mut bytes, mut staged, mut hw) = (0u64, 0u64, 0u64, 0u64);
+        // Read once a block, at its first frame (not before the wait for
+        // it): a frame's path does not touch shared state, and a block that
+        // arrives after space returned is recorded.
+        let healthy = error.is_none();
+        let mut recording: Option<bool> = None;
         if let Some(s) = spool.as_mut() {
             // A frame may wait in the ring for the pcap writer rather than
             // be dropped from pcap; with records, only while the ring is at
@@ -1227,9 +1381,11 @@ fn run_worker(ctx: WorkerCtx) -> WorkerOut {
                 }
                 None => None,
             };
-            if let Some(w) = records.as_mut()
-                && error.is_none()
-            {
+            if let Some(w) = records.as_mut() {
+                if !*recording.get_or_insert_with(|| healthy && !disk.dropping()) {
+                    records_skipped += 1;
+                    return;
+                }
                 let meta = FrameMeta {
                     ts_ns: f.ts_ns,
                     wire_len,
@@ -1239,6 +1395,7 @@ fn run_worker(ctx: WorkerCtx) -> WorkerOut {
                 };
                 if let Err(e) = w.frame(meta, data) {
                     failed(e, &mut error);
+                    recording = Some(false);
                 }
             }
         });
@@ -1249,8 +1406,12 @@ fn run_worker(ctx: WorkerCtx) -> WorkerOut {
             c.pcap_frames.fetch_add(staged, Ordering::Relaxed);
             c.pcap_drops.store(s.dropped, Ordering::Relaxed);
         }
-        if records.is_some() && error.is_none() {
+        if let Some(w) = &records {
             c.records.fetch_add(frames, Ordering::Relaxed);
+            c.records_drops
+                .store(w.rows_lost() + records_skipped, Ordering::Relaxed);
+            c.flow_slices_lost
+                .store(w.flow_slices_lost(), Ordering::Relaxed);
         }
         let got = match result {
             Ok(n) => n,
@@ -1283,6 +1444,17 @@ fn run_worker(ctx: WorkerCtx) -> WorkerOut {
     }
     if let Some(s) = spool.take() {
         s.finish();
+    }
+    // The last file closes here, so that one the disk has no room for is
+    // given up and counted like any other.
+    if let Some(w) = records.as_mut() {
+        if let Err(e) = w.close() {
+            failed(e, &mut error);
+        }
+        c.records_drops
+            .store(w.rows_lost() + records_skipped, Ordering::Relaxed);
+        c.flow_slices_lost
+            .store(w.flow_slices_lost(), Ordering::Relaxed);
     }
     let records = match records.take().map(|w| w.finish()) {
         Some(Ok(r)) => Some(r),

@@ -569,6 +569,9 @@ fn merged_drops(sources: &[Input]) -> Option<store::manifest::Drops> {
         a.pcap += d.pcap;
         a.pcap_write += d.pcap_write;
         a.ring_unread += d.ring_unread;
+        a.records_write += d.records_write;
+        a.flows_write += d.flows_write;
+        a.stats_write += d.stats_write;
     }
     all
 }

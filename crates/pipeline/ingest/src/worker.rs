@@ -83,6 +83,11 @@ pub struct Worker {
     /// stage of their source.
     handed: Option<(u32, Vec<SegmentAt>)>,
     tap: Option<Box<dyn RecordTap>>,
+    /// Records lost with packet files that could not be written whole
+    /// (a full disk): the files are given up, their `.part` removed.
+    rows_lost: u64,
+    /// Flows-table slices lost with flows files that could not be written.
+    flow_slices_lost: u64,
 }
 
 /// Packet files the workers of a running capture have finished.
@@ -129,7 +134,26 @@ impl Worker {
             rpc_error: None,
             handed: None,
             tap: None,
+            rows_lost: 0,
+            flow_slices_lost: 0,
         }
+    }
+
+    /// Records lost so far with packet files given up (a full disk).
+    pub fn rows_lost(&self) -> u64 {
+        self.rows_lost
+    }
+
+    /// Flows-table slices lost so far with flows files not written.
+    pub fn flow_slices_lost(&self) -> u64 {
+        self.flow_slices_lost
+    }
+
+    /// Closes the open file now (the next frame opens another). On an
+    /// error the file is given up and its rows counted in
+    /// [`Worker::rows_lost`].
+    pub fn close(&mut self) -> Result<(), StoreError> {
+        self.close_file()
     }
 
     /// Keeps each frame's TCP or UDP segment from now on, for
@@ -202,7 +226,7 @@ impl Worker {
         let (rpc, rpc_error) = (&mut self.rpc, &mut self.rpc_error);
         let (tap, handed) = (&mut self.tap, &mut self.handed);
         // The record is built where the writer keeps it: no copy.
-        writer.push_with(|rec| {
+        let pushed = writer.push_with(|rec| {
             rec.ts_ns = meta.ts_ns;
             rec.wire_len = meta.wire_len;
             rec.cap_len = bytes.len() as u32;
@@ -228,7 +252,21 @@ impl Worker {
                 *rpc = None;
                 rpc_error.get_or_insert(e);
             }
-        })
+        });
+        if pushed.is_err() {
+            // A row group could not be written: the file is not whole, so
+            // it goes, with its rows (this frame's among them).
+            self.give_up_file();
+        }
+        pushed
+    }
+
+    /// Removes the open file (its `.part`) and counts its rows lost.
+    fn give_up_file(&mut self) {
+        if let Some(w) = self.writer.take() {
+            self.rows_lost += w.rows();
+            self.spare = Some(w.discard());
+        }
     }
 
     /// Starts the next packet file now rather than at the next frame (live
@@ -255,14 +293,20 @@ impl Worker {
                 self.spare = Some(w.discard());
                 self.file_seq -= 1;
             } else {
-                let (summary, buffers) = w.finish_keeping_buffers()?;
+                let rows = w.rows();
+                let (finished, buffers) = w.finish_keeping_buffers();
+                self.spare = Some(buffers);
+                let f = finished.inspect_err(|_| self.rows_lost += rows)?;
                 if let Some(p) = &self.published {
                     p.lock()
                         .unwrap_or_else(|e| e.into_inner())
-                        .push(summary.clone());
+                        .push(f.summary.clone());
                 }
-                self.files.push(summary);
-                self.spare = Some(buffers);
+                self.files.push(f.summary);
+                if let Some((slices, e)) = f.flows_lost {
+                    self.flow_slices_lost += slices;
+                    return Err(e);
+                }
             }
         }
         Ok(())

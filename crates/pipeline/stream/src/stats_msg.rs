@@ -85,6 +85,8 @@ pub fn decode(m: &[u8]) -> Result<(u64, u64, Vec<StatsRow>), String> {
                 pcap_frames: u(5),
                 pcap_drops: u(6),
                 records: u(7),
+                // Not carried by WEIRSTA1 rows (a later version may).
+                records_drops: 0,
                 pcap_bytes: u(8),
                 pcap_stored_bytes: u(9),
                 ring_backlog: u32::from_le_bytes(b[92..96].try_into().unwrap_or_default()),
@@ -116,6 +118,7 @@ mod tests {
                 pcap_frames: 3,
                 pcap_drops: 4,
                 records: 5,
+                records_drops: 0,
                 pcap_bytes: 6,
                 pcap_stored_bytes: 7,
                 ring_backlog: 8,

@@ -56,6 +56,8 @@ pub struct ReadReport {
     pub unreachable: u64,
     /// Why some frames are gone, when retention removed their files.
     pub retention_note: Option<String>,
+    /// Why some frames are gone, when a full disk cut their files short.
+    pub lost_note: Option<String>,
     /// The scan of the packet records.
     pub scan: ScanReport,
 }
@@ -144,9 +146,27 @@ fn find_candidates(
             .enumerate()
             .map(|(k, id)| (*id, base + k as u32))
             .collect();
-        files.extend(ids.iter().map(|id| paths[id].clone()));
-        let (found, missing) = candidates_of(&batches, |id| index.get(&id).copied())
-            .map_err(|e| usage(format!("{}: {e}", root.display())))?;
+        files.extend(ids.iter().map(|id| paths[id].0.clone()));
+        // A pcap write that failed (a full disk) cut its file back to its
+        // last whole block: records of the frames after it point past the
+        // end the manifest lists.
+        let mut cut = 0u64;
+        let (found, missing) = candidates_of(&batches, |id, offset| {
+            let (_, end) = paths.get(&id)?;
+            if end.is_some_and(|end| offset >= end) {
+                cut += 1;
+                return None;
+            }
+            index.get(&id).copied()
+        })
+        .map_err(|e| usage(format!("{}: {e}", root.display())))?;
+        if cut > 0 {
+            report.lost_note = Some(format!(
+                "{cut} of them point at frames lost when the disk of {} was full (counted in \
+                 drops.pcap_write of its manifest)",
+                root.display()
+            ));
+        }
         if missing > 0 && !m.files.pcap_removed.is_empty() {
             report.retention_note = Some(format!(
                 "frames of {} are gone with the pcap files retention removed (--max-disk, \
@@ -169,8 +189,9 @@ fn find_candidates(
     Ok((merge_in_time(cands), files))
 }
 
-/// Where a dataset's records point: pcap file id -> path.
-fn frame_files(root: &Path, m: &store::Manifest) -> HashMap<u32, PathBuf> {
+/// Where a dataset's records point: pcap file id -> path, and the end of
+/// the frames the manifest lists in it (pcap bytes, decompressed).
+fn frame_files(root: &Path, m: &store::Manifest) -> HashMap<u32, (PathBuf, Option<u64>)> {
     if m.kind == "convert" {
         // Converted datasets point into their sources (--index-sources).
         m.sources
@@ -183,14 +204,14 @@ fn frame_files(root: &Path, m: &store::Manifest) -> HashMap<u32, PathBuf> {
                 } else {
                     root.join("..").join(&p)
                 };
-                (i as u32, p)
+                (i as u32, (p, None))
             })
             .collect()
     } else {
         m.files
             .pcap
             .iter()
-            .map(|f| (f.id, root.join(&f.path)))
+            .map(|f| (f.id, (root.join(&f.path), Some(f.bytes))))
             .collect()
     }
 }
@@ -200,7 +221,7 @@ fn frame_files(root: &Path, m: &store::Manifest) -> HashMap<u32, PathBuf> {
 /// that point nowhere as a count.
 fn candidates_of(
     batches: &[RecordBatch],
-    file_index: impl Fn(u32) -> Option<u32>,
+    mut file_index: impl FnMut(u32, u64) -> Option<u32>,
 ) -> Result<(Vec<Candidate>, u64), String> {
     let mut out = Vec::new();
     let mut missing = 0;
@@ -222,7 +243,7 @@ fn candidates_of(
                 missing += 1;
                 continue;
             }
-            match file_index(file.value(r)) {
+            match file_index(file.value(r), off.value(r)) {
                 Some(f) => out.push(Candidate {
                     ts_ns: ts.value(r),
                     file: f,
