@@ -5,7 +5,8 @@
 # makes and removes. Prints the capture's resident memory every 10 s, then
 # files written and deleted, drops per stage, and whether every file the
 # manifest lists reads back whole (each pcap file through zstd and tcpdump,
-# the records through weir sql).
+# the records through weir sql) and `weir verify` finds every file as its
+# writer digested it.
 #
 #   bench/soak.sh [SIZE]        # frame size, default 800
 #   SOAK_SECONDS=60 WEIR=target/release/weir bench/soak.sh
@@ -89,3 +90,4 @@ done
 rows=$("$W" sql "$dir/ds" "SELECT count(*) AS n FROM packets" --csv | tail -1)
 echo "records: $rows rows readable"
 [ "$bad" = 0 ] && echo "every pcap file listed reads back with the frames the manifest gives it"
+"$W" verify "$dir/ds" | sed -n '1,3p;$p' || bad=1

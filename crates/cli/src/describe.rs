@@ -23,7 +23,24 @@ pub fn describe(m: &Manifest) -> String {
     }
     files(&mut s, m);
     origin(&mut s, m);
+    if let Some(i) = &m.integrity {
+        integrity(&mut s, i);
+    }
     s
+}
+
+/// The integrity record: what `weir verify` checks.
+fn integrity(s: &mut String, i: &store::integrity::Integrity) {
+    let signed = match &i.signature {
+        Some(sig) => format!("signed with key {}", sig.key),
+        None => "not signed".to_string(),
+    };
+    let _ = writeln!(
+        s,
+        "integrity  {} files chained, seal {} ({signed}; weir verify checks them)",
+        i.live().len(),
+        i.seal
+    );
 }
 
 /// Frames, time span, protocol mix and parse errors.

@@ -686,3 +686,107 @@ fn digest_all(root: &Path, files: &[OnDisk], threads: usize) -> Vec<Result<FileD
         })
         .collect()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn scratch(name: &str) -> PathBuf {
+        let d = std::env::temp_dir().join(format!("weir-integrity-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(d.join("pcap")).unwrap();
+        d
+    }
+
+    #[test]
+    fn the_chain_adds_new_files_once_and_says_why_files_went() {
+        let root = scratch("extend");
+        for n in ["a", "b", "c"] {
+            std::fs::write(root.join(format!("pcap/{n}.pcap")), n.repeat(100)).unwrap();
+        }
+        std::fs::write(root.join("pcap/.d.pcap.part"), b"unfinished").unwrap();
+        let mut chain = Integrity::new(Vec::new());
+        let none = HashMap::new();
+        chain.extend(&root, &none, &HashMap::new()).unwrap();
+        assert_eq!(chain.entries.len(), 3, "hidden files are not chained");
+        let head = chain.head.clone();
+        chain.extend(&root, &none, &HashMap::new()).unwrap();
+        assert_eq!(chain.head, head, "nothing new, nothing added");
+
+        std::fs::remove_file(root.join("pcap/a.pcap")).unwrap();
+        std::fs::remove_file(root.join("pcap/b.pcap")).unwrap();
+        std::fs::write(root.join("pcap/c.pcap"), b"rewritten").unwrap();
+        let retention = HashMap::from([("pcap/a.pcap".to_string(), "max-disk".to_string())]);
+        chain.extend(&root, &none, &retention).unwrap();
+        let tail: Vec<_> = chain.entries[3..]
+            .iter()
+            .map(|e| (e.op.as_str(), e.path.as_str(), e.reason.as_deref()))
+            .collect();
+        assert_eq!(
+            tail,
+            [
+                ("remove", "pcap/a.pcap", Some("max-disk")),
+                ("remove", "pcap/b.pcap", Some(VANISHED)),
+                ("add", "pcap/c.pcap", None),
+            ]
+        );
+        assert_eq!(chain.live().len(), 1);
+        // Each entry follows from the one before.
+        let mut prev = genesis(&chain.inputs);
+        for e in &chain.entries {
+            prev = entry_hash(&prev, e);
+            assert_eq!(to_hex(&prev), e.hash);
+        }
+        assert_eq!(to_hex(&prev), chain.head);
+        std::fs::remove_dir_all(&root).unwrap();
+    }
+
+    #[test]
+    fn a_writers_digest_is_used_when_its_size_matches() {
+        let root = scratch("known");
+        std::fs::write(root.join("pcap/a.pcap"), b"0123456789").unwrap();
+        let claimed = FileDigest {
+            bytes: 10,
+            sha256: [7; 32],
+        };
+        let known = HashMap::from([("pcap/a.pcap".to_string(), claimed)]);
+        let mut chain = Integrity::new(Vec::new());
+        chain.extend(&root, &known, &HashMap::new()).unwrap();
+        assert_eq!(
+            chain.entries[0].sha256.as_deref(),
+            Some(claimed.hex().as_str())
+        );
+        // A size that does not match is not trusted: the file is read.
+        let wrong = HashMap::from([(
+            "pcap/a.pcap".to_string(),
+            FileDigest {
+                bytes: 11,
+                sha256: [7; 32],
+            },
+        )]);
+        let mut chain = Integrity::new(Vec::new());
+        chain.extend(&root, &wrong, &HashMap::new()).unwrap();
+        let read = digest_file(&root.join("pcap/a.pcap")).unwrap();
+        assert_eq!(
+            chain.entries[0].sha256.as_deref(),
+            Some(read.hex().as_str())
+        );
+        std::fs::remove_dir_all(&root).unwrap();
+    }
+
+    #[test]
+    fn inputs_change_the_chain_and_keys_change_the_signature() {
+        let a = Integrity::new(Vec::new());
+        let b = Integrity::new(vec![ChainInput {
+            by: "merge".into(),
+            path: "x".into(),
+            seal: Some("00".into()),
+        }]);
+        assert_ne!(a.head, b.head);
+        let k1 = SigningKey::from_bytes(&[1; 32]).unwrap();
+        let k2 = SigningKey::from_bytes(&[2; 32]).unwrap();
+        assert_ne!(k1.fingerprint(), k2.fingerprint());
+        assert_ne!(k1.sign(&[0; 32]), k2.sign(&[0; 32]));
+        assert!(SigningKey::from_bytes(b"too short").is_err());
+    }
+}
