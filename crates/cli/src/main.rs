@@ -38,7 +38,7 @@ enum Command {
     /// Generate traffic: onto an interface (-i) or into a pcap file (-w).
     Gen(gen_cmd::GenArgs),
     /// Capture live traffic on all cores into a dataset (or a pcap file).
-    Capture(capture_cmd::CaptureArgs),
+    Capture(Box<capture_cmd::CaptureArgs>),
     /// Built-in analyses of one or more datasets (summary, flows, rates,
     /// bursts, top, loss, stack, rpc).
     Analyze(analyze_cmd::AnalyzeArgs),
@@ -138,7 +138,7 @@ fn main() -> ExitCode {
         Command::Convert(a) => convert(a),
         Command::Info(a) => info(a),
         Command::Gen(a) => gen_cmd::run(a),
-        Command::Capture(a) => capture_cmd::run(a),
+        Command::Capture(a) => capture_cmd::run(*a),
         Command::Analyze(a) => analyze_cmd::run_analyze(a),
         Command::Sql(a) => analyze_cmd::run_sql(a),
         Command::Read(a) => read_cmd::run(a),

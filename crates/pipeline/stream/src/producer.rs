@@ -31,7 +31,16 @@ pub struct ProducerOptions {
     /// A partly filled batch goes out after this long.
     pub linger: Duration,
     pub zstd_level: i32,
+    /// Bytes of compressed batches librdkafka holds for the broker
+    /// (`queue.buffering.max.kbytes`): how much of a broker outage the
+    /// capture rides out in memory before its queue fills and batches are
+    /// dropped. At least [`MIN_BUFFER_BYTES`].
+    pub buffer_bytes: u64,
 }
+
+/// The smallest `buffer_bytes`: room for two full batches (a batch larger
+/// than librdkafka's whole buffer would never be taken).
+pub const MIN_BUFFER_BYTES: u64 = 1 << 20;
 
 impl ProducerOptions {
     pub fn new(brokers: &str, topic: &str) -> Self {
@@ -42,6 +51,7 @@ impl ProducerOptions {
             queue_batches: 256,
             linger: Duration::from_millis(200),
             zstd_level: 1,
+            buffer_bytes: 256 << 20,
         }
     }
 }
@@ -108,7 +118,10 @@ impl KafkaOut {
             .set("enable.idempotence", "true")
             .set("linger.ms", "5")
             .set("message.max.bytes", "8000000")
-            .set("queue.buffering.max.kbytes", "262144")
+            .set(
+                "queue.buffering.max.kbytes",
+                (opts.buffer_bytes.max(MIN_BUFFER_BYTES) >> 10).to_string(),
+            )
             .create_with_context(DeliveryCount(counters.clone()))
             .map_err(|e| format!("--kafka {}: {e}", opts.brokers))?;
         let partitions = partition_count(&producer, &opts)?;
@@ -188,8 +201,8 @@ pub struct KafkaStream {
 }
 
 impl KafkaStream {
-    pub fn start(brokers: &str, topic: &str, capture_id: u64) -> Result<KafkaStream, String> {
-        let out = KafkaOut::start(ProducerOptions::new(brokers, topic), capture_id)?;
+    pub fn start(opts: ProducerOptions, capture_id: u64) -> Result<KafkaStream, String> {
+        let out = KafkaOut::start(opts, capture_id)?;
         Ok(KafkaStream { out })
     }
 }
