@@ -136,6 +136,12 @@ pub struct CaptureArgs {
     /// The Kafka topic (it must exist, or the broker must create topics).
     #[arg(long, value_name = "TOPIC", requires = "kafka")]
     topic: Option<String>,
+    /// Memory for compressed record batches waiting for the broker: how
+    /// much of a slow or stopped broker the capture rides out before
+    /// batches are dropped (counted in the manifest). At least 1Mi.
+    #[arg(long, value_parser = parse_size, default_value = "256Mi", value_name = "SIZE",
+          requires = "kafka")]
+    kafka_buffer: u64,
     /// A filter in tcpdump syntax, as trailing words (`tcp port 80`).
     #[arg(trailing_var_arg = true, value_name = "FILTER")]
     filter: Vec<String>,
@@ -199,11 +205,22 @@ pub fn run(a: CaptureArgs) -> Result<ExitCode, String> {
         command: std::env::args().collect::<Vec<_>>().join(" "),
     };
     let stream: Option<Box<dyn RecordStream>> = match (&a.kafka, &a.topic) {
-        (Some(brokers), Some(topic)) => Some(Box::new(stream::producer::KafkaStream::start(
-            brokers,
-            topic,
-            capture_id(),
-        )?)),
+        (Some(brokers), Some(topic)) => {
+            if a.kafka_buffer < stream::producer::MIN_BUFFER_BYTES {
+                return Err(format!(
+                    "--kafka-buffer {}: at least 1Mi (a batch of records is up to 512Ki)",
+                    a.kafka_buffer
+                ));
+            }
+            let opts = stream::producer::ProducerOptions {
+                buffer_bytes: a.kafka_buffer,
+                ..stream::producer::ProducerOptions::new(brokers, topic)
+            };
+            Some(Box::new(stream::producer::KafkaStream::start(
+                opts,
+                capture_id(),
+            )?))
+        }
         _ => None,
     };
     crate::signals::install();

@@ -2,6 +2,7 @@
 #![allow(dead_code)]
 
 pub mod background;
+pub mod kafka;
 pub mod live;
 pub mod netns;
 

@@ -340,7 +340,16 @@ impl Opened {
             totals: Second::default(),
             disk,
         };
-        let ended = live.watch(&handles, stop, &mut sampler, &mut on_second)?;
+        let ended = match live.watch(&handles, stop, &mut sampler, &mut on_second) {
+            Ok(e) => e,
+            Err(e) => {
+                // The workers run until told to stop: a failed capture
+                // stops them and waits, leaving no thread behind.
+                live.stop_flag.store(true, Ordering::Relaxed);
+                let _ = join_workers(handles);
+                return Err(e);
+            }
+        };
         // Every worker has drained its ring and closed its sinks.
         let mut done = join_workers(handles)?;
         // The last counts, read with the rings still open.
@@ -716,56 +725,85 @@ impl Live<'_> {
     fn start_workers(&self, slots: Vec<Slot>) -> Result<Vec<JoinHandle<WorkerOut>>, LiveError> {
         let opts = self.opts;
         let rings = slots.len();
+        // A step that fails stops what the steps before it started: the
+        // caller gets its error with no thread of the capture left running.
         let mut ctxs = Vec::with_capacity(rings);
         for slot in slots {
-            let spool = match &opts.pcap {
-                Some(p) => Some(self.start_spool(p, &slot, rings)?),
-                None => None,
-            };
-            let records = match (opts.records, self.dataset) {
-                (true, Some(d)) => {
-                    // Row buffers backed and the first file open before any
-                    // frame arrives: the capture path never meets fresh memory.
-                    let mut wo = opts.worker;
-                    wo.writer.prefault = true;
-                    let mut w = Worker::new(slot.worker, d.clone(), wo);
-                    w.publish_to(self.published.clone());
-                    if let Some(t) = &opts.taps {
-                        w.set_tap((t.records)(slot.worker));
-                    }
-                    w.open_file()?;
-                    Some(w)
+            match self.set_up_worker(slot, rings) {
+                Ok(ctx) => ctxs.push(ctx),
+                Err(e) => {
+                    abandon(ctxs);
+                    return Err(e);
                 }
-                _ => None,
-            };
-            ctxs.push(WorkerCtx {
-                slot,
-                spool,
-                records,
-                disk: self.disk.clone(),
-                stop: self.stop_flag.clone(),
-                claimed: self.claimed.clone(),
-                limit: opts.count,
-            });
+            }
         }
         // Everything is ready: now the frames may come.
         let mut groups = vec![Fanout::new(); opts.interfaces.len()];
         let fan = opts.workers_per_iface > 1;
-        for ctx in &mut ctxs {
+        let started = ctxs.iter_mut().try_for_each(|ctx| {
             let group = &mut groups[ctx.slot.iface as usize];
-            ctx.slot.ring.start(fan.then_some(group))?;
+            ctx.slot.ring.start(fan.then_some(group))
+        });
+        if let Err(e) = started {
+            abandon(ctxs);
+            return Err(e.into());
         }
         let mut handles = Vec::new();
         for ctx in ctxs {
             let name = format!("weir-cap{}", ctx.slot.worker);
-            handles.push(
-                std::thread::Builder::new()
-                    .name(name)
-                    .spawn(move || run_worker(ctx))
-                    .map_err(LiveError::Thread)?,
-            );
+            match std::thread::Builder::new()
+                .name(name)
+                .spawn(move || run_worker(ctx))
+            {
+                Ok(h) => handles.push(h),
+                Err(e) => {
+                    // (The worker that did not start took its pcap writer
+                    // down with it: its channel is gone, so it ends.)
+                    self.stop_flag.store(true, Ordering::Relaxed);
+                    let _ = join_workers(handles);
+                    return Err(LiveError::Thread(e));
+                }
+            }
         }
         Ok(handles)
+    }
+
+    /// One worker's sinks: its pcap spool (and writer thread) and its
+    /// records worker with the first file open.
+    fn set_up_worker(&self, slot: Slot, rings: usize) -> Result<WorkerCtx, LiveError> {
+        let opts = self.opts;
+        let spool = match &opts.pcap {
+            Some(p) => Some(self.start_spool(p, &slot, rings)?),
+            None => None,
+        };
+        let records = match (opts.records, self.dataset) {
+            (true, Some(d)) => {
+                // Row buffers backed and the first file open before any
+                // frame arrives: the capture path never meets fresh memory.
+                let mut wo = opts.worker;
+                wo.writer.prefault = true;
+                let mut w = Worker::new(slot.worker, d.clone(), wo);
+                w.publish_to(self.published.clone());
+                if let Some(t) = &opts.taps {
+                    w.set_tap((t.records)(slot.worker));
+                }
+                if let Err(e) = w.open_file() {
+                    end_spool(spool);
+                    return Err(e.into());
+                }
+                Some(w)
+            }
+            _ => None,
+        };
+        Ok(WorkerCtx {
+            slot,
+            spool,
+            records,
+            disk: self.disk.clone(),
+            stop: self.stop_flag.clone(),
+            claimed: self.claimed.clone(),
+            limit: opts.count,
+        })
     }
 
     /// A worker's pcap spool and its writer thread.
@@ -973,13 +1011,33 @@ struct Announced {
     removed: usize,
 }
 
+/// Workers set up but not started, given up (a later step failed): each
+/// pcap writer is told to end (its channel closes) and waited for.
+fn abandon(ctxs: Vec<WorkerCtx>) {
+    for ctx in ctxs {
+        end_spool(ctx.spool);
+    }
+}
+
+fn end_spool(spool: Option<(Spool, JoinHandle<SpoolReport>)>) {
+    if let Some((s, h)) = spool {
+        drop(s);
+        let _ = h.join();
+    }
+}
+
 /// Waits for every worker and its pcap writer and gathers what they made.
+/// Every one is waited for, even after one has panicked.
 fn join_workers(handles: Vec<JoinHandle<WorkerOut>>) -> Result<Joined, LiveError> {
     let mut j = Joined::default();
+    let mut panicked = None;
     for h in handles {
-        let out = h.join().map_err(|_| {
-            LiveError::Usage("a capture worker panicked; this is a bug in weir".into())
-        })?;
+        let Ok(out) = h.join() else {
+            panicked = Some(LiveError::Usage(
+                "a capture worker panicked; this is a bug in weir".into(),
+            ));
+            continue;
+        };
         if let Some(e) = out.error {
             j.first_error.get_or_insert(e);
         }
@@ -994,9 +1052,12 @@ fn join_workers(handles: Vec<JoinHandle<WorkerOut>>) -> Result<Joined, LiveError
             }
         }
         if let Some(h) = out.spool {
-            let report = h.join().map_err(|_| {
-                LiveError::Usage("a pcap writer panicked; this is a bug in weir".into())
-            })?;
+            let Ok(report) = h.join() else {
+                panicked = Some(LiveError::Usage(
+                    "a pcap writer panicked; this is a bug in weir".into(),
+                ));
+                continue;
+            };
             if let Some(e) = report.error {
                 j.warnings.push(format!(
                     "pcap writing failed: {e}; {} frames staged after the last whole block \
@@ -1011,7 +1072,10 @@ fn join_workers(handles: Vec<JoinHandle<WorkerOut>>) -> Result<Joined, LiveError
         }
         j.rings.push(out.ring);
     }
-    Ok(j)
+    match panicked {
+        Some(e) => Err(e),
+        None => Ok(j),
+    }
 }
 
 /// The wall clock, ns since the epoch (frames' timestamps are on it).

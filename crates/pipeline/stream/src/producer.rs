@@ -5,7 +5,7 @@
 //! absent broker costs records on the stream, never frames of the capture.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -31,7 +31,16 @@ pub struct ProducerOptions {
     /// A partly filled batch goes out after this long.
     pub linger: Duration,
     pub zstd_level: i32,
+    /// Bytes of compressed batches librdkafka holds for the broker
+    /// (`queue.buffering.max.kbytes`): how much of a broker outage the
+    /// capture rides out in memory before its queue fills and batches are
+    /// dropped. At least [`MIN_BUFFER_BYTES`].
+    pub buffer_bytes: u64,
 }
+
+/// The smallest `buffer_bytes`: room for two full batches (a batch larger
+/// than librdkafka's whole buffer would never be taken).
+pub const MIN_BUFFER_BYTES: u64 = 1 << 20;
 
 impl ProducerOptions {
     pub fn new(brokers: &str, topic: &str) -> Self {
@@ -42,6 +51,7 @@ impl ProducerOptions {
             queue_batches: 256,
             linger: Duration::from_millis(200),
             zstd_level: 1,
+            buffer_bytes: 256 << 20,
         }
     }
 }
@@ -94,10 +104,18 @@ pub struct KafkaOut {
     opts: ProducerOptions,
     capture_id: u64,
     partitions: u32,
-    tx: Sender<Batch>,
+    /// None once finishing.
+    tx: Option<Sender<Batch>>,
     counters: Arc<ProducerCounters>,
-    thread: JoinHandle<Result<(), String>>,
+    /// Set when the capture is over: the Kafka thread then waits for the
+    /// broker only until [`FINISH_WAIT`] has passed.
+    finishing: Arc<AtomicBool>,
+    thread: Option<JoinHandle<Result<(), String>>>,
 }
+
+/// How long a finished capture waits for the broker to take what is
+/// queued, in all: handing batches to librdkafka and its flush.
+pub const FINISH_WAIT: Duration = Duration::from_secs(30);
 
 impl KafkaOut {
     /// Connects, learns the topic's partitions, starts the Kafka thread.
@@ -108,23 +126,28 @@ impl KafkaOut {
             .set("enable.idempotence", "true")
             .set("linger.ms", "5")
             .set("message.max.bytes", "8000000")
-            .set("queue.buffering.max.kbytes", "262144")
+            .set(
+                "queue.buffering.max.kbytes",
+                (opts.buffer_bytes.max(MIN_BUFFER_BYTES) >> 10).to_string(),
+            )
             .create_with_context(DeliveryCount(counters.clone()))
             .map_err(|e| format!("--kafka {}: {e}", opts.brokers))?;
         let partitions = partition_count(&producer, &opts)?;
         let (tx, rx) = bounded::<Batch>(opts.queue_batches.max(1));
-        let (o, c) = (opts.clone(), counters.clone());
+        let finishing = Arc::new(AtomicBool::new(false));
+        let (o, c, f) = (opts.clone(), counters.clone(), finishing.clone());
         let thread = std::thread::Builder::new()
             .name("weir-kafka".into())
-            .spawn(move || send_batches(producer, rx, &o, &c))
+            .spawn(move || send_batches(producer, rx, &o, &c, &f))
             .map_err(|e| format!("starting the Kafka thread: {e}"))?;
         Ok(KafkaOut {
             opts,
             capture_id,
             partitions,
-            tx,
+            tx: Some(tx),
             counters,
-            thread,
+            finishing,
+            thread: Some(thread),
         })
     }
 
@@ -139,7 +162,7 @@ impl KafkaOut {
     /// Makes each worker's tap.
     pub fn tap_maker(&self) -> impl Fn(u16) -> KafkaTap + Send + Sync + 'static {
         let n = self.partitions as usize;
-        let (capture_id, tx, counters) = (self.capture_id, self.tx.clone(), self.counters.clone());
+        let (capture_id, tx, counters) = (self.capture_id, self.sender(), self.counters.clone());
         let (batch_records, linger) = (self.opts.batch_records.max(1), self.opts.linger);
         move |worker| KafkaTap {
             capture_id,
@@ -157,7 +180,7 @@ impl KafkaOut {
     /// Sends each second's stats rows (to partition 0; dropped and counted
     /// apart from records if the queue is full).
     pub fn stats_sender(&self) -> impl Fn(&[store::stats::StatsRow]) + Send + Sync + 'static {
-        let (capture_id, tx) = (self.capture_id, self.tx.clone());
+        let (capture_id, tx) = (self.capture_id, self.sender());
         let counters = self.counters.clone();
         let seq = AtomicU64::new(0);
         move |rows| {
@@ -172,13 +195,34 @@ impl KafkaOut {
         }
     }
 
+    fn sender(&self) -> Sender<Batch> {
+        self.tx.clone().expect("the stream is not finished")
+    }
+
     /// Once every tap is gone: waits for the queued batches to reach the
-    /// broker (librdkafka's flush, up to 30 s).
-    pub fn finish(self) -> Result<(), String> {
-        drop(self.tx);
-        self.thread
-            .join()
-            .unwrap_or_else(|_| Err("the Kafka thread panicked".into()))
+    /// broker, up to [`FINISH_WAIT`] in all; what it has not taken by then
+    /// is counted as failed.
+    pub fn finish(mut self) -> Result<(), String> {
+        self.stop()
+    }
+
+    fn stop(&mut self) -> Result<(), String> {
+        self.tx = None;
+        self.finishing.store(true, Ordering::Relaxed);
+        match self.thread.take() {
+            Some(t) => t
+                .join()
+                .unwrap_or_else(|_| Err("the Kafka thread panicked".into())),
+            None => Ok(()),
+        }
+    }
+}
+
+/// A stream dropped unfinished (a capture that failed to start) still
+/// stops its thread, and librdkafka's with it, before it is gone.
+impl Drop for KafkaOut {
+    fn drop(&mut self) {
+        let _ = self.stop();
     }
 }
 
@@ -188,8 +232,8 @@ pub struct KafkaStream {
 }
 
 impl KafkaStream {
-    pub fn start(brokers: &str, topic: &str, capture_id: u64) -> Result<KafkaStream, String> {
-        let out = KafkaOut::start(ProducerOptions::new(brokers, topic), capture_id)?;
+    pub fn start(opts: ProducerOptions, capture_id: u64) -> Result<KafkaStream, String> {
+        let out = KafkaOut::start(opts, capture_id)?;
         Ok(KafkaStream { out })
     }
 }
@@ -282,8 +326,12 @@ fn send_batches(
     rx: Receiver<Batch>,
     opts: &ProducerOptions,
     c: &ProducerCounters,
+    finishing: &AtomicBool,
 ) -> Result<(), String> {
     let mut key = [0u8; 4];
+    // Set once the capture is over: the broker has until then.
+    let mut finish_by: Option<Instant> = None;
+    let mut given_up = 0u64;
     for batch in rx {
         let (n, partition, message) = match batch {
             Batch::Records { header, records } => (
@@ -300,10 +348,21 @@ fn send_batches(
             .payload(&message[..]);
         // librdkafka's own queue full: wait for it here, off the capture
         // path; meanwhile the workers' queue fills and they drop, counted.
+        // Once the capture is over, only until the finish time: a broker
+        // that is gone frees no room before librdkafka's message timeout
+        // (5 minutes), and the capture would wait that long to end.
         loop {
             match producer.send(record) {
                 Ok(()) => break,
                 Err((KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), r)) => {
+                    if finishing.load(Ordering::Relaxed) {
+                        let by = *finish_by.get_or_insert_with(|| Instant::now() + FINISH_WAIT);
+                        if Instant::now() >= by {
+                            c.records_failed.fetch_add(n as u64, Ordering::Relaxed);
+                            given_up += 1;
+                            break;
+                        }
+                    }
                     record = r;
                     producer.poll(Duration::from_millis(50));
                 }
@@ -318,9 +377,25 @@ fn send_batches(
         c.records.fetch_add(n as u64, Ordering::Relaxed);
         c.bytes.fetch_add(message.len() as u64, Ordering::Relaxed);
     }
-    producer
-        .flush(Duration::from_secs(30))
-        .map_err(|e| format!("Kafka: not every batch reached the broker within 30 s: {e}"))
+    let left = finish_by.map_or(FINISH_WAIT, |by| {
+        by.saturating_duration_since(Instant::now())
+    });
+    let flushed = producer.flush(left);
+    // Dropped here: librdkafka purges what the broker has not taken, and
+    // each purged batch is counted as failed (the delivery callback).
+    drop(producer);
+    match (given_up, flushed) {
+        (0, Ok(())) => Ok(()),
+        (0, Err(e)) => Err(format!(
+            "Kafka: not every batch reached the broker within {} s of the capture's end: {e}",
+            FINISH_WAIT.as_secs()
+        )),
+        (n, _) => Err(format!(
+            "Kafka: the broker took nothing for {} s after the capture's end; {n} batches \
+             were never handed to it",
+            FINISH_WAIT.as_secs()
+        )),
+    }
 }
 
 /// One worker's side: records by partition into batches.

@@ -200,6 +200,8 @@ pub struct Spool {
     pub staged: u64,
     /// Tells the thread growing the staging pool to stop.
     stop_growing: Arc<AtomicBool>,
+    /// That thread, waited for when the spool goes.
+    grower: Option<JoinHandle<()>>,
     /// Wait for the writer to return a block rather than drop a frame
     /// ([`Spool::set_patient`]).
     patient: bool,
@@ -211,6 +213,11 @@ const PATIENCE: Duration = Duration::from_millis(20);
 impl Drop for Spool {
     fn drop(&mut self) {
         self.stop_growing.store(true, Ordering::Relaxed);
+        // It stops at its next block; waited for, so that a spool given up
+        // (a capture that failed to start) leaves no thread running.
+        if let Some(g) = self.grower.take() {
+            let _ = g.join();
+        }
     }
 }
 
@@ -331,12 +338,21 @@ pub fn spool(opts: SpoolOptions) -> io::Result<(Spool, JoinHandle<SpoolReport>)>
         free.add(staging_block(opts.block_bytes));
     }
     let stop_growing = Arc::new(AtomicBool::new(false));
+    let mut grower = None;
     if blocks > ready {
         let (free, bytes, stop) = (free.clone(), opts.block_bytes, stop_growing.clone());
-        std::thread::Builder::new()
-            .name(format!("weir-stage-{}", opts.prefix))
-            .spawn(move || grow_staging(free, blocks - ready, bytes, stop))?;
+        grower = Some(
+            std::thread::Builder::new()
+                .name(format!("weir-stage-{}", opts.prefix))
+                .spawn(move || grow_staging(free, blocks - ready, bytes, stop))?,
+        );
     }
+    let stop_grower = |grower: Option<JoinHandle<()>>| {
+        stop_growing.store(true, Ordering::Relaxed);
+        if let Some(g) = grower {
+            let _ = g.join();
+        }
+    };
     let shared = Arc::new(SpoolShared {
         method: AtomicI32::new(i32::MIN),
         ..Default::default()
@@ -358,9 +374,16 @@ pub fn spool(opts: SpoolOptions) -> io::Result<(Spool, JoinHandle<SpoolReport>)>
         cur: None,
         report: SpoolReport::default(),
     };
-    let handle = std::thread::Builder::new()
+    let handle = match std::thread::Builder::new()
         .name(format!("weir-pcap-{}", opts.prefix))
-        .spawn(move || writer.run(rx))?;
+        .spawn(move || writer.run(rx))
+    {
+        Ok(h) => h,
+        Err(e) => {
+            stop_grower(grower);
+            return Err(e);
+        }
+    };
     Ok((
         Spool {
             opts,
@@ -376,6 +399,7 @@ pub fn spool(opts: SpoolOptions) -> io::Result<(Spool, JoinHandle<SpoolReport>)>
             dropped: 0,
             staged: 0,
             stop_growing,
+            grower,
             patient: false,
         },
         handle,
