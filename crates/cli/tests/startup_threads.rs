@@ -148,6 +148,7 @@ fn in_namespace(ns: &str) {
             max_age: None,
         }),
         records: true,
+        on_full: OnFull::Stop,
         count: None,
         duration: None,
         worker: WorkerOptions {
@@ -229,6 +230,7 @@ fn in_namespace(ns: &str) {
             records_every: Duration::from_secs(10),
             rpc: Default::default(),
             user: None,
+            sign_key: None,
             command: "startup_threads".into(),
         };
         let stop = AtomicBool::new(false);
