@@ -242,6 +242,12 @@ fn capture_to_kafka_to_two_collectors_loses_and_doubles_nothing_across_a_kill() 
     let m1 = manifest(&c1);
     assert_eq!(m1["kind"], "collect");
     assert_eq!(m1["kafka"]["role"], "collector");
+    // Each collector's dataset, one of them taken up again after a kill,
+    // verifies, and its chain names the topic it read.
+    for c in [&direct, &c1, &c2] {
+        assert_verifies(c);
+    }
+    assert_eq!(m1["integrity"]["inputs"][0]["by"], "collect");
 }
 
 /// The broker is killed mid-stream while traffic goes on. The capture's own
