@@ -19,7 +19,7 @@ die() { printf 'error: %s\n' "$*" >&2; exit 1; }
 # Python for the Parquet clients, and the font PNG plots are drawn with.
 DEB_PACKAGES=(build-essential pkg-config curl ca-certificates git libpcap-dev
   clang libbpf-dev libelf-dev zlib1g-dev
-  tcpdump tshark wireshark-common zstd lz4 gzip python3 python3-venv iproute2 util-linux fonts-dejavu-core
+  tcpdump tshark wireshark-common zstd lz4 gzip b3sum python3 python3-venv iproute2 util-linux fonts-dejavu-core
   openjdk-17-jre-headless maven)
 
 # Extra packages a script needs beyond these may be given as arguments.

@@ -29,7 +29,7 @@ pub struct VerifyArgs {
 /// `--sign-key FILE`, for every command that writes a dataset.
 #[derive(Args, Clone, Default)]
 pub struct SignKeyArg {
-    /// Sign the dataset's seal (HMAC-SHA256) with the secret key in FILE
+    /// Sign the dataset's seal (BLAKE3, keyed) with the secret key in FILE
     /// (32 random bytes, raw or hex: `head -c 32 /dev/urandom > FILE`);
     /// `weir verify --key FILE` checks it.
     #[arg(long, value_name = "FILE")]

@@ -85,7 +85,7 @@ fn an_untouched_dataset_verifies_and_every_change_is_caught() {
     let ds = dataset(&s, "ds", &[]);
     assert_verifies(&ds);
 
-    // The chain's digests are the files' SHA-256, as sha256sum gives them.
+    // The chain's digests are the files' BLAKE3, as b3sum gives them.
     let m = manifest(&ds);
     let entries = m["integrity"]["entries"].as_array().unwrap();
     let packets = files(&ds, "packets");
@@ -93,10 +93,10 @@ fn an_untouched_dataset_verifies_and_every_change_is_caught() {
     assert!(packets.len() >= 2, "two workers' files: {packets:?}");
     assert_eq!(entries.len(), packets.len() + flows.len());
     for e in entries {
-        let mut cmd = tool("sha256sum");
+        let mut cmd = tool("b3sum");
         cmd.arg(ds.join(e["path"].as_str().unwrap()));
         let out = run_bounded(cmd, Duration::from_secs(30)).stdout();
-        assert_eq!(out.split_whitespace().next(), e["sha256"].as_str(), "{e}");
+        assert_eq!(out.split_whitespace().next(), e["blake3"].as_str(), "{e}");
     }
 
     type Change = fn(&Path, &[String]);

@@ -1,4 +1,4 @@
-//! The dataset's integrity record: every file's size and SHA-256 in an
+//! The dataset's integrity record: every file's size and BLAKE3 digest in an
 //! append-only hash chain, sealed together with the rest of the manifest,
 //! and optionally signed with a keyed MAC.
 //!
@@ -22,18 +22,16 @@
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 
-use hmac::{Hmac, Mac};
 use serde::{Deserialize, Serialize};
-use sha2::{Digest, Sha256};
 use util::digest::{FileDigest, digest_file, from_hex, to_hex};
 
 use crate::error::StoreError;
 use crate::manifest::Manifest;
 
 /// The value of [`Integrity::algorithm`].
-pub const ALGORITHM: &str = "sha256";
+pub const ALGORITHM: &str = "blake3";
 /// The value of [`Signature::method`].
-pub const SIGNATURE_METHOD: &str = "hmac-sha256";
+pub const SIGNATURE_METHOD: &str = "blake3-keyed";
 
 const ENTRY_DOMAIN: &[u8] = b"weir chain entry 1\n";
 const GENESIS_DOMAIN: &[u8] = b"weir chain inputs 1\n";
@@ -44,7 +42,7 @@ const FINGERPRINT_DOMAIN: &[u8] = b"weir key fingerprint 1\n";
 /// The manifest's `integrity` section.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Integrity {
-    /// The digest of files and chain: "sha256".
+    /// The digest of files and chain: "blake3".
     pub algorithm: String,
     /// What this dataset was made from, by the inputs' seals; the chain's
     /// first entry commits to them.
@@ -53,7 +51,7 @@ pub struct Integrity {
     pub entries: Vec<ChainEntry>,
     /// The last entry's hash (the inputs' hash when there is none).
     pub head: String,
-    /// SHA-256 over the head and the rest of the manifest.
+    /// BLAKE3 over the head and the rest of the manifest.
     pub seal: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub signature: Option<Signature>,
@@ -82,19 +80,20 @@ pub struct ChainEntry {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub bytes: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub sha256: Option<String>,
+    pub blake3: Option<String>,
     /// Why a file was removed: "max-disk", "max-age" (retention), or
     /// "vanished" (gone while the dataset was written, not by weir).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
-    /// SHA-256 over the previous entry's hash and this entry.
+    /// BLAKE3 over the previous entry's hash and this entry.
     pub hash: String,
 }
 
 /// A keyed MAC over the seal.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Signature {
-    /// "hmac-sha256".
+    /// "blake3-keyed": BLAKE3 in its keyed mode, under a key derived
+    /// from the key file.
     pub method: String,
     /// The key's fingerprint (16 hex digits), which names it without
     /// revealing it.
@@ -146,11 +145,12 @@ impl SigningKey {
     }
 }
 
+/// BLAKE3 keyed with a key derived from `key` for this `domain`, so the
+/// fingerprint and the signature never share a key.
 fn mac(key: &[u8], domain: &[u8], data: &[u8]) -> [u8; 32] {
-    let mut m = <Hmac<Sha256> as Mac>::new_from_slice(key).expect("HMAC takes any key length");
-    m.update(domain);
-    m.update(data);
-    m.finalize().into_bytes().into()
+    let context = std::str::from_utf8(domain).unwrap_or_default();
+    let derived = blake3::derive_key(context, key);
+    blake3::keyed_hash(&derived, data).into()
 }
 
 fn hash32(hex: &str) -> Option<[u8; 32]> {
@@ -159,7 +159,7 @@ fn hash32(hex: &str) -> Option<[u8; 32]> {
 
 /// The hash the first entry follows: of the inputs.
 fn genesis(inputs: &[ChainInput]) -> [u8; 32] {
-    let mut h = Sha256::new();
+    let mut h = blake3::Hasher::new();
     h.update(GENESIS_DOMAIN);
     for i in inputs {
         for part in [
@@ -168,7 +168,7 @@ fn genesis(inputs: &[ChainInput]) -> [u8; 32] {
             i.seal.as_deref().unwrap_or(""),
         ] {
             h.update(part.as_bytes());
-            h.update([0]);
+            h.update(&[0]);
         }
     }
     h.finalize().into()
@@ -176,18 +176,18 @@ fn genesis(inputs: &[ChainInput]) -> [u8; 32] {
 
 /// An entry's hash, given the one before.
 fn entry_hash(prev: &[u8; 32], e: &ChainEntry) -> [u8; 32] {
-    let mut h = Sha256::new();
+    let mut h = blake3::Hasher::new();
     h.update(ENTRY_DOMAIN);
     h.update(prev);
     for part in [e.op.as_str(), e.path.as_str()] {
         h.update(part.as_bytes());
-        h.update([0]);
+        h.update(&[0]);
     }
-    h.update(e.bytes.unwrap_or(u64::MAX).to_le_bytes());
-    h.update(e.sha256.as_deref().unwrap_or("").as_bytes());
-    h.update([0]);
+    h.update(&e.bytes.unwrap_or(u64::MAX).to_le_bytes());
+    h.update(e.blake3.as_deref().unwrap_or("").as_bytes());
+    h.update(&[0]);
     h.update(e.reason.as_deref().unwrap_or("").as_bytes());
-    h.update([0]);
+    h.update(&[0]);
     h.finalize().into()
 }
 
@@ -201,11 +201,11 @@ fn body_digest(manifest: &serde_json::Value) -> [u8; 32] {
         o.remove("integrity");
     }
     let bytes = serde_json::to_vec(&body).unwrap_or_default();
-    Sha256::digest(&bytes).into()
+    blake3::hash(&bytes).into()
 }
 
 fn seal_of(head: &[u8; 32], body: &[u8; 32]) -> [u8; 32] {
-    let mut h = Sha256::new();
+    let mut h = blake3::Hasher::new();
     h.update(SEAL_DOMAIN);
     h.update(head);
     h.update(body);
@@ -323,12 +323,12 @@ impl Integrity {
         let live: Vec<(String, Option<u64>, Option<String>)> = self
             .live()
             .into_iter()
-            .map(|(p, e)| (p.to_string(), e.bytes, e.sha256.clone()))
+            .map(|(p, e)| (p.to_string(), e.bytes, e.blake3.clone()))
             .collect();
         let mut chained: HashMap<String, (Option<u64>, Option<String>)> = HashMap::new();
-        for (path, bytes, sha) in live {
+        for (path, bytes, digest) in live {
             if on_disk.contains_key(path.as_str()) {
-                chained.insert(path, (bytes, sha));
+                chained.insert(path, (bytes, digest));
                 continue;
             }
             let reason = removed.get(&path).cloned().unwrap_or(VANISHED.to_string());
@@ -341,11 +341,11 @@ impl Integrity {
         }
         for f in &finished {
             let known = known.get(&f.path).filter(|d| d.bytes == f.bytes);
-            if let Some((bytes, sha)) = chained.get(&f.path) {
+            if let Some((bytes, digest)) = chained.get(&f.path) {
                 // Already held: added again only when its writer says it
                 // changed (a table rewritten in place).
                 let same = match known {
-                    Some(d) => sha.as_deref() == Some(d.hex().as_str()),
+                    Some(d) => digest.as_deref() == Some(d.hex().as_str()),
                     None => *bytes == Some(f.bytes),
                 };
                 if same {
@@ -363,7 +363,7 @@ impl Integrity {
                 op: "add".into(),
                 path: f.path.clone(),
                 bytes: Some(digest.bytes),
-                sha256: Some(digest.hex()),
+                blake3: Some(digest.hex()),
                 ..Default::default()
             });
         }
@@ -559,7 +559,7 @@ pub fn verify(
     let digests = digest_all(root, &finished, threads);
     let by_content: HashMap<(u64, String), &str> = live
         .iter()
-        .filter_map(|(p, e)| Some(((e.bytes?, e.sha256.clone()?), *p)))
+        .filter_map(|(p, e)| Some(((e.bytes?, e.blake3.clone()?), *p)))
         .collect();
     let on_disk: HashMap<&str, usize> = finished
         .iter()
@@ -578,9 +578,10 @@ pub fn verify(
         .collect();
     let (mut files, mut bytes) = (0u64, 0u64);
     for (p, e) in &live {
-        let (want_bytes, want_sha) = (e.bytes.unwrap_or(0), e.sha256.clone().unwrap_or_default());
+        let (want_bytes, want_digest) =
+            (e.bytes.unwrap_or(0), e.blake3.clone().unwrap_or_default());
         let Some(&i) = on_disk.get(p) else {
-            let detail = match found_at.get(&(want_bytes, want_sha.clone())) {
+            let detail = match found_at.get(&(want_bytes, want_digest.clone())) {
                 Some(now) => format!("is gone; its content is now at {now}"),
                 None => format!("is gone ({want_bytes} bytes when the chain took it)"),
             };
@@ -596,7 +597,7 @@ pub fn verify(
                 continue;
             }
         };
-        if got.bytes == want_bytes && got.hex() == want_sha {
+        if got.bytes == want_bytes && got.hex() == want_digest {
             continue;
         }
         if let Some(other) = by_content.get(&(got.bytes, got.hex()))
@@ -747,13 +748,13 @@ mod tests {
         std::fs::write(root.join("pcap/a.pcap"), b"0123456789").unwrap();
         let claimed = FileDigest {
             bytes: 10,
-            sha256: [7; 32],
+            blake3: [7; 32],
         };
         let known = HashMap::from([("pcap/a.pcap".to_string(), claimed)]);
         let mut chain = Integrity::new(Vec::new());
         chain.extend(&root, &known, &HashMap::new()).unwrap();
         assert_eq!(
-            chain.entries[0].sha256.as_deref(),
+            chain.entries[0].blake3.as_deref(),
             Some(claimed.hex().as_str())
         );
         // A size that does not match is not trusted: the file is read.
@@ -761,14 +762,14 @@ mod tests {
             "pcap/a.pcap".to_string(),
             FileDigest {
                 bytes: 11,
-                sha256: [7; 32],
+                blake3: [7; 32],
             },
         )]);
         let mut chain = Integrity::new(Vec::new());
         chain.extend(&root, &wrong, &HashMap::new()).unwrap();
         let read = digest_file(&root.join("pcap/a.pcap")).unwrap();
         assert_eq!(
-            chain.entries[0].sha256.as_deref(),
+            chain.entries[0].blake3.as_deref(),
             Some(read.hex().as_str())
         );
         std::fs::remove_dir_all(&root).unwrap();

@@ -1,31 +1,33 @@
-//! SHA-256 digests of whole files, taken as the bytes are written.
+//! BLAKE3 digests of whole files, taken as the bytes are written.
 //!
-//! SHA-256 because anyone handed a file can check it with `sha256sum`; the
-//! `sha2` crate uses the CPU's SHA extensions where it has them.
+//! BLAKE3 rather than SHA-256 because a capture's writer digests every
+//! byte it writes: with the CPU's SHA extensions SHA-256 still costs about
+//! 0.6 s of a core per GB, which at 10 Gb/s is most of a core, where
+//! BLAKE3's SIMD code costs a fifth of that (docs/BENCHMARKS.md,
+//! "Integrity"). Anyone handed a file checks it with `b3sum`, packaged
+//! by the common distributions.
 
 use std::fmt;
 use std::io::{self, Read, Write};
 use std::path::Path;
 
-use sha2::{Digest as _, Sha256};
-
-/// A file's length and SHA-256.
+/// A file's length and BLAKE3 digest.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub struct FileDigest {
     pub bytes: u64,
-    pub sha256: [u8; 32],
+    pub blake3: [u8; 32],
 }
 
 impl FileDigest {
-    /// The digest as 64 lowercase hex digits, as `sha256sum` prints it.
+    /// The digest as 64 lowercase hex digits, as `b3sum` prints it.
     pub fn hex(&self) -> String {
-        to_hex(&self.sha256)
+        to_hex(&self.blake3)
     }
 }
 
 impl fmt::Display for FileDigest {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{} bytes, sha256 {}", self.bytes, self.hex())
+        write!(f, "{} bytes, blake3 {}", self.bytes, self.hex())
     }
 }
 
@@ -63,7 +65,7 @@ fn hex_digit(d: u8) -> Option<u8> {
 /// A running digest of bytes appended to a file, in order.
 #[derive(Clone, Default)]
 pub struct Hasher {
-    sha: Sha256,
+    hash: blake3::Hasher,
     bytes: u64,
 }
 
@@ -73,7 +75,7 @@ impl Hasher {
     }
 
     pub fn update(&mut self, data: &[u8]) {
-        self.sha.update(data);
+        self.hash.update(data);
         self.bytes += data.len() as u64;
     }
 
@@ -89,7 +91,7 @@ impl Hasher {
     pub fn finish(self) -> FileDigest {
         FileDigest {
             bytes: self.bytes,
-            sha256: self.sha.finalize().into(),
+            blake3: self.hash.finalize().into(),
         }
     }
 }
@@ -159,13 +161,14 @@ mod tests {
         h.update(b"c");
         let d = h.finish();
         assert_eq!(d.bytes, 3);
+        // The BLAKE3 paper's test vectors for "abc" and no input.
         assert_eq!(
             d.hex(),
-            "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
+            "6437b3ac38465133ffb63b75273a8db548c558465d79db03fd359c6cd5bd9d85"
         );
         assert_eq!(
             Hasher::new().finish().hex(),
-            "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
+            "af1349b9f5f9a1a6a0404dea36dcc9499bcb25c9adc112b7cc9a93cae41f3262"
         );
     }
 
