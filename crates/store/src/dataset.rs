@@ -132,7 +132,7 @@ impl Dataset {
         };
         let placed = staged
             .write_manifest(manifest)
-            .and_then(|()| fs::rename(&tmp, root).map_err(|e| StoreError::io(root, e)));
+            .and_then(|_| fs::rename(&tmp, root).map_err(|e| StoreError::io(root, e)));
         if placed.is_err() {
             let _ = fs::remove_dir_all(&tmp);
         }
@@ -189,12 +189,12 @@ impl Dataset {
 
     /// Writes the manifest atomically (temporary file, sync, rename),
     /// after bringing its integrity chain up to the files on disk and
-    /// sealing it (see [`crate::integrity`]). The chain continued is the
+    /// sealing it (see [`crate::integrity`]), and returns it as written. The chain continued is the
     /// one on disk, unless `manifest` carries a chain of other inputs.
     /// A `stack` section already on disk is kept when `manifest` has none:
     /// `weir stack` may be recording into the same dataset as a capture,
     /// and each writes only its own part.
-    pub fn write_manifest(&self, manifest: &Manifest) -> Result<(), StoreError> {
+    pub fn write_manifest(&self, manifest: &Manifest) -> Result<Manifest, StoreError> {
         self.write_manifest_after_removing(manifest, &Default::default())
     }
 
@@ -205,7 +205,7 @@ impl Dataset {
         &self,
         manifest: &Manifest,
         removed: &std::collections::HashMap<String, String>,
-    ) -> Result<(), StoreError> {
+    ) -> Result<Manifest, StoreError> {
         let path = self.root.join(MANIFEST);
         let on_disk = self.read_manifest().ok();
         let mut m = manifest.clone();
@@ -267,7 +267,7 @@ impl Dataset {
         if let Ok(dir) = fs::File::open(&self.root) {
             let _ = dir.sync_all();
         }
-        Ok(())
+        Ok(m)
     }
 
     pub fn read_manifest(&self) -> Result<Manifest, StoreError> {

@@ -221,7 +221,7 @@ pub fn capture(
         let info = stream.finish(&mut report.warnings);
         if let (Some(ds), Some(m)) = (dataset.as_ref(), report.manifest.as_mut()) {
             m.kafka = Some(info);
-            ds.write_manifest(m).map_err(|e| e.to_string())?;
+            *m = ds.write_manifest(m).map_err(|e| e.to_string())?;
         }
     }
     Ok(CaptureReport {

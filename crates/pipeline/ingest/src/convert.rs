@@ -242,7 +242,7 @@ pub fn convert(
     let mut registry = registry.into_inner().unwrap_or_default();
     let errors = std::mem::take(&mut registry.errors);
     let manifest = convert_manifest(registry, converted, opts, workers, elapsed);
-    dataset.write_manifest(&manifest)?;
+    let manifest = dataset.write_manifest(&manifest)?;
     Ok(ConvertReport {
         manifest,
         elapsed,

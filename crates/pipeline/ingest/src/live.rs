@@ -429,8 +429,7 @@ impl Opened {
         let manifest = match dataset {
             Some(d) => {
                 let m = live.final_manifest(&mut done, &sampler, &end);
-                d.write_manifest(&m)?;
-                Some(m)
+                Some(d.write_manifest(&m)?)
             }
             None => None,
         };
@@ -937,7 +936,7 @@ impl Live<'_> {
                 &removed,
             );
             match d.write_manifest(&m) {
-                Ok(()) => *announced = now,
+                Ok(_) => *announced = now,
                 // Tried again next second; the manifest on disk stays whole.
                 Err(e) if e.is_disk_full() => self.disk.hit(),
                 Err(e) => return Err(e.into()),

@@ -220,7 +220,7 @@ pub fn merge(
             opts.writer.order,
         )
     };
-    out.write_manifest(&manifest)?;
+    let manifest = out.write_manifest(&manifest)?;
     Ok(MergeReport {
         manifest,
         elapsed,

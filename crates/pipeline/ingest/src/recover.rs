@@ -152,8 +152,7 @@ pub fn recover(
     m.integrity = Some(store::integrity::Integrity::new(vec![
         store::integrity::Integrity::input_from("recover", &root.display().to_string(), &m),
     ]));
-    ds.write_manifest(&m)?;
-    out.manifest = Some(m);
+    out.manifest = Some(ds.write_manifest(&m)?);
     Ok(out)
 }
 
