@@ -116,7 +116,8 @@ pub fn pppoe(buf: &[u8]) -> Result<Encap<'_>, ParseError> {
 
 /// A GRE header (RFC 2784, with RFC 2890's key and sequence number), and
 /// for ERSPAN the ERSPAN header after it. Only version 0 without RFC 1701
-/// routing is read.
+/// routing is followed; other GRE (PPTP's version 1) counts as a GRE
+/// tunnel whose payload is not decoded.
 pub fn gre(buf: &[u8]) -> Result<Encap<'_>, ParseError> {
     const CHECKSUM: u8 = 0x80;
     const ROUTING: u8 = 0x40;
@@ -127,7 +128,12 @@ pub fn gre(buf: &[u8]) -> Result<Encap<'_>, ParseError> {
     }
     let flags = buf[0];
     if flags & ROUTING != 0 || buf[1] & 0x07 != 0 {
-        return Ok(Encap::not_a_tunnel(ParseError::TruncatedGre));
+        return Ok(Encap {
+            tunnel: Tunnel::Gre,
+            id: None,
+            next: Next::Stop,
+            truncated: ParseError::TruncatedGre,
+        });
     }
     let has = |f: u8| (flags & f != 0) as usize;
     let len = 4 + 4 * (has(CHECKSUM) + has(KEY) + has(SEQUENCE));

@@ -467,14 +467,19 @@ fn what_only_looks_like_a_tunnel_is_not_one() {
     );
     assert_eq!(r.dst_port, 2152);
 
-    // GRE version 1 (PPTP) is not read.
+    // GRE version 1 (PPTP) is GRE, but what it carries is not read: the
+    // record is the outer packet.
     let mut gre = Vec::new();
     encapsulate(inner, &EncapSpec::IpIp, &outer, &mut gre);
     let mut g = gre[..34].to_vec();
     g[23] = 47;
     g.extend_from_slice(&[0x30, 0x01, 0x88, 0x0b, 0, 0, 0, 0, 0, 0, 0, 0]);
     let r = agrees(&g, g.len() as u32);
-    assert_eq!((r.tunnel, r.parse_error), (Tunnel::None, ParseError::None));
+    assert_eq!(
+        (r.tunnel, r.tunnel_depth, r.parse_error),
+        (Tunnel::Gre, 1, ParseError::None)
+    );
+    assert_eq!((r.ip_proto, r.ip_src), (47, v4_mapped([192, 0, 2, 1])));
     assert!(r.has(Has::FLOW));
 }
 
@@ -555,7 +560,9 @@ fn randomly_damaged_tunnelled_frames_parse_and_hash_alike() {
             let at = next() as usize % g.len().min(160);
             g[at] = next() as u8;
         }
-        let cut = g.len().saturating_sub((next() as usize % 8) * (next() as usize % 16));
+        let cut = g
+            .len()
+            .saturating_sub((next() as usize % 8) * (next() as usize % 16));
         let r = agrees(&g[..cut], g.len() as u32);
         tunnels_seen.insert(r.tunnel);
     }
