@@ -163,6 +163,7 @@ impl Decoder<'_> {
     }
 
     /// Skips VLAN tags, keeping the first one's id if `outer`.
+    #[inline(always)]
     fn vlan_tags<'a>(
         &mut self,
         mut ty: u16,
@@ -187,19 +188,34 @@ impl Decoder<'_> {
     }
 
     /// The network layer of ethertype `ty`, or an encapsulation below IP.
+    #[inline(always)]
     fn network(&mut self, ty: u16, payload: &[u8]) -> Step {
         match ty {
             ethertype::IPV4 => self.ipv4(payload),
             ethertype::IPV6 => self.ipv6(payload),
-            ethertype::MPLS | ethertype::MPLS_MULTICAST => self.enter(tunnel::mpls(payload)?),
+            ethertype::MPLS
+            | ethertype::MPLS_MULTICAST
+            | ethertype::PPPOE_SESSION
+            | ethertype::TEB => self.below_ip(ty, payload),
+            _ => Ok(()),
+        }
+    }
+
+    /// The encapsulations below IP, out of the common path.
+    #[cold]
+    #[inline(never)]
+    fn below_ip(&mut self, ty: u16, payload: &[u8]) -> Step {
+        match ty {
             ethertype::PPPOE_SESSION => self.enter(tunnel::pppoe(payload)?),
             ethertype::TEB => self.inner_ethernet(payload),
-            _ => Ok(()),
+            _ => self.enter(tunnel::mpls(payload)?),
         }
     }
 
     /// An Ethernet frame inside an encapsulation: the record keeps the
     /// outer frame's link-layer fields.
+    #[cold]
+    #[inline(never)]
     fn inner_ethernet(&mut self, frame: &[u8]) -> Step {
         let eth = EthernetFrame::new_checked(frame).map_err(|_| ParseError::TruncatedLink)?;
         let (ty, payload) = self.vlan_tags(eth.ethertype(), eth.payload(), false)?;
@@ -208,6 +224,10 @@ impl Decoder<'_> {
 
     /// Goes into an encapsulation whose header parsed: counts it, keeps the
     /// outermost one's kind, id and outer addresses, and walks on inside.
+    /// Kept out of line: it closes the recursion, so that the walk of an
+    /// untunnelled frame can still be inlined into one function.
+    #[cold]
+    #[inline(never)]
     fn enter(&mut self, e: Encap<'_>) -> Step {
         if e.tunnel == Tunnel::None {
             return Ok(());
@@ -386,9 +406,11 @@ impl Decoder<'_> {
             _ => {
                 self.rec.payload_len = l4_wire;
                 self.has |= Has::PAYLOAD;
-                match tunnel::over_ip(proto_num, l4) {
-                    Some(encap) if !is_fragment => encap.and_then(|e| self.enter(e)),
-                    _ => Ok(()),
+                if matches!(proto_num, proto::IPIP | proto::IPV6_ENCAP | proto::GRE) && !is_fragment
+                {
+                    self.over_ip(proto_num, l4)
+                } else {
+                    Ok(())
                 }
             }
         };
@@ -451,8 +473,32 @@ impl Decoder<'_> {
         if is_fragment {
             return Ok(());
         }
-        let payload = &l4[UdpHeader::LEN..l4.len().min(len as usize)];
-        match tunnel::over_udp(udp.dst_port(), payload) {
+        let dport = udp.dst_port();
+        if matches!(
+            dport,
+            tunnel::udp_port::VXLAN | tunnel::udp_port::GENEVE | tunnel::udp_port::GTPU
+        ) {
+            let payload = &l4[UdpHeader::LEN..l4.len().min(len as usize)];
+            return self.over_udp(dport, payload);
+        }
+        Ok(())
+    }
+
+    /// An encapsulation an IP header announces, out of the common path.
+    #[cold]
+    #[inline(never)]
+    fn over_ip(&mut self, proto_num: u8, l4: &[u8]) -> Step {
+        match tunnel::over_ip(proto_num, l4) {
+            Some(encap) => self.enter(encap?),
+            None => Ok(()),
+        }
+    }
+
+    /// An encapsulation a UDP port announces, out of the common path.
+    #[cold]
+    #[inline(never)]
+    fn over_udp(&mut self, dst_port: u16, payload: &[u8]) -> Step {
+        match tunnel::over_udp(dst_port, payload) {
             Some(encap) => self.enter(encap?),
             None => Ok(()),
         }
