@@ -3,7 +3,8 @@
 //! captured length. Besides "never panics", checks that decode leaves the
 //! capture metadata alone and that what it fills is self-consistent, and
 //! that the flow hash is symmetric and that `flow_hash_of` finds the same
-//! hash without a record.
+//! hash without a record, through tunnels too; and that the tunnel fields
+//! hang together.
 //!
 //! Input layout: `[link selector, wire_len mode, delta hi, delta lo, frame...]`.
 
@@ -13,7 +14,8 @@ use libfuzzer_sys::fuzz_target;
 use wire::flow::FlowKey;
 use wire::ip::{proto, v4_unmapped};
 use wire::decode::flow_hash_of;
-use wire::{Has, LinkType, PacketRecord, ParseError, decode, flow_hash};
+use wire::decode::MAX_ENCAPSULATIONS;
+use wire::{Has, LinkType, PacketRecord, ParseError, Tunnel, TunnelHas, decode, flow_hash};
 
 /// Every link type `decode` understands, then one it does not (USER0).
 const LINKS: [LinkType; 11] = [
@@ -85,6 +87,24 @@ fuzz_target!(|data: &[u8]| {
     assert_eq!(rec.pcap_offset, meta.pcap_offset);
     assert!(rec.has(Has::PCAP), "decode cleared the PCAP bit");
     assert_eq!(rec.has & !(PARSED_BITS | Has::PCAP), 0, "unknown Has bits");
+
+    // Tunnels: a kind exactly when something was entered, no deeper than
+    // the limit, outer addresses only with an IP header, and fields the
+    // bits leave out still zero.
+    assert!(rec.tunnel_depth <= MAX_ENCAPSULATIONS);
+    assert_eq!(rec.tunnel == Tunnel::None, rec.tunnel_depth == 0, "{rec:?}");
+    assert_eq!(rec.tunnel_has & !(TunnelHas::OUTER_IP | TunnelHas::ID), 0);
+    if rec.tunnel_has & TunnelHas::OUTER_IP != 0 {
+        assert!(rec.has(Has::IP) && rec.tunnel_depth > 0, "{rec:?}");
+    } else {
+        assert_eq!((rec.outer_src, rec.outer_dst), ([0; 16], [0; 16]));
+    }
+    if rec.tunnel_has & TunnelHas::ID == 0 {
+        assert_eq!(rec.tunnel_id, 0);
+    }
+    if rec.parse_error == ParseError::EncapsulationTooDeep {
+        assert_eq!(rec.tunnel_depth, MAX_ENCAPSULATIONS);
+    }
 
     // Deterministic: a second decode of the same bytes gives the same record.
     let mut again = meta;

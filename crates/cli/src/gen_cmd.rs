@@ -10,7 +10,8 @@ use std::time::Duration;
 use capture::tx::{Burst, TxMethod, TxOptions, TxReport, TxSource};
 use clap::{Args, ValueEnum};
 use traffic::{
-    AppMix, FixedSize, Flood, FloodSpec, FrameSizes, FrameSource, Imix, PayloadFill, Timing,
+    AppMix, Encap, Encapsulated, FixedSize, Flood, FloodSpec, FrameSizes, FrameSource, Imix,
+    PayloadFill, Timing,
 };
 use util::fmt::group_digits;
 
@@ -123,9 +124,18 @@ pub struct GenArgs {
     /// With -i: frames per system call (1..=1024) [default: 64].
     #[arg(long)]
     batch: Option<usize>,
+    /// Carry every frame through a tunnel from 172.16.0.1 to 172.16.0.2:
+    /// vxlan:VNI, geneve:VNI, gre, gre:KEY, gtpu:TEID or ipip (frames grow
+    /// by the tunnel's headers; --size is the inner frame's).
+    #[arg(long, value_name = "TUNNEL", value_parser = parse_encap)]
+    encap: Option<Encap>,
     /// Print the result as one JSON object.
     #[arg(long)]
     json: bool,
+}
+
+fn parse_encap(s: &str) -> Result<Encap, String> {
+    s.parse()
 }
 
 /// Parses `10`, `10k`, `2.5M`, `1G`.
@@ -352,7 +362,7 @@ fn make_source(
     count: u64,
     timing: Timing,
 ) -> Result<Box<dyn FrameSource>, String> {
-    Ok(match model {
+    let source: Box<dyn FrameSource> = match model {
         Model::Flood => Box::new(Flood::new(FloodSpec {
             sizes: sizes.clone(),
             flows: a.flows,
@@ -369,6 +379,10 @@ fn make_source(
         )),
         Model::Imix => Box::new(Imix::new(a.flows, timing.rate_pps, count, a.seed)),
         Model::App => Box::new(AppMix::new(a.sessions_per_s, count, a.seed)),
+    };
+    Ok(match a.encap {
+        Some(e) => Box::new(Encapsulated::new(source, e)),
+        None => source,
     })
 }
 

@@ -110,7 +110,9 @@ struct Tally {
 /// Compares one frame; records every field both sides have.
 fn compare(file: &str, n: usize, r: &PacketRecord, t: &HashMap<&str, String>, tally: &mut Tally) {
     tally.frames += 1;
-    if r.parse_error != ParseError::None || !r.has(Has::IP) {
+    // A tunnelled frame's record is its innermost packet, which is not
+    // tshark's first occurrence: tshark_tunnels.rs compares those.
+    if r.parse_error != ParseError::None || !r.has(Has::IP) || r.tunnel_depth > 0 {
         return;
     }
     let (src, dst) = if r.ip_version == 4 {

@@ -53,6 +53,9 @@ const TAGS: &[(&str, &str, Identifies)] = &[
     ("packets", "pcap_file", Identifies::FramePointer),
     ("packets", "pcap_offset", Identifies::FramePointer),
     ("packets", "parse_error", Identifies::Nothing),
+    ("packets", "outer_src", Identifies::Address),
+    ("packets", "outer_dst", Identifies::Address),
+    ("packets", "tunnel", Identifies::Nothing),
     ("flows", "a_ip", Identifies::Address),
     ("flows", "b_ip", Identifies::Address),
     ("stack", "local_addr", Identifies::Address),
@@ -144,6 +147,8 @@ mod tests {
             identifies(table, schema.field_with_name(col).unwrap()).unwrap()
         };
         assert_eq!(tagged("packets", "ip_src"), Identifies::Address);
+        assert_eq!(tagged("packets", "outer_src"), Identifies::Address);
+        assert_eq!(tagged("packets", "outer_dst"), Identifies::Address);
         assert_eq!(tagged("flows", "b_ip"), Identifies::Address);
         assert_eq!(tagged("stack", "remote_addr"), Identifies::Address);
         assert_eq!(tagged("packets", "eth_dst"), Identifies::Mac);

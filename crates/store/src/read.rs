@@ -8,7 +8,7 @@ use arrow_array::cast::AsArray;
 use arrow_array::types::{TimestampNanosecondType, UInt8Type, UInt16Type, UInt32Type, UInt64Type};
 use arrow_array::{Array, RecordBatch};
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
-use wire::{Has, PacketRecord, ParseError};
+use wire::{Has, PacketRecord, ParseError, Tunnel, TunnelHas};
 
 use crate::error::StoreError;
 
@@ -134,6 +134,46 @@ pub fn append_records(batch: &RecordBatch, out: &mut Vec<PacketRecord>) -> Resul
             r.parse_error = ParseError::from_name(pe.value(i))
                 .ok_or_else(|| format!("unknown parse_error {:?}", pe.value(i)))?;
         }
+    }
+    // Files of packet schema 1 have no tunnel columns: no tunnels then.
+    if batch.column_by_name("tunnel_depth").is_none() {
+        return Ok(());
+    }
+    for (name, is_src) in [("outer_src", true), ("outer_dst", false)] {
+        let a = col(name)?
+            .as_fixed_size_binary_opt()
+            .ok_or_else(|| format!("{name} has the wrong type"))?;
+        for (i, r) in rows.iter_mut().enumerate() {
+            if a.is_valid(i) {
+                let to = if is_src {
+                    &mut r.outer_src
+                } else {
+                    &mut r.outer_dst
+                };
+                to.copy_from_slice(a.value(i));
+                r.tunnel_has |= TunnelHas::OUTER_IP;
+            }
+        }
+    }
+    let kind = col("tunnel")?
+        .as_string_opt::<i32>()
+        .ok_or("tunnel has the wrong type")?;
+    let id = col("tunnel_id")?
+        .as_primitive_opt::<UInt32Type>()
+        .ok_or("tunnel_id has the wrong type")?;
+    let depth = col("tunnel_depth")?
+        .as_primitive_opt::<UInt8Type>()
+        .ok_or("tunnel_depth has the wrong type")?;
+    for (i, r) in rows.iter_mut().enumerate() {
+        if kind.is_valid(i) {
+            r.tunnel = Tunnel::from_name(kind.value(i))
+                .ok_or_else(|| format!("unknown tunnel {:?}", kind.value(i)))?;
+        }
+        if id.is_valid(i) {
+            r.tunnel_id = id.value(i);
+            r.tunnel_has |= TunnelHas::ID;
+        }
+        r.tunnel_depth = depth.value(i);
     }
     Ok(())
 }

@@ -7,11 +7,17 @@ use arrow_schema::{DataType, Field, Schema, SchemaRef, TimeUnit};
 use wire::Has;
 
 /// Version of the packet table's columns; bumped when a column changes.
-pub const PACKET_SCHEMA_VERSION: u32 = 1;
+/// 2: the tunnel columns (`outer_src` .. `tunnel_depth`); the IP and
+/// transport columns describe a tunnelled frame's innermost packet.
+pub const PACKET_SCHEMA_VERSION: u32 = 2;
 
 /// Presence of `parse_error`, which has no [`Has`] bit of its own (those
 /// stop at bit 13): a column's nulls follow `parse_error != None`.
 pub const PARSE_ERROR_BIT: u16 = 1 << 15;
+
+/// Presence of the tunnel columns, which follow the record's
+/// [`wire::TunnelHas`] bits (or its tunnel kind) rather than [`Has`].
+pub const TUNNEL_BIT: u16 = 1 << 15;
 
 /// One column of the packet table.
 #[derive(Clone, Copy, Debug)]
@@ -180,6 +186,36 @@ pub const PACKET_COLUMNS: &[PacketColumn] = &[
         text,
         Some(PARSE_ERROR_BIT),
         "where parsing stopped, null if it did not"
+    ),
+    col!(
+        "outer_src",
+        addr,
+        Some(TUNNEL_BIT),
+        "outermost IP source of a tunnelled frame"
+    ),
+    col!(
+        "outer_dst",
+        addr,
+        Some(TUNNEL_BIT),
+        "outermost IP destination of a tunnelled frame"
+    ),
+    col!(
+        "tunnel",
+        text,
+        Some(TUNNEL_BIT),
+        "outermost encapsulation (mpls, gre, vxlan, ...)"
+    ),
+    col!(
+        "tunnel_id",
+        u32t,
+        Some(TUNNEL_BIT),
+        "its VNI, GRE key, top label, TEID or session id"
+    ),
+    col!(
+        "tunnel_depth",
+        u8t,
+        None,
+        "encapsulations walked through, 0 for none"
     ),
 ];
 

@@ -6,7 +6,7 @@ use parquet::file::reader::{FileReader, SerializedFileReader};
 use store::encode::EncodeOptions;
 use store::read::read_packet_file;
 use store::{PacketWriter, PacketWriterOptions, RowOrder};
-use wire::{Has, PacketRecord, ParseError};
+use wire::{Has, PacketRecord, ParseError, Tunnel, TunnelHas};
 
 mod common;
 use common::Rng;
@@ -65,6 +65,12 @@ fn normalize(mut r: PacketRecord) -> PacketRecord {
     if h & Has::PCAP == 0 {
         (r.pcap_file, r.pcap_offset) = (0, 0);
     }
+    if r.tunnel_has & TunnelHas::OUTER_IP == 0 {
+        (r.outer_src, r.outer_dst) = ([0; 16], [0; 16]);
+    }
+    if r.tunnel_has & TunnelHas::ID == 0 {
+        r.tunnel_id = 0;
+    }
     r
 }
 
@@ -122,6 +128,17 @@ fn records(n: usize, seed: u64) -> Vec<PacketRecord> {
             r.pcap_file = (i / 1000) as u32;
             r.pcap_offset = 24 + i as u64 * 100;
             r.parse_error = ParseError::ALL[(rng.next() % 30) as usize % ParseError::ALL.len()];
+            r.tunnel = Tunnel::ALL[(flow / 3) as usize % Tunnel::ALL.len()];
+            r.tunnel_depth = (flow % 5) as u8;
+            r.tunnel_has = (rng.next() % 4) as u8;
+            r.outer_src = wire::ip::v4_mapped([192, 0, 2, flow as u8]);
+            r.outer_dst[0] = 0x20;
+            r.outer_dst[15] = (flow / 2) as u8;
+            r.tunnel_id = if wild {
+                rng.next() as u32
+            } else {
+                flow as u32 * 4099
+            };
             normalize(r)
         })
         .collect()

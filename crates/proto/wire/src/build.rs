@@ -305,3 +305,286 @@ pub fn checksum(parts: &[&[u8]], init: u32) -> u16 {
     }
     !(acc as u16)
 }
+
+/// An encapsulation to wrap a built Ethernet frame in: the inverse of
+/// [`crate::tunnel`], for generators and tests.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum EncapSpec<'a> {
+    /// The inner Ethernet frame in VXLAN, over UDP to port 4789.
+    Vxlan { vni: u32 },
+    /// The inner Ethernet frame in GENEVE (with `option_words` 4-byte words
+    /// of options), over UDP to port 6081.
+    Geneve { vni: u32, option_words: u8 },
+    /// The inner IP packet (or, with `ethernet`, the whole frame as
+    /// transparent Ethernet bridging) in GRE, with the optional fields.
+    Gre {
+        key: Option<u32>,
+        seq: Option<u32>,
+        checksum: bool,
+        ethernet: bool,
+    },
+    /// The inner Ethernet frame mirrored with ERSPAN type II (`Some`
+    /// session) or type I (`None`: no sequence number, no header).
+    Erspan2 { session: Option<u16> },
+    /// The inner Ethernet frame mirrored with ERSPAN type III.
+    Erspan3 { session: u16, platform: bool },
+    /// The inner IP packet directly in the outer IP header.
+    IpIp,
+    /// The inner IP packet in a GTP-U G-PDU, over UDP to port 2152, with
+    /// one extension header (a PDU session container) if `extension`.
+    Gtpu { teid: u32, extension: bool },
+    /// The inner IP packet under these MPLS labels (the last at the bottom
+    /// of the stack), in Ethernet: no outer IP header.
+    Mpls { labels: &'a [u32] },
+    /// The inner IP packet in a PPPoE session, in Ethernet: no outer IP
+    /// header.
+    Pppoe { session: u16 },
+}
+
+/// The outer Ethernet and IP header of an encapsulated frame.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct OuterSpec {
+    pub eth_src: [u8; 6],
+    pub eth_dst: [u8; 6],
+    /// IPv4 or IPv6 addresses (the other fields of the spec are used as
+    /// they are; `frag` should be 0 or DF).
+    pub ip: IpSpec,
+}
+
+/// The IP packet of an Ethernet frame built by [`FrameSpec::build`]
+/// (without padding), and its ethertype.
+pub fn ip_packet_of(frame: &[u8]) -> (u16, &[u8]) {
+    let mut at = 12;
+    let mut ty = u16::from_be_bytes([frame[at], frame[at + 1]]);
+    while ethertype::is_vlan_tag(ty) {
+        at += 4;
+        ty = u16::from_be_bytes([frame[at], frame[at + 1]]);
+    }
+    let ip = &frame[at + 2..];
+    let len = if ty == ethertype::IPV6 {
+        40 + u16::from_be_bytes([ip[4], ip[5]]) as usize
+    } else {
+        u16::from_be_bytes([ip[2], ip[3]]) as usize
+    };
+    (ty, &ip[..len.min(ip.len())])
+}
+
+/// Appends `inner` (an Ethernet frame built by [`FrameSpec::build`])
+/// wrapped in `encap` under `outer`, and returns the frame's length. UDP
+/// source ports are taken from the inner flow, as tunnel endpoints do to
+/// spread flows.
+pub fn encapsulate(inner: &[u8], encap: &EncapSpec, outer: &OuterSpec, out: &mut Vec<u8>) -> usize {
+    let start = out.len();
+    let (inner_type, inner_ip) = ip_packet_of(inner);
+    let sport = 0xc000
+        | (crate::decode::flow_hash_of(crate::LinkType::ETHERNET, inner, inner.len() as u32)
+            .unwrap_or(0)
+            & 0x3fff) as u16;
+    out.extend_from_slice(&outer.eth_dst);
+    out.extend_from_slice(&outer.eth_src);
+    // The encapsulation's own header and what it carries.
+    let mut body = Vec::new();
+    let (ip_proto, udp_dport) = match *encap {
+        EncapSpec::Mpls { labels } => {
+            out.extend_from_slice(&ethertype::MPLS.to_be_bytes());
+            for (i, l) in labels.iter().enumerate() {
+                let bottom = if i + 1 == labels.len() { 0x100 } else { 0 };
+                out.extend_from_slice(&((l << 12) | bottom | 64).to_be_bytes());
+            }
+            out.extend_from_slice(inner_ip);
+            return pad(out, start);
+        }
+        EncapSpec::Pppoe { session } => {
+            out.extend_from_slice(&ethertype::PPPOE_SESSION.to_be_bytes());
+            out.extend_from_slice(&[0x11, 0]);
+            out.extend_from_slice(&session.to_be_bytes());
+            out.extend_from_slice(&((inner_ip.len() + 2) as u16).to_be_bytes());
+            let ppp: u16 = if inner_type == ethertype::IPV6 {
+                0x0057
+            } else {
+                0x0021
+            };
+            out.extend_from_slice(&ppp.to_be_bytes());
+            out.extend_from_slice(inner_ip);
+            return pad(out, start);
+        }
+        EncapSpec::Vxlan { vni } => {
+            body.extend_from_slice(&[0x08, 0, 0, 0]);
+            body.extend_from_slice(&(vni << 8).to_be_bytes());
+            body.extend_from_slice(inner);
+            (proto::UDP, crate::tunnel::udp_port::VXLAN)
+        }
+        EncapSpec::Geneve { vni, option_words } => {
+            body.push(option_words & 0x3f);
+            body.push(0);
+            body.extend_from_slice(&ethertype::TEB.to_be_bytes());
+            body.extend_from_slice(&(vni << 8).to_be_bytes());
+            for w in 0..option_words {
+                // One option class/type/length word, then its data words.
+                if w == 0 {
+                    body.extend_from_slice(&[0x01, 0x02, 0x03, option_words - 1]);
+                } else {
+                    body.extend_from_slice(&[0xab; 4]);
+                }
+            }
+            body.extend_from_slice(inner);
+            (proto::UDP, crate::tunnel::udp_port::GENEVE)
+        }
+        EncapSpec::Gre {
+            key,
+            seq,
+            checksum,
+            ethernet,
+        } => {
+            let flags =
+                (checksum as u8) << 7 | (key.is_some() as u8) << 5 | (seq.is_some() as u8) << 4;
+            let ty = if ethernet { ethertype::TEB } else { inner_type };
+            body.extend_from_slice(&[flags, 0]);
+            body.extend_from_slice(&ty.to_be_bytes());
+            if checksum {
+                body.extend_from_slice(&[0, 0, 0, 0]);
+            }
+            if let Some(k) = key {
+                body.extend_from_slice(&k.to_be_bytes());
+            }
+            if let Some(s) = seq {
+                body.extend_from_slice(&s.to_be_bytes());
+            }
+            body.extend_from_slice(if ethernet { inner } else { inner_ip });
+            if checksum {
+                let sum = checksum_of(&body);
+                body[4..6].copy_from_slice(&sum.to_be_bytes());
+            }
+            (proto::GRE, 0)
+        }
+        EncapSpec::Erspan2 { session } => {
+            match session {
+                Some(s) => {
+                    body.extend_from_slice(&[0x10, 0]);
+                    body.extend_from_slice(&ethertype::ERSPAN.to_be_bytes());
+                    body.extend_from_slice(&1u32.to_be_bytes());
+                    // Version 1, VLAN 0; COS, encapsulation, T, session id;
+                    // reserved, index.
+                    body.extend_from_slice(&[0x10, 0x00]);
+                    body.extend_from_slice(&(s & 0x3ff).to_be_bytes());
+                    body.extend_from_slice(&[0, 0, 0, 1]);
+                }
+                None => {
+                    body.extend_from_slice(&[0, 0]);
+                    body.extend_from_slice(&ethertype::ERSPAN.to_be_bytes());
+                }
+            }
+            body.extend_from_slice(inner);
+            (proto::GRE, 0)
+        }
+        EncapSpec::Erspan3 { session, platform } => {
+            body.extend_from_slice(&[0x10, 0]);
+            body.extend_from_slice(&ethertype::ERSPAN3.to_be_bytes());
+            body.extend_from_slice(&1u32.to_be_bytes());
+            // Version 2, VLAN 0; session; timestamp; SGT; P, FT 0, hw id,
+            // D, granularity, O.
+            body.extend_from_slice(&[0x20, 0x00]);
+            body.extend_from_slice(&(session & 0x3ff).to_be_bytes());
+            body.extend_from_slice(&0x1234_5678u32.to_be_bytes());
+            body.extend_from_slice(&[0, 0, 0, 0x06 | platform as u8]);
+            if platform {
+                body.extend_from_slice(&[0x0c, 0, 0, 0, 0, 0, 0, 0]);
+            }
+            body.extend_from_slice(inner);
+            (proto::GRE, 0)
+        }
+        EncapSpec::IpIp => {
+            body.extend_from_slice(inner_ip);
+            let p = if inner_type == ethertype::IPV6 {
+                proto::IPV6_ENCAP
+            } else {
+                proto::IPIP
+            };
+            (p, 0)
+        }
+        EncapSpec::Gtpu { teid, extension } => {
+            let mut payload = Vec::new();
+            if extension {
+                // Sequence number, N-PDU, next type 0x85 (PDU session
+                // container): one 4-byte extension header, then no more.
+                payload.extend_from_slice(&[0, 1, 0, 0x85, 1, 0x00, 0x09, 0]);
+            }
+            payload.extend_from_slice(inner_ip);
+            body.push(if extension { 0x34 } else { 0x30 });
+            body.push(255);
+            body.extend_from_slice(&(payload.len() as u16).to_be_bytes());
+            body.extend_from_slice(&teid.to_be_bytes());
+            body.extend_from_slice(&payload);
+            (proto::UDP, crate::tunnel::udp_port::GTPU)
+        }
+    };
+    let l4_len = body.len() + if ip_proto == proto::UDP { 8 } else { 0 };
+    let pseudo = match outer.ip {
+        IpSpec::V4 {
+            src,
+            dst,
+            ttl,
+            id,
+            dscp,
+            frag,
+        } => {
+            out.extend_from_slice(&ethertype::IPV4.to_be_bytes());
+            let at = out.len();
+            out.push(0x45);
+            out.push(dscp << 2);
+            out.extend_from_slice(&((20 + l4_len) as u16).to_be_bytes());
+            out.extend_from_slice(&id.to_be_bytes());
+            out.extend_from_slice(&frag.to_be_bytes());
+            out.extend_from_slice(&[ttl, ip_proto, 0, 0]);
+            out.extend_from_slice(&src);
+            out.extend_from_slice(&dst);
+            let sum = checksum(&[&out[at..at + 20]], 0);
+            out[at + 10..at + 12].copy_from_slice(&sum.to_be_bytes());
+            PseudoHeader::V4 { src, dst }
+        }
+        IpSpec::V6 {
+            src,
+            dst,
+            hop_limit,
+            dscp,
+            flow_label,
+        } => {
+            out.extend_from_slice(&ethertype::IPV6.to_be_bytes());
+            let first = (6u32 << 28) | ((dscp as u32) << 22) | (flow_label & 0x000f_ffff);
+            out.extend_from_slice(&first.to_be_bytes());
+            out.extend_from_slice(&(l4_len as u16).to_be_bytes());
+            out.extend_from_slice(&[ip_proto, hop_limit]);
+            out.extend_from_slice(&src);
+            out.extend_from_slice(&dst);
+            PseudoHeader::V6 { src, dst }
+        }
+    };
+    if ip_proto == proto::UDP {
+        let at = out.len();
+        out.extend_from_slice(&sport.to_be_bytes());
+        out.extend_from_slice(&udp_dport.to_be_bytes());
+        out.extend_from_slice(&(l4_len as u16).to_be_bytes());
+        out.extend_from_slice(&[0, 0]);
+        out.extend_from_slice(&body);
+        let mut sum = checksum(&[&out[at..]], pseudo.sum(proto::UDP, l4_len as u32));
+        if sum == 0 {
+            sum = 0xffff;
+        }
+        out[at + 6..at + 8].copy_from_slice(&sum.to_be_bytes());
+    } else {
+        out.extend_from_slice(&body);
+    }
+    pad(out, start)
+}
+
+fn checksum_of(b: &[u8]) -> u16 {
+    checksum(&[b], 0)
+}
+
+/// Pads a frame begun at `start` to Ethernet's minimum; its length.
+fn pad(out: &mut Vec<u8>, start: usize) -> usize {
+    if out.len() - start < ETH_MIN_FRAME {
+        out.resize(start + ETH_MIN_FRAME, 0);
+    }
+    out.len() - start
+}

@@ -10,8 +10,9 @@ use crate::link::{
     loopback_family,
 };
 use crate::linktype::LinkType;
-use crate::record::{Has, PacketRecord, ParseError};
+use crate::record::{Has, PacketRecord, ParseError, Tunnel, TunnelHas};
 use crate::transport::{IcmpHeader, SctpHeader, TcpHeader, UdpHeader};
+use crate::tunnel::{self, Encap, Next};
 
 /// The low half of `::ffff:a.b.c.d` without the address: IPv4 addresses
 /// live in the 16-byte columns mapped into `::ffff:0:0/96`.
@@ -19,6 +20,21 @@ const V4_MAPPED_LOW: u64 = 0xffff_0000_0000;
 
 /// How many stacked VLAN tags are followed before giving up.
 const MAX_VLAN_TAGS: usize = 4;
+
+/// How many encapsulations (tunnels, MPLS stacks, PPPoE) are followed
+/// before giving up with [`ParseError::EncapsulationTooDeep`].
+pub const MAX_ENCAPSULATIONS: u8 = 4;
+
+/// The transport-layer bits an inner IP header clears: the outer packet's
+/// ports and lengths must not be taken for the inner one's.
+const PER_IP_PACKET: u16 = Has::IP_ID
+    | Has::FRAG
+    | Has::PORTS
+    | Has::TCP
+    | Has::UDP
+    | Has::ICMP
+    | Has::PAYLOAD
+    | Has::FLOW;
 
 type Step = Result<(), ParseError>;
 
@@ -29,6 +45,9 @@ type Step = Result<(), ParseError>;
 /// still clear, as [`PacketRecord::new`] leaves it. `decode` only sets
 /// fields. It never panics and never reads outside `frame`; on a truncated
 /// or malformed frame it keeps what parsed and sets `rec.parse_error`.
+///
+/// A tunnelled frame is followed to its innermost IP packet (see
+/// [`crate::tunnel`]), up to [`MAX_ENCAPSULATIONS`] deep.
 ///
 /// Returns where the captured TCP or UDP payload lies in `frame` (empty
 /// for other frames), for stages that read past the headers (RPC).
@@ -42,6 +61,8 @@ pub fn decode(link: LinkType, frame: &[u8], rec: &mut PacketRecord) -> Range<usi
         dst: [0; 2],
         base: frame.as_ptr() as usize,
         payload: 0..0,
+        depth: 0,
+        ip_seen: 0,
     };
     let step = match link {
         LinkType::ETHERNET => d.ethernet(frame),
@@ -77,6 +98,11 @@ struct Decoder<'r> {
     /// The frame's address, to turn a payload slice into offsets.
     base: usize,
     payload: Range<usize>,
+    /// Encapsulations entered so far.
+    depth: u8,
+    /// IP headers reached so far (the version checked): the innermost one
+    /// reached is the one the record describes.
+    ip_seen: u8,
 }
 
 impl Decoder<'_> {
@@ -129,14 +155,28 @@ impl Decoder<'_> {
     }
 
     /// Follows VLAN tags (keeping the outer id), then the network layer.
-    fn ethertype(&mut self, mut ty: u16, mut payload: &[u8]) -> Step {
+    fn ethertype(&mut self, ty: u16, payload: &[u8]) -> Step {
+        let (ty, payload) = self.vlan_tags(ty, payload, true)?;
+        self.rec.ethertype = ty;
+        self.has |= Has::ETHERTYPE;
+        self.network(ty, payload)
+    }
+
+    /// Skips VLAN tags, keeping the first one's id if `outer`.
+    #[inline(always)]
+    fn vlan_tags<'a>(
+        &mut self,
+        mut ty: u16,
+        mut payload: &'a [u8],
+        outer: bool,
+    ) -> Result<(u16, &'a [u8]), ParseError> {
         let mut tags = 0;
         while ethertype::is_vlan_tag(ty) {
             if tags == MAX_VLAN_TAGS {
                 return Err(ParseError::TruncatedVlan);
             }
             let tag = VlanTag::new_checked(payload).map_err(|_| ParseError::TruncatedVlan)?;
-            if tags == 0 {
+            if tags == 0 && outer {
                 self.rec.vlan = tag.vlan_id();
                 self.has |= Has::VLAN;
             }
@@ -144,13 +184,107 @@ impl Decoder<'_> {
             payload = tag.payload();
             tags += 1;
         }
-        self.rec.ethertype = ty;
-        self.has |= Has::ETHERTYPE;
+        Ok((ty, payload))
+    }
+
+    /// The network layer of ethertype `ty`, or an encapsulation below IP.
+    #[inline(always)]
+    fn network(&mut self, ty: u16, payload: &[u8]) -> Step {
         match ty {
             ethertype::IPV4 => self.ipv4(payload),
             ethertype::IPV6 => self.ipv6(payload),
+            ethertype::MPLS
+            | ethertype::MPLS_MULTICAST
+            | ethertype::PPPOE_SESSION
+            | ethertype::TEB => self.below_ip(ty, payload),
             _ => Ok(()),
         }
+    }
+
+    /// The encapsulations below IP, out of the common path.
+    #[cold]
+    #[inline(never)]
+    fn below_ip(&mut self, ty: u16, payload: &[u8]) -> Step {
+        match ty {
+            ethertype::PPPOE_SESSION => self.enter(tunnel::pppoe(payload)?),
+            ethertype::TEB => self.inner_ethernet(payload),
+            _ => self.enter(tunnel::mpls(payload)?),
+        }
+    }
+
+    /// An Ethernet frame inside an encapsulation: the record keeps the
+    /// outer frame's link-layer fields.
+    #[cold]
+    #[inline(never)]
+    fn inner_ethernet(&mut self, frame: &[u8]) -> Step {
+        let eth = EthernetFrame::new_checked(frame).map_err(|_| ParseError::TruncatedLink)?;
+        let (ty, payload) = self.vlan_tags(eth.ethertype(), eth.payload(), false)?;
+        self.network(ty, payload)
+    }
+
+    /// Goes into an encapsulation whose header parsed: counts it, keeps the
+    /// outermost one's kind, id and outer addresses, and walks on inside.
+    /// Kept out of line: it closes the recursion, so that the walk of an
+    /// untunnelled frame can still be inlined into one function.
+    #[cold]
+    #[inline(never)]
+    fn enter(&mut self, e: Encap<'_>) -> Step {
+        if e.tunnel == Tunnel::None {
+            return Ok(());
+        }
+        if self.depth == MAX_ENCAPSULATIONS {
+            return Err(ParseError::EncapsulationTooDeep);
+        }
+        self.depth += 1;
+        let rec = &mut *self.rec;
+        rec.tunnel_depth = self.depth;
+        if self.depth == 1 {
+            rec.tunnel = e.tunnel;
+            if let Some(id) = e.id {
+                rec.tunnel_id = id;
+                rec.tunnel_has |= TunnelHas::ID;
+            }
+            if self.ip_seen > 0 {
+                self.note_outer();
+            }
+        }
+        match e.next {
+            Next::Ethernet(b) => self.inner_ethernet(b),
+            Next::Ethertype(ty, b) => self.network(ty, b),
+            Next::Ip(b) => match b.first().map(|v| v >> 4) {
+                None => Err(e.truncated),
+                Some(4) => self.ipv4(b),
+                Some(6) => self.ipv6(b),
+                Some(_) => Ok(()),
+            },
+            Next::Stop => Ok(()),
+        }
+    }
+
+    /// Keeps the addresses of the IP header just written, the outermost one
+    /// of a tunnelled frame.
+    fn note_outer(&mut self) {
+        let rec = &mut *self.rec;
+        rec.outer_src = rec.ip_src;
+        rec.outer_dst = rec.ip_dst;
+        rec.tunnel_has |= TunnelHas::OUTER_IP;
+    }
+
+    /// Called once an IP header's version checked: an inner packet clears
+    /// what the outer one's transport set.
+    #[inline]
+    fn new_ip_packet(&mut self) {
+        if self.ip_seen > 0 {
+            self.has &= !PER_IP_PACKET;
+            self.payload = 0..0;
+            // Absent fields are zero (the batch encoding relies on it).
+            let rec = &mut *self.rec;
+            (rec.ip_id, rec.frag, rec.src_port, rec.dst_port) = (0, 0, 0, 0);
+            (rec.tcp_flags, rec.tcp_win, rec.tcp_seq, rec.tcp_ack) = (0, 0, 0, 0);
+            (rec.tcp_hdr_len, rec.icmp_type, rec.icmp_code) = (0, 0, 0);
+            (rec.udp_len, rec.payload_len) = (0, 0);
+        }
+        self.ip_seen = self.ip_seen.saturating_add(1);
     }
 
     fn ipv4(&mut self, buf: &[u8]) -> Step {
@@ -158,6 +292,7 @@ impl Decoder<'_> {
         if ip.version() != 4 {
             return Err(ParseError::BadIpVersion);
         }
+        self.new_ip_packet();
         self.src = [0, V4_MAPPED_LOW | u32::from_be_bytes(ip.src()) as u64];
         self.dst = [0, V4_MAPPED_LOW | u32::from_be_bytes(ip.dst()) as u64];
         let rec = &mut *self.rec;
@@ -171,6 +306,10 @@ impl Decoder<'_> {
         rec.ip_id = ip.ident() as u32;
         rec.frag = ip.frag_field();
         self.has |= Has::IP | Has::IP_ID | Has::FRAG;
+        if self.depth > 0 && self.ip_seen == 1 {
+            // The first IP header, inside an encapsulation below IP.
+            self.note_outer();
+        }
 
         let hdr_len = ip.header_len();
         // A zero total length is what TSO/GSO super-packets carry when
@@ -199,6 +338,7 @@ impl Decoder<'_> {
         if ip.version() != 6 {
             return Err(ParseError::BadIpVersion);
         }
+        self.new_ip_packet();
         let plen = ip.payload_len() as usize;
         self.src = addr_words(&ip.src());
         self.dst = addr_words(&ip.dst());
@@ -212,6 +352,10 @@ impl Decoder<'_> {
         rec.ip_proto = ip.next_header();
         rec.ip_hdr_len = Ipv6Packet::HEADER_LEN as u16;
         self.has |= Has::IP;
+        if self.depth > 0 && self.ip_seen == 1 {
+            self.note_outer();
+        }
+        let rec = &mut *self.rec;
 
         let payload = ip.payload();
         let payload = &payload[..payload.len().min(plen)];
@@ -251,19 +395,29 @@ impl Decoder<'_> {
 
     /// Parses the transport header in `l4` (captured bytes, trimmed to the IP
     /// length); `l4_wire` is the transport length the IP header states.
+    /// Goes into what it encapsulates, unless the packet is a fragment.
     fn transport(&mut self, proto_num: u8, l4: &[u8], l4_wire: u32, is_fragment: bool) -> Step {
+        let ip_seen = self.ip_seen;
         let step = match proto_num {
             proto::TCP => self.tcp(l4, l4_wire),
-            proto::UDP => self.udp(l4, l4_wire),
+            proto::UDP => self.udp(l4, l4_wire, is_fragment),
             proto::SCTP => self.sctp(l4, l4_wire),
             proto::ICMP | proto::ICMPV6 => self.icmp(l4, l4_wire),
             _ => {
                 self.rec.payload_len = l4_wire;
                 self.has |= Has::PAYLOAD;
-                Ok(())
+                if matches!(proto_num, proto::IPIP | proto::IPV6_ENCAP | proto::GRE) && !is_fragment
+                {
+                    self.over_ip(proto_num, l4)
+                } else {
+                    Ok(())
+                }
             }
         };
-        self.hash_flow(is_fragment);
+        // The flow is the innermost packet's: an inner one hashed itself.
+        if self.ip_seen == ip_seen {
+            self.hash_flow(is_fragment);
+        }
         step
     }
 
@@ -299,7 +453,7 @@ impl Decoder<'_> {
         Ok(())
     }
 
-    fn udp(&mut self, l4: &[u8], l4_wire: u32) -> Step {
+    fn udp(&mut self, l4: &[u8], l4_wire: u32, is_fragment: bool) -> Step {
         let Ok(udp) = UdpHeader::new_checked(l4) else {
             self.ports_from_prefix(l4);
             return Err(ParseError::TruncatedUdp);
@@ -316,7 +470,38 @@ impl Decoder<'_> {
         rec.payload_len = len - UdpHeader::LEN as u32;
         self.has |= Has::PAYLOAD;
         self.set_payload(l4, UdpHeader::LEN, len as usize);
+        if is_fragment {
+            return Ok(());
+        }
+        let dport = udp.dst_port();
+        if matches!(
+            dport,
+            tunnel::udp_port::VXLAN | tunnel::udp_port::GENEVE | tunnel::udp_port::GTPU
+        ) {
+            let payload = &l4[UdpHeader::LEN..l4.len().min(len as usize)];
+            return self.over_udp(dport, payload);
+        }
         Ok(())
+    }
+
+    /// An encapsulation an IP header announces, out of the common path.
+    #[cold]
+    #[inline(never)]
+    fn over_ip(&mut self, proto_num: u8, l4: &[u8]) -> Step {
+        match tunnel::over_ip(proto_num, l4) {
+            Some(encap) => self.enter(encap?),
+            None => Ok(()),
+        }
+    }
+
+    /// An encapsulation a UDP port announces, out of the common path.
+    #[cold]
+    #[inline(never)]
+    fn over_udp(&mut self, dst_port: u16, payload: &[u8]) -> Step {
+        match tunnel::over_udp(dst_port, payload) {
+            Some(encap) => self.enter(encap?),
+            None => Ok(()),
+        }
     }
 
     fn sctp(&mut self, l4: &[u8], l4_wire: u32) -> Step {
@@ -416,54 +601,189 @@ pub fn flow_hash_of(link: LinkType, frame: &[u8], wire_len: u32) -> Option<u32> 
         let tag = VlanTag::new_checked(payload).ok()?;
         (ty, payload, tags) = (tag.ethertype(), tag.payload(), tags + 1);
     }
-    let (src, dst, proto_num, l4, fragment) = match ty {
-        ethertype::IPV4 => {
-            let ip = Ipv4Packet::new_checked(payload).ok()?;
-            let hdr_len = ip.header_len();
-            let total = match ip.total_len() as usize {
-                0 => payload.len() + uncaptured,
-                n => n,
-            };
-            if ip.version() != 4 || hdr_len < Ipv4Packet::MIN_HEADER_LEN || total < hdr_len {
-                return None;
-            }
-            let word = |a: [u8; 4]| [0, V4_MAPPED_LOW | u32::from_be_bytes(a) as u64];
-            let fragment = ip.more_fragments() || ip.frag_offset() != 0;
-            let l4 = if ip.frag_offset() != 0 {
-                &[][..]
-            } else {
-                let l4 = ip.after_header()?;
-                &l4[..l4.len().min(total - hdr_len)]
-            };
-            (word(ip.src()), word(ip.dst()), ip.protocol(), l4, fragment)
+    // Each round: the next IP header and, if what it carries is an
+    // encapsulation, the round after; the hash is the innermost IP header's,
+    // found as decode finds it.
+    let mut next = Next::Ethertype(ty, payload);
+    let mut depth = 0u8;
+    let mut outer_hash = None;
+    loop {
+        let Some((v4, buf)) = ip_below(next, &mut depth) else {
+            return outer_hash;
+        };
+        let ip = match hash_fields(v4, buf, uncaptured) {
+            IpForHash::NotReached => return outer_hash,
+            IpForHash::Failed => return None,
+            IpForHash::Parsed(ip) => ip,
+        };
+        let has_ports = matches!(ip.proto, proto::TCP | proto::UDP | proto::SCTP);
+        let hash = if ip.fragment || !has_ports {
+            Some((0, 0))
+        } else if ip.l4.len() >= 4 {
+            Some((be16_at(ip.l4, 0), be16_at(ip.l4, 2)))
+        } else {
+            None
         }
-        ethertype::IPV6 => {
-            let ip = Ipv6Packet::new_checked(payload).ok()?;
-            if ip.version() != 6 {
-                return None;
-            }
-            let payload = ip.payload();
-            let payload = &payload[..payload.len().min(ip.payload_len() as usize)];
-            let chain = walk_ipv6_chain(ip.next_header(), payload).ok()?;
-            let l4 = match chain.fragment {
-                Some((_, off, _)) if off != 0 => &[][..],
-                _ => &payload[chain.ext_len..],
-            };
-            let (src, dst) = (addr_words(&ip.src()), addr_words(&ip.dst()));
-            (src, dst, chain.upper_proto, l4, chain.fragment.is_some())
+        .map(|(sport, dport)| flow_hash_words(ip.src, ip.dst, sport, dport, ip.proto));
+        if ip.fragment {
+            return hash;
         }
-        _ => return None,
-    };
-    let has_ports = matches!(proto_num, proto::TCP | proto::UDP | proto::SCTP);
-    let (sport, dport) = if fragment || !has_ports {
-        (0, 0)
-    } else if l4.len() >= 4 {
-        (
-            u16::from_be_bytes([l4[0], l4[1]]),
-            u16::from_be_bytes([l4[2], l4[3]]),
-        )
+        let encap = match ip.proto {
+            proto::UDP => {
+                let Ok(udp) = UdpHeader::new_checked(ip.l4) else {
+                    return hash;
+                };
+                let len = udp.len() as usize;
+                if len < UdpHeader::LEN || len > ip.l4_wire {
+                    return hash;
+                }
+                let payload = &ip.l4[UdpHeader::LEN..ip.l4.len().min(len)];
+                tunnel::over_udp(udp.dst_port(), payload)
+            }
+            p => tunnel::over_ip(p, ip.l4),
+        };
+        match encap {
+            Some(Ok(e)) if e.tunnel != Tunnel::None && depth < MAX_ENCAPSULATIONS => {
+                depth += 1;
+                next = e.next;
+                outer_hash = hash;
+            }
+            _ => return hash,
+        }
+    }
+}
+
+/// Follows `next` through what may lie between an encapsulation and an IP
+/// header (Ethernet, VLAN tags, MPLS, PPPoE) as decode does: whether the IP
+/// header is IPv4, and where it starts.
+fn ip_below<'a>(mut next: Next<'a>, depth: &mut u8) -> Option<(bool, &'a [u8])> {
+    loop {
+        next = match next {
+            Next::Ethernet(b) => {
+                let eth = EthernetFrame::new_checked(b).ok()?;
+                let (mut ty, mut payload) = (eth.ethertype(), eth.payload());
+                let mut tags = 0;
+                while ethertype::is_vlan_tag(ty) {
+                    if tags == MAX_VLAN_TAGS {
+                        return None;
+                    }
+                    let tag = VlanTag::new_checked(payload).ok()?;
+                    (ty, payload, tags) = (tag.ethertype(), tag.payload(), tags + 1);
+                }
+                Next::Ethertype(ty, payload)
+            }
+            Next::Ethertype(ethertype::IPV4, b) => return Some((true, b)),
+            Next::Ethertype(ethertype::IPV6, b) => return Some((false, b)),
+            Next::Ethertype(ethertype::TEB, b) => Next::Ethernet(b),
+            Next::Ethertype(ty, b) => {
+                let e = match ty {
+                    ethertype::MPLS | ethertype::MPLS_MULTICAST => tunnel::mpls(b),
+                    ethertype::PPPOE_SESSION => tunnel::pppoe(b),
+                    _ => return None,
+                }
+                .ok()?;
+                if e.tunnel == Tunnel::None || *depth == MAX_ENCAPSULATIONS {
+                    return None;
+                }
+                *depth += 1;
+                e.next
+            }
+            Next::Ip(b) => match b.first()? >> 4 {
+                4 => return Some((true, b)),
+                6 => return Some((false, b)),
+                _ => return None,
+            },
+            Next::Stop => return None,
+        }
+    }
+}
+
+/// What [`flow_hash_of`] needs of an IP header.
+struct IpFields<'a> {
+    src: [u64; 2],
+    dst: [u64; 2],
+    proto: u8,
+    /// The captured transport bytes (none for a non-first fragment).
+    l4: &'a [u8],
+    /// The transport length the header states.
+    l4_wire: usize,
+    fragment: bool,
+}
+
+enum IpForHash<'a> {
+    /// Too short for the fixed header, or the wrong version: decode takes
+    /// the packet around it for the flow.
+    NotReached,
+    /// Reached, but decode gives it no hash.
+    Failed,
+    Parsed(IpFields<'a>),
+}
+
+/// The IP header in `buf`, read as [`Decoder::ipv4`] / [`Decoder::ipv6`]
+/// read it.
+fn hash_fields(v4: bool, buf: &[u8], uncaptured: usize) -> IpForHash<'_> {
+    use IpForHash::*;
+    if v4 {
+        let Ok(ip) = Ipv4Packet::new_checked(buf) else {
+            return NotReached;
+        };
+        if ip.version() != 4 {
+            return NotReached;
+        }
+        let hdr_len = ip.header_len();
+        let total = match ip.total_len() as usize {
+            0 => buf.len() + uncaptured,
+            n => n,
+        };
+        if hdr_len < Ipv4Packet::MIN_HEADER_LEN || total < hdr_len {
+            return Failed;
+        }
+        let word = |a: [u8; 4]| [0, V4_MAPPED_LOW | u32::from_be_bytes(a) as u64];
+        let l4 = if ip.frag_offset() != 0 {
+            &[][..]
+        } else {
+            let Some(l4) = ip.after_header() else {
+                return Failed;
+            };
+            &l4[..l4.len().min(total - hdr_len)]
+        };
+        Parsed(IpFields {
+            src: word(ip.src()),
+            dst: word(ip.dst()),
+            proto: ip.protocol(),
+            l4,
+            l4_wire: total - hdr_len,
+            fragment: ip.more_fragments() || ip.frag_offset() != 0,
+        })
     } else {
-        return None;
-    };
-    Some(flow_hash_words(src, dst, sport, dport, proto_num))
+        let Ok(ip) = Ipv6Packet::new_checked(buf) else {
+            return NotReached;
+        };
+        if ip.version() != 6 {
+            return NotReached;
+        }
+        let plen = ip.payload_len() as usize;
+        let payload = ip.payload();
+        let payload = &payload[..payload.len().min(plen)];
+        let Ok(chain) = walk_ipv6_chain(ip.next_header(), payload) else {
+            return Failed;
+        };
+        let l4 = match chain.fragment {
+            Some((_, off, _)) if off != 0 => &[][..],
+            _ => &payload[chain.ext_len..],
+        };
+        Parsed(IpFields {
+            src: addr_words(&ip.src()),
+            dst: addr_words(&ip.dst()),
+            proto: chain.upper_proto,
+            l4,
+            l4_wire: plen.saturating_sub(chain.ext_len),
+            fragment: chain.fragment.is_some(),
+        })
+    }
+}
+
+#[inline]
+fn be16_at(b: &[u8], at: usize) -> u16 {
+    u16::from_be_bytes([b[at], b[at + 1]])
 }

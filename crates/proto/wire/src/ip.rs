@@ -7,10 +7,15 @@ use crate::link::Truncated;
 pub mod proto {
     pub const HOPOPT: u8 = 0;
     pub const ICMP: u8 = 1;
+    /// IPv4 encapsulated in IP.
+    pub const IPIP: u8 = 4;
     pub const TCP: u8 = 6;
     pub const UDP: u8 = 17;
+    /// IPv6 encapsulated in IP.
+    pub const IPV6_ENCAP: u8 = 41;
     pub const IPV6_ROUTING: u8 = 43;
     pub const IPV6_FRAGMENT: u8 = 44;
+    pub const GRE: u8 = 47;
     pub const AH: u8 = 51;
     pub const ICMPV6: u8 = 58;
     pub const IPV6_NONXT: u8 = 59;

@@ -10,7 +10,8 @@
 //! Nothing here panics on short or hostile input and nothing copies the frame.
 //!
 //! [`decode`] walks the views from the link layer down to the transport
-//! header. A truncated or malformed frame still yields a record with whatever
+//! header, through the encapsulations of [`tunnel`] to the innermost IP
+//! packet. A truncated or malformed frame still yields a record with whatever
 //! parsed, and [`ParseError`] says where parsing stopped.
 //!
 //! [`flow_hash`] is the one symmetric 5-tuple hash used everywhere weir groups
@@ -25,8 +26,9 @@ pub mod link;
 pub mod linktype;
 pub mod record;
 pub mod transport;
+pub mod tunnel;
 
 pub use decode::decode;
 pub use flow::{FlowKey, flow_hash};
 pub use linktype::LinkType;
-pub use record::{Has, PacketRecord, ParseError};
+pub use record::{Has, PacketRecord, ParseError, Tunnel, TunnelHas};

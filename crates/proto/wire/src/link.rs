@@ -16,6 +16,16 @@ pub mod ethertype {
     pub const QINQ: u16 = 0x88a8;
     /// Pre-standard QinQ outer tag, still seen on old gear.
     pub const QINQ_OLD: u16 = 0x9100;
+    pub const MPLS: u16 = 0x8847;
+    pub const MPLS_MULTICAST: u16 = 0x8848;
+    pub const PPPOE_SESSION: u16 = 0x8864;
+    /// Transparent Ethernet bridging: an Ethernet frame follows (GRE,
+    /// GENEVE).
+    pub const TEB: u16 = 0x6558;
+    /// ERSPAN type I and II (as GRE's protocol type).
+    pub const ERSPAN: u16 = 0x88be;
+    /// ERSPAN type III.
+    pub const ERSPAN3: u16 = 0x22eb;
 
     /// Whether this ethertype announces an 802.1Q/802.1ad tag.
     #[inline]

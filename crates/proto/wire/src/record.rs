@@ -78,11 +78,29 @@ pub enum ParseError {
     TruncatedSctp,
     /// Ends inside the ICMP/ICMPv6 type and code.
     TruncatedIcmp,
+    /// Ends inside an MPLS label stack, or has more labels than weir follows.
+    TruncatedMpls,
+    /// Ends inside the PPPoE session header or its PPP protocol field.
+    TruncatedPppoe,
+    /// Ends inside the GRE header (with the fields its flags announce).
+    TruncatedGre,
+    /// Ends inside an ERSPAN type II or III header.
+    TruncatedErspan,
+    /// Ends inside the 8-byte VXLAN header.
+    TruncatedVxlan,
+    /// Ends inside the GENEVE header or its options.
+    TruncatedGeneve,
+    /// Ends inside the GTP-U header or its extension headers.
+    TruncatedGtpu,
+    /// An encapsulation deeper than weir follows
+    /// ([`crate::decode::MAX_ENCAPSULATIONS`]); the record describes the
+    /// innermost packet reached.
+    EncapsulationTooDeep,
 }
 
 impl ParseError {
     /// Every code, in numeric order.
-    pub const ALL: [ParseError; 15] = [
+    pub const ALL: [ParseError; 23] = [
         ParseError::None,
         ParseError::UnsupportedLinkType,
         ParseError::TruncatedLink,
@@ -98,6 +116,14 @@ impl ParseError {
         ParseError::BadUdpLength,
         ParseError::TruncatedSctp,
         ParseError::TruncatedIcmp,
+        ParseError::TruncatedMpls,
+        ParseError::TruncatedPppoe,
+        ParseError::TruncatedGre,
+        ParseError::TruncatedErspan,
+        ParseError::TruncatedVxlan,
+        ParseError::TruncatedGeneve,
+        ParseError::TruncatedGtpu,
+        ParseError::EncapsulationTooDeep,
     ];
 
     /// The name stored in the dataset's `parse_error` column.
@@ -118,6 +144,14 @@ impl ParseError {
             ParseError::BadUdpLength => "bad_udp_length",
             ParseError::TruncatedSctp => "truncated_sctp",
             ParseError::TruncatedIcmp => "truncated_icmp",
+            ParseError::TruncatedMpls => "truncated_mpls",
+            ParseError::TruncatedPppoe => "truncated_pppoe",
+            ParseError::TruncatedGre => "truncated_gre",
+            ParseError::TruncatedErspan => "truncated_erspan",
+            ParseError::TruncatedVxlan => "truncated_vxlan",
+            ParseError::TruncatedGeneve => "truncated_geneve",
+            ParseError::TruncatedGtpu => "truncated_gtpu",
+            ParseError::EncapsulationTooDeep => "encapsulation_too_deep",
         }
     }
 
@@ -132,11 +166,86 @@ impl ParseError {
     }
 }
 
+/// Bits of [`PacketRecord::tunnel_has`]: which tunnel fields hold a value
+/// (kept apart from [`Has`], whose bits are spoken for).
+pub struct TunnelHas;
+
+impl TunnelHas {
+    /// `outer_src`, `outer_dst`.
+    pub const OUTER_IP: u8 = 1 << 0;
+    /// `tunnel_id`.
+    pub const ID: u8 = 1 << 1;
+}
+
+/// An encapsulation weir looks through, as stored in the `tunnel` column.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[repr(u8)]
+pub enum Tunnel {
+    /// No encapsulation (stored as null).
+    #[default]
+    None = 0,
+    /// An MPLS label stack (ethertype 0x8847/0x8848); id: the top label.
+    Mpls,
+    /// A PPPoE session (ethertype 0x8864); id: the session id.
+    Pppoe,
+    /// GRE (IP protocol 47); id: the key, when present.
+    Gre,
+    /// ERSPAN type I, II or III over GRE; id: the session id (II and III).
+    Erspan,
+    /// VXLAN (UDP port 4789); id: the VNI.
+    Vxlan,
+    /// GENEVE (UDP port 6081); id: the VNI.
+    Geneve,
+    /// IPv4 or IPv6 directly in IPv4 or IPv6 (IP protocols 4 and 41).
+    Ipip,
+    /// GTP-U (UDP port 2152) carrying a G-PDU; id: the TEID.
+    Gtpu,
+}
+
+impl Tunnel {
+    /// Every kind, in numeric order.
+    pub const ALL: [Tunnel; 9] = [
+        Tunnel::None,
+        Tunnel::Mpls,
+        Tunnel::Pppoe,
+        Tunnel::Gre,
+        Tunnel::Erspan,
+        Tunnel::Vxlan,
+        Tunnel::Geneve,
+        Tunnel::Ipip,
+        Tunnel::Gtpu,
+    ];
+
+    /// The name stored in the dataset's `tunnel` column.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Tunnel::None => "none",
+            Tunnel::Mpls => "mpls",
+            Tunnel::Pppoe => "pppoe",
+            Tunnel::Gre => "gre",
+            Tunnel::Erspan => "erspan",
+            Tunnel::Vxlan => "vxlan",
+            Tunnel::Geneve => "geneve",
+            Tunnel::Ipip => "ipip",
+            Tunnel::Gtpu => "gtpu",
+        }
+    }
+
+    /// The kind for a stored name.
+    pub fn from_name(name: &str) -> Option<Tunnel> {
+        Self::ALL.into_iter().find(|t| t.as_str() == name)
+    }
+}
+
 /// One row per captured frame: the packet record of DESIGN.md.
 ///
 /// Fields are plain values; [`PacketRecord::has`] says which optional ones
 /// are present. IPv4 addresses are kept IPv4-mapped in IPv6 space
 /// (`::ffff:a.b.c.d`) so that one 16-byte column holds both families.
+///
+/// In a tunnelled frame the IP and transport fields, and the flow hash,
+/// describe the innermost IP packet reached; the link-layer fields stay
+/// those of the outermost frame, and the tunnel fields keep the rest.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct PacketRecord {
     /// Arrival time, nanoseconds since the Unix epoch (UTC).
@@ -206,11 +315,26 @@ pub struct PacketRecord {
     pub pcap_file: u32,
     /// Byte offset of the frame's record header in that pcap file.
     pub pcap_offset: u64,
+    /// Addresses of the outermost IP header of a tunnelled frame (the same
+    /// as `ip_src`/`ip_dst` when the only encapsulations lie below IP, as
+    /// MPLS or PPPoE); [`TunnelHas::OUTER_IP`].
+    pub outer_src: [u8; 16],
+    pub outer_dst: [u8; 16],
+    /// The outermost encapsulation's id (VNI, GRE key, top MPLS label, GTP
+    /// TEID, ERSPAN or PPPoE session id); [`TunnelHas::ID`].
+    pub tunnel_id: u32,
+    /// The outermost encapsulation; [`Tunnel::None`] if there is none.
+    pub tunnel: Tunnel,
+    /// Encapsulations walked through (an MPLS label stack counts once).
+    pub tunnel_depth: u8,
+    /// [`TunnelHas`] bits.
+    pub tunnel_has: u8,
 }
 
-// Two cache lines: writers buffer millions of records and visit them out of
-// order, so every byte here is memory traffic per packet.
-const _: () = assert!(std::mem::size_of::<PacketRecord>() <= 128);
+// Three cache lines (two until tunnels): writers buffer millions of records
+// and visit them out of order, so every byte here is memory traffic per
+// packet.
+const _: () = assert!(std::mem::size_of::<PacketRecord>() <= 168);
 
 impl PacketRecord {
     /// A record for a frame with only its capture metadata filled.

@@ -13,6 +13,13 @@
 //! every frame of the shared captures (BPF_PROG_TEST_RUN) and compare it
 //! with the decoder.
 //!
+//! It does not follow tunnels as the decoder does: a tunnelled frame's
+//! share is its outer header's, while its record's `flow_hash` is the
+//! innermost packet's. Every frame still has exactly one share, but the
+//! two directions of a tunnelled flow share out together only when their
+//! outer headers are one flow (GRE, IP in IP; not VXLAN, GENEVE or GTP-U,
+//! whose source ports each endpoint picks).
+//!
 //! A tcpdump filter given with the shard is translated from classic BPF
 //! ([`crate::classic`]) and runs after the shard test in the same program.
 

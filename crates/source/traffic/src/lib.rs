@@ -14,12 +14,16 @@
 //!   bulk transfers, web-like request/response sessions and DNS-like
 //!   lookups, with handshakes, slow-start rounds, delayed ACKs, round-trip
 //!   times and jitter.
+//! - [`Encapsulated`]: any model's frames carried through a tunnel
+//!   (VXLAN, GENEVE, GRE, GTP-U, IP in IP).
 
 mod appmix;
+mod encap;
 mod flood;
 mod rng;
 
 pub use appmix::AppMix;
+pub use encap::{Encap, Encapsulated, TUNNEL_DST, TUNNEL_SRC};
 pub use flood::{Flood, FloodSpec, FrameSizes, MAX_FLOWS, PayloadFill, RANDOM_CYCLE_BYTES, Timing};
 pub use rng::Rng;
 
@@ -38,6 +42,17 @@ pub trait FrameSource {
     /// for.
     fn period(&self) -> Option<u64> {
         None
+    }
+}
+
+// A boxed model is a model: wrappers take either.
+impl<T: FrameSource + ?Sized> FrameSource for Box<T> {
+    fn next_frame(&mut self, out: &mut Vec<u8>) -> Option<i64> {
+        (**self).next_frame(out)
+    }
+
+    fn period(&self) -> Option<u64> {
+        (**self).period()
     }
 }
 
