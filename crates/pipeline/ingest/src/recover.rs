@@ -110,6 +110,11 @@ pub fn recover(
     repair_open_pcaps(&dirs.pcap, &mut m, &mut out)?;
     clear_overwrite_markers(&dirs.pcap, &mut m)?;
     let pcap = pcap_entries(&dirs.pcap)?;
+    // A kill between a ring's marker and its rename leaves the old file
+    // whole under its own name: it was not overwritten, so it is kept.
+    m.files
+        .pcap_removed
+        .retain(|r| !pcap.iter().any(|f| f.id == r.id));
     // Packet records: finished files stay; unfinished ones cannot be read.
     let packets = packet_files(root, &dirs.packets, &mut out)?;
     remove_flow_parts(&dirs.flows, &mut out)?;
