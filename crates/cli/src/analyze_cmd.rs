@@ -255,7 +255,9 @@ pub fn run_analyze(a: AnalyzeArgs) -> Result<ExitCode, String> {
         plot: a.plot.clone(),
     };
     let answered = answer(&session, &analysis, &opts).map_err(|e| e.to_string())?;
-    if a.verbose {
+    // stack always says which of its two forms answered: their tables
+    // agree in shape, not in resolution.
+    if a.verbose || matches!(analysis, Analysis::Stack) {
         eprintln!("{kind}: {}", answered.how);
     }
     print!(

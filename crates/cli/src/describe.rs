@@ -168,6 +168,15 @@ fn stack(s: &mut String, st: &StackInfo) {
             ""
         }
     );
+    if st.mode == "intervals" {
+        let _ = writeln!(
+            s,
+            "           sends, receives, segments and device frames added up per socket \
+             every {} s (stack_intervals, {} files)",
+            st.interval_s.unwrap_or(0.0),
+            st.interval_files.len()
+        );
+    }
 }
 
 /// The merge and a line per input.

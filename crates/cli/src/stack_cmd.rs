@@ -6,10 +6,22 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use clap::Args;
+use clap::{Args, ValueEnum};
 use util::fmt::group_digits;
 
 use crate::units::{parse_duration, parse_size};
+
+/// What comes one by one.
+#[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Events {
+    /// State changes and retransmissions; sends, receives, incoming
+    /// segments and device frames are added up per socket in the kernel
+    /// and written every --interval (the stack_intervals table).
+    Changes,
+    /// Every event, one row each (the stack table); costs the traffic
+    /// several times more.
+    All,
+}
 
 #[derive(Args)]
 pub struct StackArgs {
@@ -21,6 +33,18 @@ pub struct StackArgs {
     /// Stop after this long (e.g. 30s, 5m); otherwise at Ctrl-C.
     #[arg(long, value_parser = parse_duration)]
     duration: Option<Duration>,
+    /// Which events are recorded one by one: `changes` (the default: the
+    /// rest is added up per socket and interval in the kernel) or `all`.
+    #[arg(long, value_enum, default_value = "changes", value_name = "WHICH")]
+    events: Events,
+    /// How often the per-socket aggregates are read and written (the
+    /// default mode).
+    #[arg(long, value_parser = parse_duration, default_value = "100ms", value_name = "D")]
+    interval: Duration,
+    /// Sockets the kernel's per-socket map holds (the default mode); an
+    /// update that finds it full is counted as lost.
+    #[arg(long, default_value_t = 65536, value_name = "N")]
+    sockets: u32,
     /// Only this process (and the sockets it sends or receives on).
     #[arg(long)]
     pid: Option<u32>,
@@ -89,6 +113,9 @@ pub fn run(a: StackArgs) -> Result<ExitCode, String> {
         device_acks: !a.no_device_acks,
         snapshot_every: a.snapshot_every,
         program_stats: a.program_stats,
+        aggregate: a.events == Events::Changes,
+        interval: a.interval,
+        sockets: a.sockets,
         duration: a.duration,
         rotate_rows: a.rotate_rows,
         force: a.force,
@@ -135,12 +162,22 @@ pub fn run(a: StackArgs) -> Result<ExitCode, String> {
         let kinds: Vec<String> = report
             .events
             .iter()
-            .filter(|(_, n)| **n > 0)
+            .filter(|(k, n)| **n > 0 && k.as_str() != "interval")
             .map(|(k, n)| format!("{k} {}", group_digits(*n)))
             .collect();
+        if a.events == Events::Changes {
+            println!(
+                "weir stack: {} interval rows (per socket, every {:?})",
+                group_digits(report.events.get("interval").copied().unwrap_or(0)),
+                a.interval
+            );
+        }
         println!(
-            "weir stack: {} events in {:.1} s ({}), {} lost (ring buffer full); ended by {}",
-            group_digits(report.total_events()),
+            "weir stack: {} events in {:.1} s ({}), {} lost (ring buffer or socket map full); \
+             ended by {}",
+            group_digits(
+                report.total_events() - report.events.get("interval").copied().unwrap_or(0)
+            ),
             report.elapsed.as_secs_f64(),
             if kinds.is_empty() {
                 "none".to_string()
@@ -158,8 +195,8 @@ pub fn run(a: StackArgs) -> Result<ExitCode, String> {
                 .map(|(k, n)| format!("{k} {}", group_digits(*n)))
                 .collect();
             println!(
-                "weir stack: lost by type: {} (a larger --ring-size, --port or --no-devices \
-                 keeps more)",
+                "weir stack: lost by type: {} (a larger --ring-size or --sockets, --port or \
+                 --no-devices keeps more)",
                 lost.join(", ")
             );
         }
@@ -185,8 +222,9 @@ pub fn run(a: StackArgs) -> Result<ExitCode, String> {
             );
         }
         println!(
-            "weir stack: {} stack files, {} stats files in {}",
+            "weir stack: {} stack files, {} interval files, {} stats files in {}",
             report.files.len(),
+            report.interval_files.len(),
             report.stats_files.len(),
             a.output.display()
         );

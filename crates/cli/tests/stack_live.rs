@@ -162,6 +162,8 @@ fn a_tcp_transfer_is_seen_from_the_application_to_the_device() {
     let rec = start_stack(
         &ds,
         &[
+            "--events",
+            "all",
             "--port",
             "5601",
             "--snapshot-every",
@@ -321,6 +323,13 @@ fn a_tcp_transfer_is_seen_from_the_application_to_the_device() {
     cmd.arg("--plot").arg(&plot);
     let r = run_bounded(cmd, Duration::from_secs(120));
     assert_eq!(r.code(), 0, "{}", r.stderr());
+    assert!(
+        r.stderr().contains("from the stack table"),
+        "{}",
+        r.stderr()
+    );
+    assert_eq!(one(&ds, "SELECT count(*) FROM stack_intervals"), 0.0);
+    assert_eq!(st["mode"], "all");
     let v: Value = serde_json::from_str(&r.stdout()).unwrap();
     let sock = v["sockets"]
         .as_array()
@@ -351,6 +360,164 @@ fn a_tcp_transfer_is_seen_from_the_application_to_the_device() {
     // left while the call still ran, as it mostly does on an idle link.
     assert!(num(&delays["p50_delay_ns"]).abs() < 1e9, "{delays}");
     assert!(num(&delays["max_delay_ns"]) >= num(&delays["p50_delay_ns"]));
+    assert!(!v["tcp"].as_array().unwrap().is_empty());
+    assert!(std::fs::metadata(&plot).unwrap().len() > 1000);
+}
+
+/// The default mode: sends, receives, incoming segments and device frames
+/// added up per socket in the kernel, read every interval into the
+/// stack_intervals table; state changes still one by one.
+#[test]
+fn the_default_mode_adds_up_a_transfer_per_socket_in_the_kernel() {
+    const PORT: u16 = 5605;
+    const N: u64 = 5_000_000 + 4_321;
+    let net = VethPair::new("sti");
+    let s = Scratch::new("stack-intervals");
+    let ds = s.join("ds");
+    let rec = start_stack(&ds, &["--port", "5605"]);
+    let server = Server::start(&net.b, PORT);
+    let client_port = send(VethPair::exec(&net.a, "python3"), "10.99.0.2", PORT, N);
+    assert_eq!(server.received(), N);
+    // Past an interval's end, so that the close is read too.
+    std::thread::sleep(Duration::from_millis(300));
+    let r = stop_stack(rec);
+    assert!(r.stdout().contains(" 0 lost"), "{}", r.stdout());
+    assert!(r.stdout().contains("interval rows"), "{}", r.stdout());
+
+    let one_cookie = |cond: &str| -> u64 {
+        let rows = sql(
+            &ds,
+            &format!("SELECT DISTINCT cookie FROM stack_intervals WHERE {cond}"),
+        );
+        assert_eq!(rows.len(), 1, "sockets where {cond}: {rows:?}");
+        num(&rows[0]["cookie"]) as u64
+    };
+    let client = one_cookie(&format!("local_port = {client_port}"));
+    let server_sock = one_cookie(&format!(
+        "local_port = {PORT} AND remote_port = {client_port}"
+    ));
+    let sum = |col: &str, cookie: u64| -> u64 {
+        one(
+            &ds,
+            &format!("SELECT sum({col}) FROM stack_intervals WHERE cookie = {cookie}"),
+        ) as u64
+    };
+    // What the application wrote and read, exactly.
+    assert_eq!(sum("app_sent", client), N);
+    assert_eq!(sum("app_received", server_sock), N);
+    assert!(sum("app_writes", client) >= 1);
+    // What crossed the devices: every payload byte left the client's veth
+    // and reached the server's (joined to its socket by 4-tuple in the
+    // kernel); more only if something was sent again.
+    let retransmits = sum("retransmits", client);
+    if retransmits == 0 {
+        assert_eq!(sum("dev_sent", client), N);
+        assert_eq!(sum("dev_received", server_sock), N);
+    } else {
+        assert!(sum("dev_sent", client) >= N);
+    }
+    assert!(sum("dev_frames_sent", client) >= 1);
+    assert!(sum("segs_in", client) >= 10, "ACKs reach the client");
+    // The handshake and the close were counted, and were recorded one by
+    // one in the stack table under the same cookie.
+    assert!(sum("state_changes", client) >= 3);
+    let cs = states(&ds, client);
+    assert!(has(&cs, "SYN_SENT", "ESTABLISHED"), "{cs:?}");
+    assert!(has(&cs, "ESTABLISHED", "FIN_WAIT1"), "{cs:?}");
+    assert_eq!(
+        one(
+            &ds,
+            "SELECT count(*) FROM stack WHERE event IN \
+             ('send', 'recv', 'tcp_probe', 'dev_xmit', 'dev_recv')"
+        ),
+        0.0,
+        "the frequent events are not records in this mode"
+    );
+    // TCP state columns filled, plausible for a veth link.
+    let t = &sql(
+        &ds,
+        &format!(
+            "SELECT count(*) AS n, min(cwnd_min) AS min_cwnd, max(cwnd_max) AS max_cwnd, \
+             max(srtt_us_max) AS max_srtt, min(srtt_us_min) AS min_srtt, \
+             min(srtt_us_mean) AS min_mean, count(cwnd_last) AS lasts \
+             FROM stack_intervals WHERE cookie = {client} AND tcp_samples > 0"
+        ),
+    )[0];
+    assert!(num(&t["n"]) >= 1.0, "{t}");
+    assert_eq!(num(&t["lasts"]), num(&t["n"]), "{t}");
+    assert!(num(&t["min_cwnd"]) >= 1.0, "{t}");
+    assert!(num(&t["max_cwnd"]) >= 10.0, "{t}");
+    assert!(num(&t["min_srtt"]) >= 1.0, "{t}");
+    assert!(num(&t["min_mean"]) >= num(&t["min_srtt"]), "{t}");
+    assert!(num(&t["max_srtt"]) < 1_000_000.0, "{t}");
+    // Who used the sockets, and where they are.
+    let id = &sql(
+        &ds,
+        &format!(
+            "SELECT max(comm) AS comm, ip_text(max(remote_addr)) AS ip, bool_or(closed) AS closed \
+             FROM stack_intervals WHERE cookie = {client}"
+        ),
+    )[0];
+    assert!(id["comm"].as_str().unwrap().starts_with("python"), "{id}");
+    assert_eq!(id["ip"], "10.99.0.2");
+    assert_eq!(id["closed"], true);
+
+    // Nothing lost at the default ring and map sizes; the intervals are
+    // counted like events, in the manifest and the stats table.
+    let m = manifest(&ds);
+    let st = &m["stack"];
+    assert_eq!(st["mode"], "intervals");
+    let lost: u64 = st["lost"]
+        .as_object()
+        .unwrap()
+        .values()
+        .map(|v| v.as_u64().unwrap())
+        .sum();
+    assert_eq!(lost, 0, "{st}");
+    let rows = one(&ds, "SELECT count(*) FROM stack_intervals") as u64;
+    assert_eq!(st["events"]["interval"].as_u64(), Some(rows));
+    assert_eq!(
+        one(
+            &ds,
+            "SELECT sum(stack_events) FROM stats WHERE stack_event = 'interval'"
+        ) as u64,
+        rows
+    );
+
+    // The per-socket analysis, from the intervals, says so.
+    let mut cmd = weir();
+    cmd.arg("analyze").arg(&ds).args(["stack", "--json"]);
+    let plot = s.join("stack.png");
+    cmd.arg("--plot").arg(&plot);
+    let r = run_bounded(cmd, Duration::from_secs(120));
+    assert_eq!(r.code(), 0, "{}", r.stderr());
+    assert!(
+        r.stderr().contains("from the stack_intervals table"),
+        "{}",
+        r.stderr()
+    );
+    let v: Value = serde_json::from_str(&r.stdout()).unwrap();
+    let sock = v["sockets"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| num(&r["cookie"]) as u64 == client)
+        .expect("the client socket");
+    assert_eq!(num(&sock["app_sent"]) as u64, N);
+    assert!(num(&sock["dev_sent"]) as u64 >= N);
+    assert!(num(&sock["max_cwnd"]) >= 10.0);
+    assert_eq!(sock["remote_ip"], "10.99.0.2");
+    let delays = v["write_to_wire"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| num(&r["cookie"]) as u64 == client)
+        .expect("the client's write-to-wire delays");
+    assert!(num(&delays["writes"]) >= 1.0, "{delays}");
+    assert!(num(&delays["writes"]) <= sum("app_writes", client) as f64);
+    assert_eq!(num(&delays["bytes"]) as u64, N);
+    assert!(num(&delays["max_delay_ns"]) >= num(&delays["p50_delay_ns"]));
+    assert!(num(&delays["max_delay_ns"]) < 1e10, "{delays}");
     assert!(!v["tcp"].as_array().unwrap().is_empty());
     assert!(std::fs::metadata(&plot).unwrap().len() > 1000);
 }
@@ -407,7 +574,10 @@ fn a_lossy_link_shows_retransmissions() {
     // dropped.
     make_lossy(&net.b, &s.0, 20);
     let ds = s.join("ds");
-    let rec = start_stack(&ds, &["--port", "5602", "--no-device-acks"]);
+    let rec = start_stack(
+        &ds,
+        &["--events", "all", "--port", "5602", "--no-device-acks"],
+    );
     let server = Server::start(&net.b, PORT);
     let client_port = send(VethPair::exec(&net.a, "python3"), "10.99.0.2", PORT, N);
     assert_eq!(
@@ -457,7 +627,10 @@ fn a_tiny_ring_buffer_loses_events_and_counts_every_one() {
     let s = Scratch::new("stack-tiny");
     let ds = s.join("ds");
     // One page: room for about 22 events between two reads.
-    let rec = start_stack(&ds, &["--port", "5603", "--ring-size", "4Ki"]);
+    let rec = start_stack(
+        &ds,
+        &["--events", "all", "--port", "5603", "--ring-size", "4Ki"],
+    );
     let server = Server::start(&net.b, PORT);
     send(VethPair::exec(&net.a, "python3"), "10.99.0.2", PORT, N);
     assert_eq!(server.received(), N);
@@ -517,7 +690,17 @@ fn a_cgroup_keeps_its_own_sockets_and_gets_sock_ops_callbacks() {
     let net = VethPair::new("stc");
     let s = Scratch::new("stack-cgroup");
     let ds = s.join("ds");
-    let rec = start_stack(&ds, &["--port", "5604", "--cgroup", cg.0.to_str().unwrap()]);
+    let rec = start_stack(
+        &ds,
+        &[
+            "--events",
+            "all",
+            "--port",
+            "5604",
+            "--cgroup",
+            cg.0.to_str().unwrap(),
+        ],
+    );
     let server = Server::start(&net.b, PORT);
     // The client joins the cgroup before it execs into the namespace.
     let mut c = Command::new("sh");

@@ -77,6 +77,7 @@ impl Dataset {
             PCAP_DIR,
             STATS_DIR,
             crate::stack::STACK_DIR,
+            crate::stack_intervals::INTERVALS_DIR,
             crate::rpc::RPC_DIR,
             crate::rpc::NFS_DIR,
         ] {

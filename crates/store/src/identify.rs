@@ -35,6 +35,7 @@ pub fn table_schema(table: &str) -> Option<SchemaRef> {
         "flows" => crate::flows::flows_schema(),
         "stats" => crate::stats::stats_schema(),
         "stack" => crate::stack::stack_schema(),
+        "stack_intervals" => crate::stack_intervals::interval_schema(),
         "rpc" => crate::rpc::rpc_schema(),
         "nfs" => crate::rpc::nfs_schema(),
         _ => return None,
@@ -42,7 +43,15 @@ pub fn table_schema(table: &str) -> Option<SchemaRef> {
 }
 
 /// The tables [`table_schema`] knows.
-pub const TABLES: &[&str] = &["packets", "flows", "stats", "stack", "rpc", "nfs"];
+pub const TABLES: &[&str] = &[
+    "packets",
+    "flows",
+    "stats",
+    "stack",
+    "stack_intervals",
+    "rpc",
+    "nfs",
+];
 
 /// The tags: (table, or `*` for any; column; what it reveals).
 const TAGS: &[(&str, &str, Identifies)] = &[
@@ -66,6 +75,9 @@ const TAGS: &[(&str, &str, Identifies)] = &[
     ("stack", "state", Identifies::Nothing),
     ("stack", "old_state", Identifies::Nothing),
     ("stats", "stack_event", Identifies::Nothing),
+    ("stack_intervals", "local_addr", Identifies::Address),
+    ("stack_intervals", "remote_addr", Identifies::Address),
+    ("stack_intervals", "comm", Identifies::Name),
     ("*", "client", Identifies::Address),
     ("*", "server", Identifies::Address),
     ("*", "transport", Identifies::Nothing),

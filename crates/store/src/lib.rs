@@ -9,6 +9,8 @@
 //!   pcap/*.pcap            full frames, when a capture kept them
 //!   stats/*.parquet        one row per second per worker (see [`stats`])
 //!   stack/*.parquet        one row per host-stack event (see [`stack`])
+//!   stack_intervals/*.parquet  one row per socket per interval of weir
+//!                          stack's default mode (see [`stack_intervals`])
 //!   rpc/*.parquet          one row per RPC call and its reply (see [`rpc`])
 //!   nfs/*.parquet          one row per NFS operation of those calls
 //! ```
@@ -31,6 +33,7 @@ pub mod rewrite;
 pub mod rpc;
 pub mod schema;
 pub mod stack;
+pub mod stack_intervals;
 pub mod stats;
 pub mod table;
 pub mod time;

@@ -200,6 +200,10 @@ fn recorded_before_the_choice() -> bool {
     true
 }
 
+fn every_event() -> String {
+    "all".to_string()
+}
+
 /// A `weir stack` recording: its settings, and its events and losses by
 /// event type.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -235,6 +239,21 @@ pub struct StackInfo {
     /// Stack table files (`stack/`).
     pub files: Vec<String>,
     pub time_span: Option<TimeSpan>,
+    /// "intervals": the frequent events added up per socket in the kernel
+    /// (`stack_intervals/`), state changes and retransmissions one by one
+    /// (`stack/`); "all": every event one by one (`--events all`, and
+    /// every recording from before the choice existed).
+    #[serde(default = "every_event")]
+    pub mode: String,
+    /// The intervals' length, with mode "intervals".
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub interval_s: Option<f64>,
+    /// Sockets the kernel's per-socket map holds, with mode "intervals".
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sockets: Option<u64>,
+    /// Interval table files (`stack_intervals/`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub interval_files: Vec<String>,
     /// `--program-stats`: the programs' own CPU time in the kernel, by
     /// program (the kernel's BPF run-time statistics).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]

@@ -29,7 +29,10 @@ pub const STACK_DIR: &str = "stack";
 pub const STACK_SCHEMA_VERSION: u32 = 1;
 
 /// Event names, indexed by [`StackRow::event`] (the eBPF programs' numbering).
-pub const EVENT_NAMES: [&str; 11] = [
+/// The last, "interval", is never a row here: in the manifest's and the
+/// stats table's counts its events are stack_intervals rows written and
+/// its losses are updates the kernel's full per-socket map refused.
+pub const EVENT_NAMES: [&str; 12] = [
     "send",
     "recv",
     "tcp_probe",
@@ -41,6 +44,7 @@ pub const EVENT_NAMES: [&str; 11] = [
     "sockops_retrans",
     "sockops_state",
     "snapshot",
+    "interval",
 ];
 
 /// The kernel's TCP states (include/net/tcp_states.h), by number.

@@ -499,15 +499,23 @@ impl MergedTables {
             link_or_copy(&s.root.join(rel), &out.root().join(&to))?;
             moved.push(to);
         }
+        let mut intervals = Vec::new();
+        for rel in &st.interval_files {
+            let to = renamed(rel, prefix);
+            link_or_copy(&s.root.join(rel), &out.root().join(&to))?;
+            intervals.push(to);
+        }
         match self.stack.as_mut() {
             None => {
                 self.stack = Some(store::manifest::StackInfo {
                     files: moved,
+                    interval_files: intervals,
                     ..st.clone()
                 });
             }
             Some(all) => {
                 all.files.extend(moved);
+                all.interval_files.extend(intervals);
                 for (k, v) in &st.events {
                     *all.events.entry(k.clone()).or_default() += v;
                 }

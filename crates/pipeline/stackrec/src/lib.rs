@@ -2,6 +2,11 @@
 //! attached and read by the `stack` crate) into the dataset's stack table,
 //! its per-second counters and the manifest's `stack` section.
 //!
+//! By default the kernel adds the frequent events up per socket, and this
+//! reads those aggregates every `--interval` into the stack_intervals
+//! table (state changes and retransmissions still come one by one into
+//! the stack table); with `--events all` every event is a record.
+//!
 //! The stack source's reader copies records off the ring buffers on the
 //! calling thread; a writer thread puts them in time order, decodes them
 //! and encodes them into Parquet, so that a slow disk delays only the
@@ -18,6 +23,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use stack::event::{Decoder, RawEvent, StackEvent, kind};
+use stack::interval::{Interval, Intervals};
 use stack::order::Reorder;
 use stack::{
     Attached, CHUNK_BYTES, Chunk, Loaded, Prepared, Probe, ProbeOptions, Reader, StackError,
@@ -25,6 +31,7 @@ use stack::{
 use store::Dataset;
 use store::manifest::{Manifest, ProgramCost, StackInfo, TimeSpan};
 use store::stack::{EVENT_NAMES, STACK_DIR, StackRow, StackWriter, TcpInfo};
+use store::stack_intervals::{INTERVALS_DIR, IntervalRow, IntervalWriter};
 use store::stats::{StackCounts, StatsRow, StatsWriter};
 
 /// Why a recording could not start or go on. Each says what to do.
@@ -63,6 +70,14 @@ pub struct StackOptions {
     /// Switch the kernel's BPF run-time statistics on while recording and
     /// report each program's CPU time (costs two clock reads per run).
     pub program_stats: bool,
+    /// The default mode: the frequent events added up per socket in the
+    /// kernel and read every `interval`; false is `--events all`.
+    pub aggregate: bool,
+    /// How often the aggregates are read: one stack_intervals row per
+    /// socket that did anything in it.
+    pub interval: Duration,
+    /// Sockets the kernel's per-socket map holds.
+    pub sockets: u32,
     /// Stop after this long.
     pub duration: Option<Duration>,
     /// Rows per stack file.
@@ -88,6 +103,9 @@ impl Default for StackOptions {
             device_acks: true,
             snapshot_every: None,
             program_stats: false,
+            aggregate: true,
+            interval: Duration::from_millis(100),
+            sockets: 65536,
             duration: None,
             rotate_rows: 4 << 20,
             force: false,
@@ -110,6 +128,8 @@ impl StackOptions {
             device_acks: self.device_acks,
             snapshot_every: self.snapshot_every,
             program_stats: self.program_stats,
+            aggregate: self.aggregate,
+            sockets: self.sockets,
         }
     }
 }
@@ -131,6 +151,8 @@ pub struct StackReport {
     /// ever non-zero.
     pub malformed: u64,
     pub files: Vec<String>,
+    /// stack_intervals files (the default mode).
+    pub interval_files: Vec<String>,
     pub stats_files: Vec<String>,
     pub snapshots: u64,
     /// With `program_stats`: runs and ns per program.
@@ -168,8 +190,18 @@ pub fn record(
     on_ready: impl FnOnce(&Prepared),
     each_second: impl FnMut(&Second),
 ) -> Result<StackReport, RecordError> {
+    if opts.aggregate
+        && !(Duration::from_millis(10)..=Duration::from_secs(3600)).contains(&opts.interval)
+    {
+        return Err(StackError::Usage("--interval: give 10ms to 1h".into()).into());
+    }
     let probe = Probe::prepare(&opts.probe())?;
     let out = Output::open(root, opts)?;
+    let mut aggs = if opts.aggregate {
+        Some(Aggregates::new(&out.ds.subdir(INTERVALS_DIR)?, opts))
+    } else {
+        None
+    };
     let mut object = MaybeUninit::uninit();
     let loaded = probe.load(&mut object)?;
     let attached = loaded.attach()?;
@@ -184,6 +216,7 @@ pub fn record(
         attached: &attached,
         reader: &reader,
         sockets: &writer.sockets,
+        aggs: aggs.as_mut(),
     };
     let polled = poll_until_stopped(opts, stop, run, &mut seconds, each_second)?;
     let program_cost = if opts.program_stats {
@@ -193,7 +226,16 @@ pub fn record(
     };
     // Detach first so that nothing more arrives, then drain what is queued.
     drop(attached);
-    let collected = reader.finish();
+    let mut collected = reader.finish();
+    // The last, partial interval: nothing adds to it any more.
+    let interval_files = match aggs {
+        Some(mut a) => {
+            a.tick(&loaded)?;
+            collected.events[kind::INTERVAL as usize] = a.writer.rows();
+            a.writer.finish()?
+        }
+        None => Vec::new(),
+    };
     let lost = loaded.lost();
     let last = seconds.end(&collected.events, &lost);
     seconds.write(last)?;
@@ -210,6 +252,7 @@ pub fn record(
         lost,
         program_cost,
         elapsed: started.elapsed(),
+        interval_files,
     };
     let report = StackReport {
         malformed: collected.malformed,
@@ -257,6 +300,9 @@ impl Output {
             devices: opts.devices,
             device_acks: opts.devices && opts.device_acks,
             snapshot_every_s: opts.snapshot_every.map(|d| d.as_secs_f64()),
+            mode: if opts.aggregate { "intervals" } else { "all" }.to_string(),
+            interval_s: opts.aggregate.then_some(opts.interval.as_secs_f64()),
+            sockets: opts.aggregate.then_some(opts.sockets as u64),
             ..Default::default()
         };
         write_stack_info(&ds, &base, info.clone())?;
@@ -279,11 +325,13 @@ impl Output {
         info.files = written.files.clone();
         info.time_span = written.span.map(|(a, b)| TimeSpan::new(a, b));
         info.program_cost = ended.program_cost.clone();
+        info.interval_files = ended.interval_files.clone();
         write_stack_info(&self.ds, &self.base, self.info.clone())?;
         Ok(StackReport {
             events: self.info.events,
             lost: self.info.lost,
             files: written.files,
+            interval_files: ended.interval_files,
             program_cost: ended.program_cost,
             elapsed: ended.elapsed,
             ended_by: ended.ended_by.to_string(),
@@ -299,6 +347,7 @@ struct Ended {
     lost: [u64; kind::COUNT],
     program_cost: BTreeMap<String, ProgramCost>,
     elapsed: Duration,
+    interval_files: Vec<String>,
 }
 
 /// Prepares the dataset: a new one (kind "stack"), or an existing one
@@ -308,13 +357,15 @@ fn open_dataset(root: &Path, force: bool) -> Result<(Dataset, Manifest), RecordE
     if has_manifest {
         let ds = Dataset::open(root)?;
         let m = ds.read_manifest()?;
-        let dir = root.join(STACK_DIR);
-        let has_files = std::fs::read_dir(&dir)
-            .map(|rd| {
-                rd.flatten()
-                    .any(|e| e.file_name() != "." && e.file_name() != "..")
-            })
-            .unwrap_or(false);
+        let dirs = [root.join(STACK_DIR), root.join(INTERVALS_DIR)];
+        let has_files = dirs.iter().any(|dir| {
+            std::fs::read_dir(dir)
+                .map(|rd| {
+                    rd.flatten()
+                        .any(|e| e.file_name() != "." && e.file_name() != "..")
+                })
+                .unwrap_or(false)
+        });
         if has_files {
             if !force {
                 return Err(StackError::Usage(format!(
@@ -325,14 +376,16 @@ fn open_dataset(root: &Path, force: bool) -> Result<(Dataset, Manifest), RecordE
                 .into());
             }
             let mut removed = remove_stack_stats(&root.join(store::dataset::STATS_DIR))?;
-            for e in std::fs::read_dir(&dir)
-                .map_err(|e| StackError::io(&dir, e))?
-                .flatten()
-            {
-                let name = e.file_name().to_string_lossy().into_owned();
-                removed.insert(format!("{STACK_DIR}/{name}"), "replaced".into());
+            for (dir, table) in dirs.iter().zip([STACK_DIR, INTERVALS_DIR]) {
+                let Ok(rd) = std::fs::read_dir(dir) else {
+                    continue;
+                };
+                for e in rd.flatten() {
+                    let name = e.file_name().to_string_lossy().into_owned();
+                    removed.insert(format!("{table}/{name}"), "replaced".into());
+                }
+                std::fs::remove_dir_all(dir).map_err(|e| StackError::io(dir, e))?;
             }
-            std::fs::remove_dir_all(&dir).map_err(|e| StackError::io(&dir, e))?;
             // The integrity chain records why they went.
             ds.write_manifest_after_removing(&m, &removed)?;
         }
@@ -409,6 +462,8 @@ struct Running<'r, 'o, 'l> {
     reader: &'r Reader<'l>,
     /// Sockets the writer's decoder remembers.
     sockets: &'r AtomicUsize,
+    /// The default mode's interval reader.
+    aggs: Option<&'r mut Aggregates>,
 }
 
 /// What the polling loop did.
@@ -427,6 +482,7 @@ fn poll_until_stopped(
     mut each_second: impl FnMut(&Second),
 ) -> Result<Polled, RecordError> {
     let started = run.started;
+    let mut run = run;
     let mut next_second = Duration::from_secs(1);
     let mut next_snapshot = Duration::ZERO;
     let mut snapshots = 0u64;
@@ -449,17 +505,32 @@ fn poll_until_stopped(
         if let Some(d) = opts.duration {
             wait = wait.min(d.saturating_sub(now));
         }
+        if let Some(a) = &run.aggs {
+            wait = wait.min(a.next.saturating_sub(now));
+        }
         run.reader.read(wait)?;
         if run.reader.consumer_gone() {
             break "writer-error";
         }
+        if let Some(a) = run.aggs.as_deref_mut()
+            && started.elapsed() >= a.next
+        {
+            a.tick(run.loaded)?;
+            a.next += opts.interval;
+        }
         if started.elapsed() >= next_second {
             let lost = run.loaded.lost();
-            let rows = seconds.end(&run.reader.events(), &lost);
+            let mut events = run.reader.events();
+            let mut sockets = run.sockets.load(Ordering::Relaxed);
+            if let Some(a) = &run.aggs {
+                events[kind::INTERVAL as usize] = a.writer.rows();
+                sockets = a.intervals.sockets();
+            }
+            let rows = seconds.end(&events, &lost);
             each_second(&Second {
                 events: rows.iter().map(|r| r.stack.map_or(0, |s| s.events)).sum(),
                 lost: rows.iter().map(|r| r.stack.map_or(0, |s| s.lost)).sum(),
-                sockets: run.sockets.load(Ordering::Relaxed),
+                sockets,
             });
             seconds.write(rows)?;
             next_second += Duration::from_secs(1);
@@ -469,6 +540,100 @@ fn poll_until_stopped(
         ended_by,
         snapshots,
     })
+}
+
+/// The default mode's reading of the kernel's per-socket aggregates.
+struct Aggregates {
+    writer: IntervalWriter,
+    intervals: Intervals,
+    /// The epoch the programs are in (they start in 1).
+    epoch: u64,
+    /// When it started, wall clock.
+    start_ns: i64,
+    /// When the next interval is due, from the start of the recording.
+    next: Duration,
+}
+
+/// An open socket whose counts have not changed for this long loses its
+/// kernel entry (it starts again from zero if it comes back).
+const IDLE: Duration = Duration::from_secs(60);
+
+impl Aggregates {
+    fn new(dir: &Path, opts: &StackOptions) -> Aggregates {
+        Aggregates {
+            writer: IntervalWriter::new(dir, opts.rotate_rows),
+            intervals: Intervals::new(
+                (IDLE.as_nanos() / opts.interval.as_nanos().max(1)).clamp(1, u32::MAX as u128)
+                    as u32,
+            ),
+            epoch: 1,
+            start_ns: store::time::now_ns(),
+            next: opts.interval,
+        }
+    }
+
+    /// Ends the current interval: the programs move on to the next epoch,
+    /// then the one that ended is read, written and the sockets that are
+    /// done are removed from the kernel's map.
+    fn tick(&mut self, loaded: &Loaded<'_>) -> Result<(), RecordError> {
+        let ended = self.epoch;
+        self.epoch += 1;
+        loaded.start_epoch(self.epoch)?;
+        let end_ns = store::time::now_ns();
+        let sockets = loaded.read_aggregates();
+        let read = self
+            .intervals
+            .read(ended, sockets.iter().map(|(c, v)| (*c, v.as_slice())));
+        for r in &read.rows {
+            self.writer.push(&interval_row(r, self.start_ns, end_ns));
+        }
+        self.writer.flush()?;
+        loaded.delete_aggregates(&read.delete);
+        self.start_ns = end_ns;
+        Ok(())
+    }
+}
+
+/// The stack_intervals row of a socket's interval from `start_ns` to
+/// `end_ns` (wall clock).
+fn interval_row(r: &Interval, start_ns: i64, end_ns: i64) -> IntervalRow {
+    let known = r.family != 0;
+    let ports = known && (r.proto == 6 || r.proto == 17);
+    IntervalRow {
+        ts_ns: start_ns,
+        interval_ns: end_ns.saturating_sub(start_ns).max(0) as u64,
+        cookie: r.cookie,
+        netns: r.netns,
+        pid: r.pid,
+        tid: r.tid,
+        comm: r.comm,
+        family: r.family,
+        proto: r.proto,
+        local_addr: known.then_some(r.laddr),
+        local_port: ports.then_some(r.lport),
+        remote_addr: known.then_some(r.raddr),
+        remote_port: ports.then_some(r.rport),
+        closed: r.closed,
+        counts: [
+            r.app_sent,
+            r.app_writes,
+            r.app_received,
+            r.app_reads,
+            r.dev_sent,
+            r.dev_frames_sent,
+            r.dev_received,
+            r.dev_frames_received,
+            r.segs_in,
+            r.retransmits,
+            r.retransmitted,
+            r.state_changes,
+            r.tcp_samples,
+        ],
+        tcp: r.tcp.map(|t| t.map(|m| (m.min, m.mean, m.max, m.last))),
+        delay_writes: r.delay_writes,
+        delay_sum_ns: r.delay_sum_ns,
+        delay_hist: r.delay_hist,
+    }
 }
 
 /// The stats table's per-second counters of the recording.

@@ -164,7 +164,7 @@ pub fn answer(
             }
             Ok(Answer {
                 tables,
-                how: "answered from the stack table".into(),
+                how: s.form.describe().into(),
             })
         }
     }

@@ -285,6 +285,11 @@ impl Session {
                 store::stack::STACK_DIR,
                 store::stack::stack_schema(),
             ),
+            (
+                "stack_intervals",
+                store::stack_intervals::INTERVALS_DIR,
+                store::stack_intervals::interval_schema(),
+            ),
             ("rpc", store::rpc::RPC_DIR, store::rpc::rpc_schema()),
             ("nfs", store::rpc::NFS_DIR, store::rpc::nfs_schema()),
         ];

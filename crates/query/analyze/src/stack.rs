@@ -1,8 +1,13 @@
-//! `weir analyze stack`: the host-stack view per socket (the `stack`
-//! table, written by `weir stack`). What SQL says portably is in
-//! `sql/stack_*.sql`; the quantiles of the write-to-wire delay are taken
-//! here from the per-write rows that SQL returns (exact, nearest rank), as
-//! `bursts` does with its interval counts.
+//! `weir analyze stack`: the host-stack view per socket, from either form
+//! `weir stack` records: the per-socket intervals of its default mode
+//! (`stack_intervals`), or every event one by one (`stack`, `--events
+//! all`). Both give the same tables; [`StackAnalysis::form`] says which
+//! answered. What SQL says portably is in `sql/stack_*.sql`. From events,
+//! the quantiles of the write-to-wire delay are taken here from the
+//! per-write rows that SQL returns (exact, nearest rank), as `bursts` does
+//! with its interval counts; from intervals, from the kernel's log2
+//! histograms (each quantile the upper bound of its bucket: within a
+//! factor of two).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -19,6 +24,31 @@ use crate::session::Session;
 pub const STACK_SOCKETS_SQL: &str = include_str!("sql/stack_sockets.sql");
 pub const STACK_DELAYS_SQL: &str = include_str!("sql/stack_delays.sql");
 pub const STACK_TCP_SQL: &str = include_str!("sql/stack_tcp.sql");
+pub const STACK_SOCKETS_INTERVALS_SQL: &str = include_str!("sql/stack_sockets_intervals.sql");
+pub const STACK_DELAYS_INTERVALS_SQL: &str = include_str!("sql/stack_delays_intervals.sql");
+pub const STACK_TCP_INTERVALS_SQL: &str = include_str!("sql/stack_tcp_intervals.sql");
+
+/// Which table answered.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StackForm {
+    /// `stack_intervals`: the default mode's per-socket intervals.
+    Intervals,
+    /// `stack`: every event (`--events all`).
+    Events,
+}
+
+impl StackForm {
+    /// For the answer's "how".
+    pub fn describe(self) -> &'static str {
+        match self {
+            StackForm::Intervals => {
+                "answered from the stack_intervals table (per-socket intervals added up in the \
+                 kernel; write_to_wire from sampled writes, quantiles within a factor of 2)"
+            }
+            StackForm::Events => "answered from the stack table (every event)",
+        }
+    }
+}
 
 /// The result of `stack`.
 pub struct StackAnalysis {
@@ -29,8 +59,11 @@ pub struct StackAnalysis {
     pub delays: Table,
     /// TCP state over time of the busiest sockets (for plots and JSON).
     pub tcp: Table,
-    /// Per socket: every write's delay in ns, sorted (for the CCDF plot).
+    /// Per socket: every write's delay in ns, sorted (for the CCDF plot);
+    /// from intervals, each sampled write at its bucket's upper bound.
     pub delay_samples: BTreeMap<u64, Vec<i64>>,
+    /// Which table answered.
+    pub form: StackForm,
 }
 
 /// Quantiles reported for the write-to-wire delay.
@@ -82,8 +115,23 @@ fn column(batch: &RecordBatch, name: &str) -> Result<Vec<Option<u64>>, AnalyzeEr
 }
 
 /// `stack`: sockets, write-to-wire delays, and the TCP timeline of the
-/// `plot_sockets` busiest sockets.
+/// `plot_sockets` busiest sockets; from the intervals when the datasets
+/// have any (the default mode), else from the events.
 pub fn stack(session: &Session, plot_sockets: usize) -> Result<StackAnalysis, AnalyzeError> {
+    let n = session.query("SELECT count(*) AS n FROM stack_intervals")?;
+    let intervals = match n.first() {
+        Some(b) if b.num_rows() > 0 => column(b, "n")?[0].unwrap_or(0) > 0,
+        _ => false,
+    };
+    if intervals {
+        from_intervals(session, plot_sockets)
+    } else {
+        from_events(session, plot_sockets)
+    }
+}
+
+/// The per-write delays of the events.
+fn from_events(session: &Session, plot_sockets: usize) -> Result<StackAnalysis, AnalyzeError> {
     let (schema, batches) = session.query_with_schema(STACK_SOCKETS_SQL)?;
     let sockets = Table {
         name: "sockets".into(),
@@ -108,6 +156,161 @@ pub fn stack(session: &Session, plot_sockets: usize) -> Result<StackAnalysis, An
         v.sort_unstable();
     }
     let delays = delay_table(&samples, &bytes)?;
+    let tcp = tcp_table(session, &sockets, plot_sockets, STACK_TCP_SQL)?;
+    Ok(StackAnalysis {
+        sockets,
+        delays,
+        tcp,
+        delay_samples: samples,
+        form: StackForm::Events,
+    })
+}
+
+/// Samples drawn for the plot from a socket's histogram at most (scaled
+/// down past this: a CCDF needs the shape, not every write).
+const PLOT_SAMPLES: u64 = 200_000;
+
+/// The same tables from the default mode's intervals.
+fn from_intervals(session: &Session, plot_sockets: usize) -> Result<StackAnalysis, AnalyzeError> {
+    let (schema, batches) = session.query_with_schema(STACK_SOCKETS_INTERVALS_SQL)?;
+    let sockets = Table {
+        name: "sockets".into(),
+        schema,
+        batches,
+    };
+    let mut hists: BTreeMap<u64, DelayHist> = BTreeMap::new();
+    for b in session.query(STACK_DELAYS_INTERVALS_SQL)? {
+        let cookie = column(&b, "cookie")?;
+        let writes = column(&b, "delay_writes")?;
+        let sent = column(&b, "app_sent")?;
+        let sums = b
+            .column_by_name("delay_sum_ns")
+            .ok_or_else(|| AnalyzeError::Engine("no delay_sum_ns".into()))?;
+        let sums = sums.as_primitive::<Int64Type>();
+        let hist = b
+            .column_by_name("delay_hist")
+            .ok_or_else(|| AnalyzeError::Engine("no delay_hist".into()))?;
+        let hist = hist.as_list::<i32>();
+        for i in 0..b.num_rows() {
+            let Some(c) = cookie[i] else { continue };
+            let h = hists.entry(c).or_default();
+            h.writes += writes[i].unwrap_or(0);
+            h.bytes += sent[i].unwrap_or(0);
+            h.sum_ns += sums.value(i) as i128;
+            let counts = hist.value(i);
+            for (k, v) in u64_values(counts.as_ref())?.into_iter().enumerate() {
+                if let Some(slot) = h.buckets.get_mut(k) {
+                    *slot += v.unwrap_or(0);
+                }
+            }
+        }
+    }
+    hists.retain(|_, h| h.writes > 0);
+    let delays = hist_delay_table(&hists)?;
+    let samples = hists
+        .iter()
+        .map(|(c, h)| {
+            let scale = (h.writes as f64 / PLOT_SAMPLES as f64).max(1.0);
+            let mut v = Vec::new();
+            for (k, n) in h.buckets.iter().enumerate() {
+                let n = (*n as f64 / scale).round() as usize;
+                v.extend(std::iter::repeat_n(bucket_upper_ns(k), n));
+            }
+            (*c, v)
+        })
+        .collect();
+    let tcp = tcp_table(session, &sockets, plot_sockets, STACK_TCP_INTERVALS_SQL)?;
+    Ok(StackAnalysis {
+        sockets,
+        delays,
+        tcp,
+        delay_samples: samples,
+        form: StackForm::Intervals,
+    })
+}
+
+/// One socket's write-to-wire histogram, merged over its intervals.
+#[derive(Default)]
+struct DelayHist {
+    writes: u64,
+    bytes: u64,
+    sum_ns: i128,
+    buckets: [u64; store::stack_intervals::DELAY_BUCKETS],
+}
+
+/// The upper bound of log2 bucket `k`, ns (0 for the bucket of ≤ 0).
+pub fn bucket_upper_ns(k: usize) -> i64 {
+    if k == 0 { 0 } else { 1i64 << k.min(62) }
+}
+
+/// The bucket holding quantile `q` of the counts (nearest rank).
+pub fn hist_rank(buckets: &[u64], q: f64) -> Option<usize> {
+    let n: u64 = buckets.iter().sum();
+    if n == 0 {
+        return None;
+    }
+    let rank = ((q * n as f64).ceil() as u64).clamp(1, n);
+    let mut seen = 0;
+    for (k, c) in buckets.iter().enumerate() {
+        seen += c;
+        if seen >= rank {
+            return Some(k);
+        }
+    }
+    None
+}
+
+fn hist_delay_table(hists: &BTreeMap<u64, DelayHist>) -> Result<Table, AnalyzeError> {
+    let mut fields = vec![
+        Field::new("cookie", DataType::UInt64, false),
+        Field::new("writes", DataType::UInt64, false),
+        Field::new("bytes", DataType::UInt64, false),
+        Field::new("mean_delay_us", DataType::Float64, false),
+    ];
+    for (name, _) in DELAY_QUANTILES {
+        fields.push(Field::new(name, DataType::Int64, false));
+    }
+    let schema = Arc::new(Schema::new(fields));
+    let mut cols: Vec<Arc<dyn Array>> = vec![
+        Arc::new(UInt64Array::from(hists.keys().copied().collect::<Vec<_>>())),
+        Arc::new(UInt64Array::from(
+            hists.values().map(|h| h.writes).collect::<Vec<_>>(),
+        )),
+        Arc::new(UInt64Array::from(
+            hists.values().map(|h| h.bytes).collect::<Vec<_>>(),
+        )),
+        Arc::new(Float64Array::from(
+            hists
+                .values()
+                .map(|h| h.sum_ns as f64 / h.writes.max(1) as f64 / 1e3)
+                .collect::<Vec<_>>(),
+        )),
+    ];
+    for (_, q) in DELAY_QUANTILES {
+        cols.push(Arc::new(Int64Array::from(
+            hists
+                .values()
+                .map(|h| hist_rank(&h.buckets, q).map_or(0, bucket_upper_ns))
+                .collect::<Vec<_>>(),
+        )));
+    }
+    let batch = RecordBatch::try_new(schema.clone(), cols)
+        .map_err(|e| AnalyzeError::Engine(format!("building the delay table: {e}")))?;
+    Ok(Table {
+        name: "write_to_wire".into(),
+        schema,
+        batches: vec![batch],
+    })
+}
+
+/// The TCP timeline (`sql`, filled with the cookies) of the busiest
+/// `plot_sockets` sockets of `sockets`.
+fn tcp_table(
+    session: &Session,
+    sockets: &Table,
+    plot_sockets: usize,
+    sql: &str,
+) -> Result<Table, AnalyzeError> {
     // The busiest sockets, in the sockets table's order.
     let mut busiest = Vec::new();
     for b in &sockets.batches {
@@ -129,7 +332,7 @@ pub fn stack(session: &Session, plot_sockets: usize) -> Result<StackAnalysis, An
             .map(|c| c.to_string())
             .collect::<Vec<_>>()
             .join(", ");
-        let sql = fill(STACK_TCP_SQL, &[("cookies", list)])?;
+        let sql = fill(sql, &[("cookies", list)])?;
         let (schema, batches) = session.query_with_schema(&sql)?;
         Table {
             name: "tcp".into(),
@@ -137,12 +340,7 @@ pub fn stack(session: &Session, plot_sockets: usize) -> Result<StackAnalysis, An
             batches,
         }
     };
-    Ok(StackAnalysis {
-        sockets,
-        delays,
-        tcp,
-        delay_samples: samples,
-    })
+    Ok(tcp)
 }
 
 fn delay_table(
@@ -208,5 +406,19 @@ mod tests {
         assert_eq!(nearest_rank(&v, 1.0), Some(100));
         assert_eq!(nearest_rank(&v, 0.0), Some(10));
         assert_eq!(nearest_rank(&[], 0.5), None);
+    }
+
+    #[test]
+    fn histogram_quantiles_are_their_buckets_upper_bounds() {
+        // 10 writes: 5 at ≤ 0, 4 in [512, 1024) ns, 1 in [2^19, 2^20).
+        let mut b = [0u64; 32];
+        b[0] = 5;
+        b[10] = 4;
+        b[20] = 1;
+        assert_eq!(hist_rank(&b, 0.5).map(bucket_upper_ns), Some(0));
+        assert_eq!(hist_rank(&b, 0.9).map(bucket_upper_ns), Some(1024));
+        assert_eq!(hist_rank(&b, 0.99).map(bucket_upper_ns), Some(1 << 20));
+        assert_eq!(hist_rank(&b, 1.0).map(bucket_upper_ns), Some(1 << 20));
+        assert_eq!(hist_rank(&[0; 32], 0.5), None);
     }
 }

@@ -31,8 +31,14 @@ pub mod kind {
     pub const SOCKOPS_RETRANS: u8 = 8;
     pub const SOCKOPS_STATE: u8 = 9;
     pub const SNAPSHOT: u8 = 10;
-    /// Number of types.
-    pub const COUNT: usize = 11;
+    /// The default mode's per-socket aggregates: never a record; its
+    /// `lost` count is updates the kernel's full map refused, its events
+    /// count the interval rows written.
+    pub const INTERVAL: u8 = 11;
+    /// Types that come as records (all but INTERVAL).
+    pub const RECORDS: usize = 11;
+    /// Number of types counted.
+    pub const COUNT: usize = 12;
 }
 
 const TCP_SYN_SENT: u8 = 2;
@@ -123,7 +129,7 @@ pub struct RawEvent {
 /// record: a wrong length for its type, or an unknown type.
 pub fn append_record(out: &mut Vec<u8>, b: &[u8]) -> Option<u8> {
     let t = *b.get(TYPE_AT)?;
-    let whole = b.len() == EVENT_SIZE && (t as usize) < kind::COUNT;
+    let whole = b.len() == EVENT_SIZE && (t as usize) < kind::RECORDS;
     let device = b.len() == DEV_EVENT_SIZE && matches!(t, kind::DEV_XMIT | kind::DEV_RECV);
     if !whole && !device {
         return None;
@@ -136,7 +142,7 @@ pub fn append_record(out: &mut Vec<u8>, b: &[u8]) -> Option<u8> {
 impl RawEvent {
     /// Reads a record; `None` when `b` is not one (wrong length or type).
     pub fn parse(b: &[u8]) -> Option<RawEvent> {
-        if b.len() != EVENT_SIZE || b[TYPE_AT] as usize >= kind::COUNT {
+        if b.len() != EVENT_SIZE || b[TYPE_AT] as usize >= kind::RECORDS {
             return None;
         }
         let u16_at = |o: usize| u16::from_ne_bytes([b[o], b[o + 1]]);
@@ -456,6 +462,7 @@ mod tests {
     fn records_of_another_size_or_type_are_refused() {
         assert!(RawEvent::parse(&[0u8; EVENT_SIZE - 1]).is_none());
         assert!(RawEvent::parse(&raw(kind::COUNT as u8)).is_none());
+        assert!(RawEvent::parse(&raw(kind::INTERVAL)).is_none());
         assert!(RawEvent::parse(&raw(kind::SNAPSHOT)).is_some());
     }
 

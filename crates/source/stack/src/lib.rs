@@ -21,6 +21,7 @@
 use std::path::PathBuf;
 
 pub mod event;
+pub mod interval;
 pub mod order;
 pub mod probe;
 mod setup;

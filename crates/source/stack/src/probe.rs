@@ -27,6 +27,7 @@ use libbpf_rs::{Iter, Link, MapCore, MapFlags, MapHandle, MapType, OpenObject, R
 
 use crate::StackError;
 use crate::event::{EVENT_SIZE, append_record, kind};
+use crate::interval::SockAgg;
 use crate::setup::{self, Prepared};
 use crate::skel::{StackSkel, StackSkelBuilder};
 
@@ -56,6 +57,13 @@ pub struct ProbeOptions {
     /// Switch the kernel's BPF run-time statistics on while recording and
     /// report each program's CPU time (costs two clock reads per run).
     pub program_stats: bool,
+    /// The default mode: send, receive, incoming segments and device
+    /// frames add to per-socket aggregates in the kernel (read with
+    /// [`Loaded::read_aggregates`]) instead of each being a record.
+    pub aggregate: bool,
+    /// Sockets the aggregate map holds (its entries are allocated as
+    /// sockets appear; an update that finds it full is counted as lost).
+    pub sockets: u32,
 }
 
 impl ProbeOptions {
@@ -81,6 +89,12 @@ impl ProbeOptions {
         {
             return usage(format!(
                 "--comm {c:?}: the kernel keeps 15 bytes of a command name; give 1 to 15"
+            ));
+        }
+        if self.aggregate && !(16..=1 << 24).contains(&self.sockets) {
+            return usage(format!(
+                "--sockets {}: give 16 to 16777216 (the kernel's per-socket map)",
+                self.sockets
             ));
         }
         if self
@@ -157,6 +171,12 @@ impl Probe {
             .rings
             .set_max_entries(cpus as u32)
             .map_err(|e| load_error("sizing the ring buffer table", e))?;
+        if opts.aggregate {
+            open.maps
+                .aggs
+                .set_max_entries(opts.sockets)
+                .map_err(|e| load_error("sizing the per-socket map", e))?;
+        }
         {
             let ro = open.maps.rodata_data.as_deref_mut().ok_or_else(|| {
                 StackError::Setup("the eBPF object has no settings section".into())
@@ -176,6 +196,7 @@ impl Probe {
             ro.wakeup_bytes = (opts.ring_bytes / 4) as u64;
             ro.want_dev = opts.devices as u8;
             ro.want_dev_acks = opts.device_acks as u8;
+            ro.aggregate = opts.aggregate as u8;
         }
         open.progs.on_sockops.set_autoload(self.cgroup.is_some());
         open.progs
@@ -325,6 +346,46 @@ impl Loaded<'_> {
             }
         }
         out
+    }
+
+    /// Starts aggregation epoch `epoch` (≥ 2; the programs start in 1):
+    /// from here on the programs keep minima and maxima in its half, and
+    /// the previous epoch's half is whole for [`Loaded::read_aggregates`].
+    pub fn start_epoch(&self, epoch: u64) -> Result<(), StackError> {
+        // The .data section holds `epoch` alone.
+        self.skel
+            .maps
+            .data
+            .update(&0u32.to_ne_bytes(), &epoch.to_ne_bytes(), MapFlags::ANY)
+            .map_err(|e| load_error("starting an aggregation interval", e))
+    }
+
+    /// Every socket's per-CPU aggregate, as the kernel holds it now.
+    pub fn read_aggregates(&self) -> Vec<(u64, Vec<SockAgg>)> {
+        let map = &self.skel.maps.aggs;
+        // Keys first, then values: a walk restarts from the beginning
+        // when the key it stands on is deleted.
+        let keys: Vec<Vec<u8>> = map.keys().collect();
+        let mut out = Vec::with_capacity(keys.len());
+        for k in keys {
+            let Ok(Some(per_cpu)) = map.lookup_percpu(&k, MapFlags::ANY) else {
+                continue; // deleted meanwhile
+            };
+            let Ok(cookie) = <[u8; 8]>::try_from(k.as_slice()) else {
+                continue;
+            };
+            let cpus: Vec<SockAgg> = per_cpu.iter().filter_map(|v| SockAgg::parse(v)).collect();
+            out.push((u64::from_ne_bytes(cookie), cpus));
+        }
+        out
+    }
+
+    /// Removes sockets' aggregates (closed, or idle: see
+    /// [`crate::interval::Intervals`]).
+    pub fn delete_aggregates(&self, cookies: &[u64]) {
+        for c in cookies {
+            let _ = self.skel.maps.aggs.delete(&c.to_ne_bytes());
+        }
     }
 
     /// Each program's runs and CPU time so far (the kernel counts them

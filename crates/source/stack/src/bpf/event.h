@@ -17,7 +17,9 @@ enum event_type {
 	EV_SOCKOPS_RETRANS = 8, /* sock_ops retransmission callback */
 	EV_SOCKOPS_STATE = 9,   /* sock_ops state callback */
 	EV_SNAPSHOT = 10,   /* one socket in an iter/tcp snapshot */
-	EV_TYPES = 11,
+	EV_INTERVAL = 11,   /* per-socket aggregate (never a ring record; its
+	                     * `lost` slot counts updates the full map refused) */
+	EV_TYPES = 12,
 };
 
 /* Device events use only the first DEV_EVENT_SIZE bytes (the programs
@@ -63,6 +65,62 @@ struct event {
 	__u32 total_retrans;
 	__u8 pad1[4];
 };
+
+/* The default mode's per-socket aggregate, one per CPU in a per-CPU hash
+ * keyed by socket cookie (crates/source/stack/src/interval.rs mirrors it).
+ * Counters, sums and the histogram only grow: user space reads them every
+ * interval and takes differences, so it never writes to a slot a program
+ * may be adding to (zeroing after a read would lose what came between).
+ * Minimum and maximum cannot be differenced: they are kept per interval,
+ * in the half of `tcp_min`/`tcp_max` of the epoch's parity; user space
+ * starts the next epoch before it reads the last one's half. */
+#define TCP_METRICS 5   /* snd_cwnd, ssthresh, srtt_us, in_flight, snd_wnd */
+#define DELAY_BUCKETS 32
+
+struct sock_agg {
+	/* Identity: written by the CPU that first uses its slot, and at state
+	 * changes (a connecting socket has no local port yet at SYN_SENT). */
+	__u32 netns;
+	__u8 family;
+	__u8 proto;
+	__u8 state;         /* last TCP state seen */
+	__u8 closed;        /* 1 once the socket reached CLOSE */
+	__u8 laddr[16];
+	__u8 raddr[16];
+	__u16 lport;
+	__u16 rport;
+	__u32 pid;          /* last caller of send/recv on this CPU */
+	__u32 tid;
+	char comm[16];
+	__u64 app_ts;       /* when pid was set: the latest CPU's wins */
+	__u64 app_sent;     /* bytes the application wrote */
+	__u64 app_writes;
+	__u64 app_received; /* bytes it read */
+	__u64 app_reads;
+	__u64 dev_sent;     /* transport payload handed to a device */
+	__u64 dev_frames_sent;
+	__u64 dev_received; /* ... taken from a device (joined by 4-tuple) */
+	__u64 dev_frames_received;
+	__u64 segs_in;      /* incoming segments TCP processed (tcp_probe) */
+	__u64 retransmits;
+	__u64 retransmitted; /* sequence space retransmitted */
+	__u64 state_changes;
+	__u64 tcp_n;        /* TCP state samples (tcp_probe, send, recv) */
+	__u64 tcp_last_ts;
+	__u64 tcp_sum[TCP_METRICS];
+	__u32 tcp_last[TCP_METRICS];
+	__u32 pad2;
+	__u64 mm_epoch[2];
+	__u32 tcp_min[2][TCP_METRICS];
+	__u32 tcp_max[2][TCP_METRICS];
+	/* Write to transmission delay of sampled writes (see stack.bpf.c). */
+	__u64 delay_n;
+	__s64 delay_sum_ns;
+	__u64 delay_hist[DELAY_BUCKETS]; /* [0]: <= 0 ns; [k]: [2^(k-1), 2^k) ns */
+};
+
+#define AGG_SIZE 624
+_Static_assert(sizeof(struct sock_agg) == AGG_SIZE, "aggregate layout");
 
 #define EVENT_SIZE 176
 #define DEV_EVENT_SIZE 104

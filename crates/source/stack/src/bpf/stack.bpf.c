@@ -6,7 +6,13 @@
  * used: BTF tracepoints (tp_btf), sock_ops on a cgroup and the iter/tcp
  * iterator; no kprobes, no fentry. Every event goes through one BPF ring
  * buffer; a reservation that fails is counted per event type in `lost`, so
- * nothing is lost silently. */
+ * nothing is lost silently.
+ *
+ * By default (`aggregate`) the frequent events (application send and
+ * receive, incoming segments, device frames) are not records: they add to
+ * their socket's per-CPU aggregate (`aggs`), which user space reads every
+ * interval; state changes and retransmissions stay records. With
+ * `--events all` every event is a record, as before aggregation existed. */
 
 #include <linux/types.h>
 #include <linux/bpf.h>
@@ -24,8 +30,11 @@
 #define IPPROTO_UDP 17
 #define ETH_P_IP 0x0800
 #define ETH_P_IPV6 0x86DD
+#define TCP_ESTABLISHED 1
 #define TCP_SYN_SENT 2
 #define TCP_CLOSE 7
+#define TCP_TIME_WAIT 6
+#define TCP_NEW_SYN_RECV 12
 #define EAGAIN 11
 #define MAX_PORTS 8
 
@@ -39,6 +48,11 @@ const volatile __u16 filter_ports[MAX_PORTS] = {};
 const volatile __u64 wakeup_bytes = 0;   /* wake the reader once this much is queued */
 const volatile __u8 want_dev = 1;        /* device events on */
 const volatile __u8 want_dev_acks = 1;   /* ... for pure ACKs too */
+const volatile __u8 aggregate = 0;       /* the default mode: see above */
+
+/* The interval user space is collecting; it starts the next one before it
+ * reads this one's minima and maxima (struct sock_agg). */
+volatile __u64 epoch = 1;
 
 /* One ring buffer per CPU, each created and sized by user space and put
  * in this array at the CPU's index: programs on different CPUs never
@@ -84,6 +98,61 @@ struct {
 	__type(key, __u64);
 	__type(value, __u8);
 } port_ok SEC(".maps");
+
+/* Per socket (cookie), per CPU: what the frequent events add up to. No
+ * preallocation: memory only for the sockets there are; a full map
+ * (max_entries, set by user space) is counted in lost[EV_INTERVAL]. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_HASH);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__uint(max_entries, 65536);
+	__type(key, __u64);
+	__type(value, struct sock_agg);
+} aggs SEC(".maps");
+
+/* Zeros to insert a new aggregate from (too large for the stack). */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct sock_agg);
+} agg_zero SEC(".maps");
+
+/* A socket by namespace and 4-tuple, for frames received at the device:
+ * the kernel has not looked their socket up yet there. */
+struct tuple_key {
+	__u8 laddr[16];
+	__u8 raddr[16];
+	__u32 netns;
+	__u16 lport;
+	__u16 rport;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 65536);
+	__type(key, struct tuple_key);
+	__type(value, __u64);
+} tuples SEC(".maps");
+
+/* Per socket, shared by the CPUs: the write whose transmission is awaited
+ * and how far transmission has got. Socket storage goes with its socket. */
+struct wire_state {
+	__u64 pending_ts;   /* when the awaited write returned */
+	__u64 sent_ts;      /* when max_end was reached */
+	__u32 pending_seq;  /* the awaited write's end (write_seq) */
+	__u32 max_end;      /* the furthest segment end transmitted */
+	__u8 pending;
+	__u8 have_end;
+	__u8 pad[6];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_SK_STORAGE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, int);
+	__type(value, struct wire_state);
+} wire SEC(".maps");
 
 static __always_inline int task_filter_on(void)
 {
@@ -233,6 +302,136 @@ static __always_inline struct tcp_sock *fill_tcp(struct event *e, struct sock *s
 	return tp;
 }
 
+/* Sequence numbers compared across a wrap. */
+static __always_inline int seq_ge(__u32 a, __u32 b)
+{
+	return (__s32)(a - b) >= 0;
+}
+
+static __always_inline void forget_tuple(struct sock *sk)
+{
+	struct event e = {};
+	if (!fill_sock(&e, sk))
+		return;
+	struct tuple_key k = {};
+	__builtin_memcpy(k.laddr, e.laddr, 16);
+	__builtin_memcpy(k.raddr, e.raddr, 16);
+	k.netns = e.netns;
+	k.lport = e.lport;
+	k.rport = e.rport;
+	bpf_map_delete_elem(&tuples, &k);
+}
+
+static __always_inline void fill_agg_identity(struct sock_agg *a, struct sock *sk, __u64 cookie)
+{
+	struct event e = {};
+	if (!fill_sock(&e, sk))
+		return;
+	a->netns = e.netns;
+	a->family = e.family;
+	a->proto = e.proto;
+	a->state = e.state;
+	__builtin_memcpy(a->laddr, e.laddr, 16);
+	__builtin_memcpy(a->raddr, e.raddr, 16);
+	a->lport = e.lport;
+	a->rport = e.rport;
+	/* Received frames find a connected socket by its tuple. */
+	if (e.lport && e.rport) {
+		struct tuple_key k = {};
+		__builtin_memcpy(k.laddr, e.laddr, 16);
+		__builtin_memcpy(k.raddr, e.raddr, 16);
+		k.netns = e.netns;
+		k.lport = e.lport;
+		k.rport = e.rport;
+		bpf_map_update_elem(&tuples, &k, &cookie, BPF_ANY);
+	}
+}
+
+/* This CPU's aggregate of a socket, made on first use; null when the map
+ * is full (counted). `sk` may be null for frames joined by tuple (their
+ * socket's entry exists already). */
+static __always_inline struct sock_agg *agg_of(__u64 cookie, struct sock *sk)
+{
+	struct sock_agg *a = bpf_map_lookup_elem(&aggs, &cookie);
+	if (!a) {
+		if (!sk)
+			return 0;
+		/* The value is 624 bytes, too large for the stack: insert the
+		 * zeros of a per-CPU scratch slot, then fill in place. */
+		__u32 zero = 0;
+		struct sock_agg *z = bpf_map_lookup_elem(&agg_zero, &zero);
+		if (!z)
+			return 0;
+		long err = bpf_map_update_elem(&aggs, &cookie, z, BPF_NOEXIST);
+		if (err && err != -17 /* EEXIST: another CPU made it */) {
+			count_lost(EV_INTERVAL);
+			return 0;
+		}
+		a = bpf_map_lookup_elem(&aggs, &cookie);
+		if (!a)
+			return 0;
+	}
+	/* Another CPU made the entry: this CPU's slot has no identity yet. */
+	if (!a->family && sk)
+		fill_agg_identity(a, sk, cookie);
+	return a;
+}
+
+/* One sample of the socket's TCP state: sums, last, and this epoch's
+ * minimum and maximum. */
+static __always_inline void agg_tcp(struct sock_agg *a, struct tcp_sock *tp, __u64 now)
+{
+	__u32 out = tp->packets_out;
+	__u32 left = tp->sacked_out + tp->lost_out;
+	__u32 v[TCP_METRICS] = {
+		tp->snd_cwnd,
+		tp->snd_ssthresh,
+		tp->srtt_us >> 3,
+		(out > left ? out - left : 0) + tp->retrans_out,
+		tp->snd_wnd,
+	};
+	__u64 e = epoch;
+	__u32 b = e & 1;
+	int fresh = a->mm_epoch[b] != e;
+	if (fresh)
+		a->mm_epoch[b] = e;
+	for (int i = 0; i < TCP_METRICS; i++) {
+		if (fresh || v[i] < a->tcp_min[b][i])
+			a->tcp_min[b][i] = v[i];
+		if (fresh || v[i] > a->tcp_max[b][i])
+			a->tcp_max[b][i] = v[i];
+		a->tcp_sum[i] += v[i];
+		a->tcp_last[i] = v[i];
+	}
+	a->tcp_n += 1;
+	a->tcp_last_ts = now;
+}
+
+/* log2 bucket of a delay: 0 for <= 0 ns, k for [2^(k-1), 2^k) ns. */
+static __always_inline __u32 delay_bucket(__s64 d)
+{
+	if (d <= 0)
+		return 0;
+	__u64 v = d;
+	__u32 k = 0;
+	for (int i = 0; i < DELAY_BUCKETS - 1; i++) {
+		if (!v)
+			break;
+		v >>= 1;
+		k++;
+	}
+	return k < DELAY_BUCKETS ? k : DELAY_BUCKETS - 1;
+}
+
+static __always_inline void agg_delay(struct sock_agg *a, __s64 d)
+{
+	a->delay_n += 1;
+	a->delay_sum_ns += d;
+	__u32 k = delay_bucket(d);
+	if (k < DELAY_BUCKETS)
+		a->delay_hist[k] += 1;
+}
+
 /* Should an event on this socket be kept? Process-context callers pass
  * track=1: a socket that passes the task filter there is remembered.
  * State changes pass state=1 (see port_ok). */
@@ -265,6 +464,58 @@ static __always_inline int is_inet(struct sock *sk)
 	return family == AF_INET || family == AF_INET6;
 }
 
+/* The default mode's send and receive: bytes, the caller, a TCP sample,
+ * and for writes the write-to-transmission delay (MAGNeT's modulation) of
+ * a sample of them: a write whose last byte already left during the call
+ * (negative: from that transmission to the call's return), or, when none
+ * is awaited, the write the next transmissions are matched against. One
+ * awaited write per socket keeps the state small and shared by the CPUs
+ * without locks; a write made while another is awaited is not sampled. */
+static __always_inline int app_agg(__u32 type, struct sock *sk, __u64 cookie, int ret)
+{
+	struct sock_agg *a = agg_of(cookie, sk);
+	if (!a)
+		return 0;
+	__u64 now = bpf_ktime_get_ns();
+	__u64 pt = bpf_get_current_pid_tgid();
+	if (a->tid != (__u32)pt || !a->pid) {
+		a->pid = pt >> 32;
+		a->tid = (__u32)pt;
+		bpf_get_current_comm(a->comm, sizeof(a->comm));
+	}
+	a->app_ts = now;
+	__u32 bytes = ret > 0 ? ret : 0;
+	if (type == EV_SEND) {
+		a->app_sent += bytes;
+		a->app_writes += 1;
+	} else {
+		a->app_received += bytes;
+		a->app_reads += 1;
+	}
+	if (sk->sk_protocol != IPPROTO_TCP)
+		return 0;
+	struct tcp_sock *tp = bpf_skc_to_tcp_sock(sk);
+	if (!tp)
+		return 0;
+	agg_tcp(a, tp, now);
+	if (type != EV_SEND || !bytes || !want_dev)
+		return 0;
+	struct wire_state *w = bpf_sk_storage_get(&wire, sk, 0, BPF_SK_STORAGE_GET_F_CREATE);
+	if (!w)
+		return 0;
+	__u32 end = tp->write_seq;
+	if (w->have_end && seq_ge(w->max_end, end)) {
+		/* write_seq is the end of everything written, so the segment
+		 * that reached it carried this call's last byte. */
+		agg_delay(a, (__s64)w->sent_ts - (__s64)now);
+	} else if (!w->pending) {
+		w->pending_seq = end;
+		w->pending_ts = now;
+		w->pending = 1;
+	}
+	return 0;
+}
+
 static __always_inline int app_event(__u32 type, struct sock *sk, int ret, int flags)
 {
 	if (!sk || !is_inet(sk))
@@ -275,6 +526,8 @@ static __always_inline int app_event(__u32 type, struct sock *sk, int ret, int f
 	__u64 cookie = sock_cookie(sk);
 	if (!sock_wanted(sk, cookie, 1, 0))
 		return 0;
+	if (aggregate)
+		return app_agg(type, sk, cookie, ret);
 	struct event *e = reserve(type);
 	if (!e)
 		return 0;
@@ -311,6 +564,15 @@ int BPF_PROG(on_tcp_probe, struct sock *sk, struct sk_buff *skb)
 	__u64 cookie = sock_cookie(sk);
 	if (!sock_wanted(sk, cookie, 0, 0))
 		return 0;
+	if (aggregate) {
+		struct sock_agg *a = agg_of(cookie, sk);
+		struct tcp_sock *tp = bpf_skc_to_tcp_sock(sk);
+		if (a && tp) {
+			a->segs_in += 1;
+			agg_tcp(a, tp, bpf_ktime_get_ns());
+		}
+		return 0;
+	}
 	struct event *e = reserve(EV_TCP_PROBE);
 	if (!e)
 		return 0;
@@ -335,6 +597,21 @@ int BPF_PROG(on_state, struct sock *sk, int oldstate, int newstate)
 		return 0;
 	if (newstate == TCP_CLOSE)
 		bpf_map_delete_elem(&port_ok, &cookie);
+	if (aggregate) {
+		struct sock_agg *a = agg_of(cookie, sk);
+		if (a) {
+			a->state_changes += 1;
+			/* The tuple is whole from ESTABLISHED on (a connecting
+			 * socket gets its local port after SYN_SENT). */
+			if (newstate == TCP_ESTABLISHED)
+				fill_agg_identity(a, sk, cookie);
+			a->state = newstate;
+			if (newstate == TCP_CLOSE)
+				a->closed = 1;
+		}
+		if (newstate == TCP_CLOSE)
+			forget_tuple(sk);
+	}
 	struct event *e = reserve(EV_STATE);
 	if (!e)
 		return 0;
@@ -353,6 +630,15 @@ int BPF_PROG(on_retransmit, struct sock *sk, struct sk_buff *skb, int err)
 	__u64 cookie = sock_cookie(sk);
 	if (!sock_wanted(sk, cookie, 0, 0))
 		return 0;
+	if (aggregate) {
+		struct sock_agg *a = agg_of(cookie, sk);
+		if (a) {
+			__u32 se[2] = {};
+			bpf_probe_read_kernel(se, sizeof(se), &skb->cb[0]);
+			a->retransmits += 1;
+			a->retransmitted += se[1] - se[0];
+		}
+	}
 	struct event *e = reserve(EV_RETRANSMIT);
 	if (!e)
 		return 0;
@@ -461,6 +747,66 @@ static __always_inline int parse_frame(struct frame *f, struct sk_buff *skb, uns
 	return 1;
 }
 
+/* The default mode's device frame: payload and frames of its socket (a
+ * received frame's found by namespace and 4-tuple), and for a transmitted
+ * TCP segment the awaited write it completes (see app_agg). Frames of no
+ * known socket are left out: nothing per socket to add them to. */
+static __always_inline void dev_agg(__u32 type, const struct frame *f, struct sk_buff *skb,
+				    __u64 cookie)
+{
+	struct sock *sk = 0;
+	if (type == EV_DEV_RECV) {
+		struct tuple_key k = {};
+		__builtin_memcpy(k.laddr, f->laddr, 16);
+		__builtin_memcpy(k.raddr, f->raddr, 16);
+		struct net_device *dev = skb->dev;
+		k.netns = dev ? dev->nd_net.net->ns.inum : 0;
+		k.lport = f->lport;
+		k.rport = f->rport;
+		__u64 *c = bpf_map_lookup_elem(&tuples, &k);
+		if (!c)
+			return;
+		cookie = *c;
+	} else {
+		if (!cookie)
+			return;
+		sk = skb->sk;
+		/* A SYN-ACK's request socket or a time-wait socket is not a
+		 * whole socket: no aggregate is made for it (an existing one
+		 * still counts the frame). */
+		if (!sk)
+			return;
+		__u8 st = sk->__sk_common.skc_state;
+		if (st == TCP_NEW_SYN_RECV || st == TCP_TIME_WAIT)
+			sk = 0;
+	}
+	struct sock_agg *a = agg_of(cookie, sk);
+	if (!a)
+		return;
+	if (type == EV_DEV_RECV) {
+		a->dev_received += f->payload;
+		a->dev_frames_received += 1;
+		return;
+	}
+	a->dev_sent += f->payload;
+	a->dev_frames_sent += 1;
+	if (f->proto != IPPROTO_TCP || !sk)
+		return;
+	struct wire_state *w = bpf_sk_storage_get(&wire, sk, 0, 0);
+	if (!w)
+		return;
+	__u64 now = bpf_ktime_get_ns();
+	if (!w->have_end || !seq_ge(w->max_end, f->seq)) {
+		w->max_end = f->seq;
+		w->sent_ts = now;
+		w->have_end = 1;
+	}
+	if (w->pending && seq_ge(f->seq, w->pending_seq)) {
+		w->pending = 0;
+		agg_delay(a, (__s64)now - (__s64)w->pending_ts);
+	}
+}
+
 /* Keeps a parsed frame: the port filter, --no-device-acks, then a record
  * of DEV_EVENT_SIZE bytes, every one of them written (no memset). A TCP
  * frame with no payload and no SYN, FIN or RST is a quarter of a bulk
@@ -473,6 +819,10 @@ static __always_inline void dev_event(__u32 type, const struct frame *f, struct 
 		return;
 	if (!want_dev_acks && f->proto == IPPROTO_TCP && f->payload == 0 && !(f->tcp_flags & 0x07))
 		return;
+	if (aggregate) {
+		dev_agg(type, f, skb, cookie);
+		return;
+	}
 	struct event *e = reserve_bytes(type, DEV_EVENT_SIZE);
 	if (!e)
 		return;
