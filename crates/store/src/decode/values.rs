@@ -196,7 +196,9 @@ pub fn hybrid_map<T: Copy>(
                 .checked_mul(width as usize)
                 .ok_or_else(|| DecodeError::corrupt("a bit-packed run too long"))?;
             let packed = src.take(bytes)?;
-            let count = (groups * 8).min(left);
+            // At width 0 the groups take no bytes, so any count passes the
+            // length check above: saturate rather than overflow.
+            let count = groups.saturating_mul(8).min(left);
             // A slice of codes at a time, small enough to stay in cache.
             let mut done = 0;
             while done < count {
@@ -388,6 +390,29 @@ mod tests {
         *s ^= *s >> 7;
         *s ^= *s << 17;
         *s
+    }
+
+    /// Found by the column_scan fuzzer (a long run, 2026-11-26): a
+    /// bit-packed run of 2^62 groups at width 0 takes no bytes, and its
+    /// count of values overflowed.
+    #[test]
+    fn a_huge_bit_packed_run_at_width_zero_does_not_overflow() {
+        // uleb((2^62 << 1) | 1): a bit-packed header of 2^62 groups.
+        let mut header = Vec::new();
+        let mut v: u64 = (1u64 << 63) | 1;
+        loop {
+            let b = (v & 0x7f) as u8;
+            v >>= 7;
+            if v == 0 {
+                header.push(b);
+                break;
+            }
+            header.push(b | 0x80);
+        }
+        let mut out = Vec::new();
+        let r = hybrid_map(&mut Bytes::new(&header), 0, 10, 1, &mut out, |c| c);
+        assert!(r.is_ok(), "{r:?}");
+        assert_eq!(out, [0; 10]);
     }
 
     #[test]
