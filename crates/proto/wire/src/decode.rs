@@ -193,10 +193,9 @@ impl Decoder<'_> {
         match ty {
             ethertype::IPV4 => self.ipv4(payload),
             ethertype::IPV6 => self.ipv6(payload),
-            ethertype::MPLS
-            | ethertype::MPLS_MULTICAST
-            | ethertype::PPPOE_SESSION
-            | ethertype::TEB => self.below_ip(ty, payload),
+            ethertype::MPLS | ethertype::MPLS_MULTICAST | ethertype::PPPOE_SESSION => {
+                self.below_ip(ty, payload)
+            }
             _ => Ok(()),
         }
     }
@@ -207,7 +206,6 @@ impl Decoder<'_> {
     fn below_ip(&mut self, ty: u16, payload: &[u8]) -> Step {
         match ty {
             ethertype::PPPOE_SESSION => self.enter(tunnel::pppoe(payload)?),
-            ethertype::TEB => self.inner_ethernet(payload),
             _ => self.enter(tunnel::mpls(payload)?),
         }
     }
@@ -674,7 +672,6 @@ fn ip_below<'a>(mut next: Next<'a>, depth: &mut u8) -> Option<(bool, &'a [u8])> 
             }
             Next::Ethertype(ethertype::IPV4, b) => return Some((true, b)),
             Next::Ethertype(ethertype::IPV6, b) => return Some((false, b)),
-            Next::Ethertype(ethertype::TEB, b) => Next::Ethernet(b),
             Next::Ethertype(ty, b) => {
                 let e = match ty {
                     ethertype::MPLS | ethertype::MPLS_MULTICAST => tunnel::mpls(b),

@@ -21,7 +21,7 @@ pub mod udp_port {
 pub const MAX_MPLS_LABELS: usize = 8;
 
 /// How many GTP-U extension headers are followed before giving up.
-const MAX_GTPU_EXTENSIONS: usize = 16;
+pub const MAX_GTPU_EXTENSIONS: usize = 16;
 
 /// What follows an encapsulation header.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -58,6 +58,20 @@ impl<'a> Encap<'a> {
             next: Next::Stop,
             truncated,
         }
+    }
+}
+
+/// What follows a tunnel header of protocol type `ty`: transparent
+/// Ethernet bridging is an Ethernet frame. Only a tunnel's protocol type
+/// means that, never an Ethernet header's own ethertype: so every Ethernet
+/// header inside a frame lies past one more encapsulation, and the walk
+/// (and its kernel twin, `capture::shard`) ends within the encapsulation
+/// limit.
+fn after_type(ty: u16, payload: &[u8]) -> Next<'_> {
+    if ty == ethertype::TEB {
+        Next::Ethernet(payload)
+    } else {
+        Next::Ethertype(ty, payload)
     }
 }
 
@@ -166,7 +180,7 @@ pub fn gre(buf: &[u8]) -> Result<Encap<'_>, ParseError> {
         proto => Ok(Encap {
             tunnel: Tunnel::Gre,
             id: key,
-            next: Next::Ethertype(proto, payload),
+            next: after_type(proto, payload),
             truncated: ParseError::TruncatedGre,
         }),
     }
@@ -225,7 +239,7 @@ pub fn geneve(buf: &[u8]) -> Result<Encap<'_>, ParseError> {
     Ok(Encap {
         tunnel: Tunnel::Geneve,
         id: Some(be32(buf, 4) >> 8),
-        next: Next::Ethertype(be16(buf, 2), &buf[len..]),
+        next: after_type(be16(buf, 2), &buf[len..]),
         truncated: ParseError::TruncatedGeneve,
     })
 }
