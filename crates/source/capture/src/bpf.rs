@@ -6,7 +6,7 @@
 //! libpcap returns can be joined to them instruction by instruction.
 
 use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 
 /// One eBPF instruction (the kernel's `struct bpf_insn`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -160,6 +160,14 @@ impl Asm {
         self.push(insn(0, 0, 0, 0, (v >> 32) as u32 as i32));
     }
 
+    /// `dst = ` the map whose descriptor is `fd` (two instruction slots;
+    /// the kernel puts the map's address in at load time).
+    pub fn load_map(&mut self, dst: Reg, fd: RawFd) {
+        const BPF_PSEUDO_MAP_FD: Reg = 1;
+        self.push(insn(LD | DW | IMM, dst, BPF_PSEUDO_MAP_FD, 0, fd));
+        self.push(insn(0, 0, 0, 0, 0));
+    }
+
     /// 16-bit network order to host order (the low half of `dst`).
     pub fn be16(&mut self, dst: Reg) {
         // BPF_TO_BE: a swap on this little-endian host.
@@ -249,6 +257,9 @@ impl Asm {
     }
 }
 
+const BPF_MAP_CREATE: libc::c_long = 0;
+const BPF_MAP_UPDATE_ELEM: libc::c_long = 2;
+const BPF_MAP_TYPE_PROG_ARRAY: u32 = 3;
 const BPF_PROG_LOAD: libc::c_long = 5;
 const BPF_PROG_TEST_RUN: libc::c_long = 10;
 const BPF_PROG_TYPE_SOCKET_FILTER: u32 = 1;
@@ -269,6 +280,26 @@ struct ProgLoadAttr {
     prog_name: [u8; 16],
     prog_ifindex: u32,
     expected_attach_type: u32,
+}
+
+#[repr(C)]
+#[derive(Default)]
+struct MapCreateAttr {
+    map_type: u32,
+    key_size: u32,
+    value_size: u32,
+    max_entries: u32,
+    map_flags: u32,
+}
+
+#[repr(C)]
+#[derive(Default)]
+struct MapElemAttr {
+    map_fd: u32,
+    _pad: u32,
+    key: u64,
+    value: u64,
+    flags: u64,
 }
 
 #[repr(C)]
@@ -313,7 +344,15 @@ fn bpf<T>(cmd: libc::c_long, attr: &mut T) -> io::Result<libc::c_long> {
 pub struct SocketProgram {
     fd: OwnedFd,
     pub insns: usize,
+    /// The table the program tail-calls through, if it does: held as long
+    /// as the program, since the kernel empties a program table once no
+    /// descriptor of it is left, and the tail calls would then fail.
+    _table: Option<OwnedFd>,
 }
+
+/// The helper that jumps to a program of a table (never returns when it
+/// succeeds).
+pub const HELPER_TAIL_CALL: i32 = 12;
 
 /// Why the kernel refused a program: the error and the verifier's log.
 #[derive(Debug, thiserror::Error)]
@@ -355,6 +394,7 @@ impl SocketProgram {
             Ok(fd) => Ok(SocketProgram {
                 fd: unsafe { OwnedFd::from_raw_fd(fd as i32) },
                 insns: insns.len(),
+                _table: None,
             }),
             Err(source) => {
                 // Again with the verifier's log, to say why.
@@ -372,6 +412,54 @@ impl SocketProgram {
                 })
             }
         }
+    }
+
+    /// Loads a program that tail-calls itself: `build` gets the
+    /// descriptor of a one-slot program table (for [`Asm::load_map`] and
+    /// [`HELPER_TAIL_CALL`] with index 0), and the program, once loaded,
+    /// is put in that slot. A program that runs itself again starts each
+    /// time with the verifier's full budget, where one long program would
+    /// not fit it.
+    pub fn load_self_calling(
+        build: impl FnOnce(RawFd) -> Result<Vec<Insn>, String>,
+        name: &str,
+    ) -> Result<SocketProgram, LoadError> {
+        let refused = |source: io::Error, what: &str| LoadError {
+            source,
+            log: format!("{what} (bpf(2))"),
+        };
+        let mut create = MapCreateAttr {
+            map_type: BPF_MAP_TYPE_PROG_ARRAY,
+            key_size: 4,
+            value_size: 4,
+            max_entries: 1,
+            map_flags: 0,
+        };
+        let table = bpf(BPF_MAP_CREATE, &mut create)
+            .map_err(|e| refused(e, "creating the program table"))?;
+        // SAFETY: a new descriptor the kernel just returned.
+        let table = unsafe { OwnedFd::from_raw_fd(table as i32) };
+        let insns = build(table.as_raw_fd()).map_err(|e| LoadError {
+            source: io::Error::new(io::ErrorKind::InvalidInput, e),
+            log: String::new(),
+        })?;
+        let mut prog = SocketProgram::load(&insns, name)?;
+        let (key, value) = (0u32, prog.fd.as_raw_fd() as u32);
+        let mut update = MapElemAttr {
+            map_fd: table.as_raw_fd() as u32,
+            key: &key as *const u32 as u64,
+            value: &value as *const u32 as u64,
+            ..Default::default()
+        };
+        bpf(BPF_MAP_UPDATE_ELEM, &mut update)
+            .map_err(|e| refused(e, "putting the program in its table"))?;
+        prog._table = Some(table);
+        Ok(prog)
+    }
+
+    /// The program's descriptor, for the kernel interfaces that take one.
+    pub fn raw_fd(&self) -> RawFd {
+        self.fd.as_raw_fd()
     }
 
     /// Attaches the program to `socket` (replacing any filter on it).
@@ -405,6 +493,18 @@ impl SocketProgram {
         let mut data = vec![0u8; 14];
         data[12..14].copy_from_slice(&0x88b5u16.to_be_bytes()); // local experimental
         data.extend_from_slice(frame);
+        self.run_on(&data, repeat)
+    }
+
+    /// Runs the program on an Ethernet `frame` as the kernel hands a
+    /// received frame to a fanout group's program: its link header taken
+    /// off, its ethertype in the socket buffer's protocol (at least 14
+    /// bytes).
+    pub fn test_run_received(&self, frame: &[u8]) -> io::Result<u32> {
+        self.run_on(frame, 1).map(|(r, _)| r)
+    }
+
+    fn run_on(&self, data: &[u8], repeat: u32) -> io::Result<(u32, u32)> {
         let mut attr = TestRunAttr {
             prog_fd: self.fd.as_raw_fd() as u32,
             data_size_in: data.len() as u32,

@@ -20,5 +20,7 @@ pub mod filter;
 pub mod ring;
 
 pub use filter::{Filter, FilterError, compile as compile_filter};
-pub use ring::{Fanout, KernelStats, RingError, RingOptions, RxFrame, RxRing, SocketFilter};
+pub use ring::{
+    Fanout, FanoutBy, KernelStats, RingError, RingOptions, RxFrame, RxRing, SocketFilter,
+};
 pub use shard::Shard;

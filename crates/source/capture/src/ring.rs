@@ -47,6 +47,45 @@ impl RingOptions {
     }
 }
 
+/// How a fanout group deals frames to its rings (`weir capture --fanout`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum FanoutBy {
+    /// weir's own flow hash ([`crate::shard::program`]), through tunnels:
+    /// each ring gets whole flows by the flow key the records carry, ring
+    /// `flow_hash % rings`.
+    #[default]
+    Flow,
+    /// The kernel's symmetric flow hash, which stops at the outer header of
+    /// a UDP tunnel (VXLAN, GENEVE, GTP-U).
+    Kernel,
+}
+
+impl FanoutBy {
+    /// What the manifest says about it.
+    pub fn describe(self) -> &'static str {
+        match self {
+            FanoutBy::Flow => {
+                "weir flow hash v1 (wire::flow, innermost packet), ring = flow_hash % rings                  (PACKET_FANOUT_EBPF)"
+            }
+            FanoutBy::Kernel => "the kernel's symmetric flow hash (PACKET_FANOUT_HASH)",
+        }
+    }
+}
+
+impl std::str::FromStr for FanoutBy {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<FanoutBy, String> {
+        match s {
+            "flow" => Ok(FanoutBy::Flow),
+            "kernel" => Ok(FanoutBy::Kernel),
+            _ => Err(format!(
+                "--fanout {s:?}: give flow (weir's flow hash, through tunnels) or kernel (the                  kernel's own hash)"
+            )),
+        }
+    }
+}
+
 /// The fanout group of one interface's rings. The first ring to join asks
 /// the kernel for an id no group has (PACKET_FANOUT_FLAG_UNIQUEID); the
 /// others join that id. An id of our own choosing could be one another
@@ -55,12 +94,28 @@ impl RingOptions {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Fanout {
     id: Option<u16>,
+    /// The eBPF program that deals frames (PACKET_FANOUT_EBPF), if not the
+    /// kernel's own flow hash (PACKET_FANOUT_HASH).
+    program: Option<RawFd>,
 }
 
 impl Fanout {
-    /// A group no ring has joined yet.
+    /// A group no ring has joined yet, dealing frames by the kernel's
+    /// symmetric flow hash.
     pub fn new() -> Fanout {
         Fanout::default()
+    }
+
+    /// A group no ring has joined yet, dealing each frame to ring number
+    /// `program`'s return value modulo the rings in the group: with
+    /// [`crate::shard::program`] and [`crate::shard::Verdict::Hash`], weir's
+    /// own flow hash, through tunnels. The program needs to stay loaded
+    /// until the first ring has started (the group holds it from then on).
+    pub fn by_program(program: &SocketProgram) -> Fanout {
+        Fanout {
+            id: None,
+            program: Some(program.raw_fd()),
+        }
     }
 
     /// The kernel's id for the group, once a ring has joined.
@@ -228,7 +283,11 @@ impl RxRing {
         let setup = |what| setup_error(&self.iface, what);
         bind_to(&self.fd, self.ifindex).map_err(setup("bind"))?;
         if let Some(group) = fanout {
-            let mode = (libc::PACKET_FANOUT_HASH | libc::PACKET_FANOUT_FLAG_DEFRAG) as libc::c_int;
+            let kind = match group.program {
+                Some(_) => libc::PACKET_FANOUT_EBPF,
+                None => libc::PACKET_FANOUT_HASH,
+            };
+            let mode = (kind | libc::PACKET_FANOUT_FLAG_DEFRAG) as libc::c_int;
             match group.id {
                 Some(id) => {
                     let arg = libc::c_int::from(id) | (mode << 16);
@@ -245,6 +304,14 @@ impl RxRing {
                         getsockopt(&self.fd, libc::SOL_PACKET, libc::PACKET_FANOUT)
                             .map_err(setup("reading the fanout group's id"))?;
                     group.id = Some((got & 0xffff) as u16);
+                    // Until the program is in, the kernel deals every frame
+                    // to the first ring: no other has joined yet.
+                    if let Some(fd) = group.program {
+                        setsockopt(&self.fd, libc::SOL_PACKET, libc::PACKET_FANOUT_DATA, &fd)
+                            .map_err(setup(
+                                "giving the fanout group its program (PACKET_FANOUT_DATA)",
+                            ))?;
+                    }
                 }
             }
         }
