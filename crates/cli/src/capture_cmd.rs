@@ -111,6 +111,12 @@ pub struct CaptureArgs {
     /// directions of a flow together; frames without one (ARP) go to 0.
     #[arg(long, value_name = "K/N")]
     shard: Option<capture::Shard>,
+    /// How an interface's workers share its frames: flow (weir's flow
+    /// hash in an eBPF program, through tunnels: each worker gets whole
+    /// flows by the key the records carry) or kernel (the kernel's own
+    /// symmetric hash, which stops at a UDP tunnel's outer header).
+    #[arg(long, default_value = "flow", value_name = "flow|kernel")]
+    fanout: capture::FanoutBy,
     /// Do not put the interfaces into promiscuous mode.
     #[arg(short = 'p', long = "no-promiscuous-mode")]
     no_promisc: bool,
@@ -181,6 +187,7 @@ pub fn run(a: CaptureArgs) -> Result<ExitCode, String> {
         snaplen: a.snaplen,
         filter,
         shard: a.shard,
+        fanout: a.fanout,
         promiscuous: !a.no_promisc,
         count: a.count,
         duration: a.duration,

@@ -132,6 +132,7 @@ fn in_namespace(ns: &str) {
         snaplen: 65535,
         filter: None,
         shard: None,
+        fanout: capture::FanoutBy::Flow,
         promiscuous: true,
         pcap: Some(PcapOut {
             dir: dir.join(store::dataset::PCAP_DIR),
@@ -214,6 +215,7 @@ fn in_namespace(ns: &str) {
             snaplen: 65535,
             filter: None,
             shard: None,
+            fanout: capture::FanoutBy::Flow,
             promiscuous: true,
             count: None,
             duration: None,

@@ -297,6 +297,10 @@ pub struct CaptureInfo {
     /// `--shard K/N`: this capture kept only share K of N.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub shard: Option<ShardInfo>,
+    /// How each interface's frames were dealt to its workers, when it had
+    /// several (`--fanout`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fanout: Option<String>,
 }
 
 /// Which share of the traffic a sharded capture kept.

@@ -66,6 +66,8 @@ pub struct CaptureOptions {
     /// tcpdump filter syntax.
     pub filter: Option<String>,
     pub shard: Option<Shard>,
+    /// How an interface's rings share its frames (`--fanout`).
+    pub fanout: capture::FanoutBy,
     pub promiscuous: bool,
     pub count: Option<u64>,
     pub duration: Option<Duration>,
@@ -167,6 +169,7 @@ pub fn capture(
         snaplen: opts.snaplen,
         filter: opts.filter.clone(),
         shard: opts.shard,
+        fanout: opts.fanout,
         promiscuous: opts.promiscuous,
         pcap,
         records: records_on,

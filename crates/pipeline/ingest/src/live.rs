@@ -13,6 +13,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+use capture::FanoutBy;
 use capture::Interface;
 use capture::bpf::SocketProgram;
 use capture::filter::Filter;
@@ -64,6 +65,8 @@ pub struct LiveOptions {
     pub filter: Option<String>,
     /// Keep only this share of the flows (`--shard K/N`).
     pub shard: Option<Shard>,
+    /// How an interface's rings share its frames, when it has several.
+    pub fanout: FanoutBy,
     pub promiscuous: bool,
     pub pcap: Option<PcapOut>,
     pub records: bool,
@@ -87,6 +90,11 @@ pub enum LiveError {
     Store(#[from] StoreError),
     #[error("{0}")]
     Usage(String),
+    #[error(
+        "{iface}: the kernel did not take weir's fanout program ({message}); pass --fanout \
+         kernel to deal frames to the workers by the kernel's own flow hash"
+    )]
+    Fanout { iface: String, message: String },
     #[error("--shard {shard} on {iface}: {message}")]
     Shard {
         shard: Shard,
@@ -123,6 +131,9 @@ struct Slot {
     iface: u16,
     link: LinkType,
     counters: Arc<Counters>,
+    /// The program that deals the interface's frames to its rings
+    /// (`--fanout flow` with several rings).
+    fanout: Option<Arc<SocketProgram>>,
 }
 
 /// Rings opened and filters attached: the privileged part. Drop privileges
@@ -165,15 +176,31 @@ pub fn open(opts: LiveOptions) -> Result<Opened, LiveError> {
                     iface: iface.name.clone(),
                     message,
                 };
-                let insns = shard::program(
-                    link,
-                    Verdict::Keep(s),
-                    filter.as_ref().map(|f| f.program.as_slice()),
+                Some(
+                    shard::load(
+                        link,
+                        Verdict::Keep(s),
+                        filter.as_ref().map(|f| f.program.as_slice()),
+                        "weir_shard",
+                    )
+                    .map_err(fail)?,
                 )
-                .map_err(fail)?;
-                Some(SocketProgram::load(&insns, "weir_shard").map_err(|e| fail(e.to_string()))?)
             }
             None => None,
+        };
+        // Several rings: weir's flow hash deals the frames, unless the
+        // kernel's is asked for.
+        let fanout = match opts.fanout {
+            FanoutBy::Flow if workers > 1 => {
+                let fail = |message: String| LiveError::Fanout {
+                    iface: iface.name.clone(),
+                    message,
+                };
+                Some(Arc::new(
+                    shard::load(link, Verdict::Fanout, None, "weir_fanout").map_err(fail)?,
+                ))
+            }
+            _ => None,
         };
         let socket_filter = match (&program, &filter) {
             (Some(p), _) => Some(SocketFilter::Program(p)),
@@ -188,6 +215,7 @@ pub fn open(opts: LiveOptions) -> Result<Opened, LiveError> {
                 iface: k as u16,
                 link,
                 counters: Arc::new(Counters::default()),
+                fanout: fanout.clone(),
             });
         }
     }
@@ -737,10 +765,14 @@ impl Live<'_> {
             }
         }
         // Everything is ready: now the frames may come.
-        let mut groups = vec![Fanout::new(); opts.interfaces.len()];
+        let mut groups: Vec<Option<Fanout>> = vec![None; opts.interfaces.len()];
         let fan = opts.workers_per_iface > 1;
         let started = ctxs.iter_mut().try_for_each(|ctx| {
-            let group = &mut groups[ctx.slot.iface as usize];
+            let group =
+                groups[ctx.slot.iface as usize].get_or_insert_with(|| match &ctx.slot.fanout {
+                    Some(p) => Fanout::by_program(p),
+                    None => Fanout::new(),
+                });
             ctx.slot.ring.start(fan.then_some(group))
         });
         if let Err(e) = started {
@@ -1211,6 +1243,7 @@ fn base_manifest(opts: &LiveOptions, libpcap: &str, workers: u32) -> Manifest {
             compress: opts.pcap.as_ref().map(|p| p.codec.to_string()),
             direct_io: false,
             max_disk_bytes: opts.pcap.as_ref().and_then(|p| p.max_disk),
+            fanout: (opts.workers_per_iface > 1).then(|| opts.fanout.describe().to_string()),
             shard: opts.shard.map(|s| ShardInfo {
                 index: s.index,
                 count: s.count,
