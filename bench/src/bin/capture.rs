@@ -36,7 +36,7 @@ Runs weir capture (pcap, records, both; to /dev/shm and to disk), tcpdump -w
 its maximum rate, and prints a Markdown table (run as root).
 Labels for --only: weir-pcap-shm weir-records-shm weir-both-shm weir-pcap-disk weir-both-disk
 weir-ring-shm weir-ring-disk weir-pcap-disk-buffered
-weir-records-shard-shm tcpdump-shm tcpdump-disk netsniff-shm";
+weir-records-shard-shm weir-records-kernel-fanout-shm tcpdump-shm tcpdump-disk netsniff-shm";
 
 /// Receive ring of every capturer, in MiB (tcpdump -B takes KiB).
 const RING_MIB: u64 = 256;
@@ -146,12 +146,16 @@ enum Capturer {
     WeirRingDisk,
     WeirPcapDiskBuffered,
     WeirRecordsShardShm,
+    /// The kernel's own hash deals frames to the workers (`--fanout
+    /// kernel`), against weir's program (the default): compare with
+    /// `--workers 2`.
+    WeirRecordsKernelFanoutShm,
     TcpdumpShm,
     TcpdumpDisk,
     NetsniffShm,
 }
 
-const CAPTURERS: [Capturer; 12] = [
+const CAPTURERS: [Capturer; 13] = [
     Capturer::WeirPcapShm,
     Capturer::WeirRecordsShm,
     Capturer::WeirBothShm,
@@ -161,6 +165,7 @@ const CAPTURERS: [Capturer; 12] = [
     Capturer::WeirRingDisk,
     Capturer::WeirPcapDiskBuffered,
     Capturer::WeirRecordsShardShm,
+    Capturer::WeirRecordsKernelFanoutShm,
     Capturer::TcpdumpShm,
     Capturer::TcpdumpDisk,
     Capturer::NetsniffShm,
@@ -178,6 +183,7 @@ impl Capturer {
             Capturer::WeirRingDisk => "weir-ring-disk",
             Capturer::WeirPcapDiskBuffered => "weir-pcap-disk-buffered",
             Capturer::WeirRecordsShardShm => "weir-records-shard-shm",
+            Capturer::WeirRecordsKernelFanoutShm => "weir-records-kernel-fanout-shm",
             Capturer::TcpdumpShm => "tcpdump-shm",
             Capturer::TcpdumpDisk => "tcpdump-disk",
             Capturer::NetsniffShm => "netsniff-shm",
@@ -197,6 +203,7 @@ impl Capturer {
             // Share 0 of 1 keeps every frame, so the counts compare with
             // weir-records-shm; the filter still hashes each frame.
             Capturer::WeirRecordsShardShm => "weir --records --shard 0/1 → /dev/shm",
+            Capturer::WeirRecordsKernelFanoutShm => "weir --records --fanout kernel → /dev/shm",
             Capturer::TcpdumpShm => "tcpdump -w → /dev/shm",
             Capturer::TcpdumpDisk => "tcpdump -w → disk",
             Capturer::NetsniffShm => "netsniff-ng → /dev/shm",
@@ -248,6 +255,7 @@ impl Capturer {
             Capturer::WeirPcapDiskBuffered => weir(&["--pcap", "--no-direct"]),
             Capturer::WeirRecordsShm => weir(&["--records"]),
             Capturer::WeirRecordsShardShm => weir(&["--records", "--shard", "0/1"]),
+            Capturer::WeirRecordsKernelFanoutShm => weir(&["--records", "--fanout", "kernel"]),
             Capturer::WeirBothShm | Capturer::WeirBothDisk => weir(&["--pcap", "--records"]),
             // A ring of sixteen 32 MiB files, full after about a second
             // at the generator's rate: the steady state reuses their space.
@@ -290,6 +298,7 @@ impl Capturer {
                 | Capturer::WeirRingDisk
                 | Capturer::WeirPcapDiskBuffered
                 | Capturer::WeirRecordsShardShm
+                | Capturer::WeirRecordsKernelFanoutShm
         )
     }
 }

@@ -2,7 +2,8 @@
 //! `tshark -T fields` and `tcpdump -nn` on generated and real traces, plus
 //! the bytes per packet of the Parquet output in flow and arrival order.
 //!
-//! Usage: convert [--quick] [--json OUT.json] [--dir SCRATCH] [--weir PATH] [--nfs DIR]
+//! Usage: convert [--quick] [--json OUT.json] [--dir SCRATCH] [--weir PATH] [--baseline PATH]
+//!                [--nfs DIR]
 //!
 //! Every number comes from child processes timed one at a time: wall time
 //! from spawn to exit, CPU (user + sys) and peak RSS from wait4(2). The runs
@@ -73,7 +74,8 @@ const QUICK: Sizes = Sizes {
 };
 
 const USAGE: &str = "\
-usage: convert [--quick] [--json OUT.json] [--dir SCRATCH] [--weir PATH] [--nfs DIR]
+usage: convert [--quick] [--json OUT.json] [--dir SCRATCH] [--weir PATH] [--baseline PATH]
+               [--nfs DIR]
 
   --quick        smaller inputs and one repetition (under 2 minutes on 2 cores)
   --json FILE    also write every number as JSON to FILE
@@ -82,6 +84,8 @@ usage: convert [--quick] [--json OUT.json] [--dir SCRATCH] [--weir PATH] [--nfs 
                  a stale scratch directory of this benchmark)
   --weir PATH    the weir binary (default: next to this binary, i.e. the
                  target/release/weir of `cargo build --release -p weir`)
+  --baseline PATH  another weir binary (an older build) timed with -j1 in
+                 the same repetitions, for a before/after ratio
   --nfs DIR      directory holding nfsv3.pcap.zst and nfsv4.pcap.zst
                  (default: nfs/ of WEIR_SHARED_DATA, ../shared/data beside the
                  repository, or the test data of scripts/test.sh)";
@@ -91,6 +95,7 @@ struct Opts {
     json: Option<PathBuf>,
     dir: PathBuf,
     weir: Option<PathBuf>,
+    baseline: Option<PathBuf>,
     nfs: PathBuf,
 }
 
@@ -100,6 +105,7 @@ fn parse_args() -> Result<Opts, String> {
         json: None,
         dir: PathBuf::from(DEFAULT_DIR),
         weir: None,
+        baseline: None,
         nfs: weir_bench::default_data_dir().join("nfs"),
     };
     let mut args = std::env::args_os().skip(1);
@@ -115,6 +121,7 @@ fn parse_args() -> Result<Opts, String> {
             "--json" => o.json = Some(value("--json")?),
             "--dir" => o.dir = value("--dir")?,
             "--weir" => o.weir = Some(value("--weir")?),
+            "--baseline" => o.baseline = Some(value("--baseline")?),
             "--nfs" => o.nfs = value("--nfs")?,
             "-h" | "--help" => {
                 println!("{USAGE}");
@@ -128,6 +135,7 @@ fn parse_args() -> Result<Opts, String> {
 
 struct Tools {
     weir: PathBuf,
+    baseline: Option<PathBuf>,
     tshark: PathBuf,
     tcpdump: PathBuf,
     zstd: PathBuf,
@@ -136,6 +144,7 @@ struct Tools {
 fn find_tools(o: &Opts) -> Result<Tools, String> {
     Ok(Tools {
         weir: find_weir(o.weir.as_deref())?,
+        baseline: o.baseline.clone(),
         tshark: need_tool("tshark", "tshark")?,
         tcpdump: need_tool("tcpdump", "tcpdump")?,
         zstd: need_tool("zstd", "zstd")?,
@@ -270,17 +279,29 @@ struct Input {
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Tool {
     WeirJ1,
+    /// `--baseline`'s binary, -j1.
+    BaselineJ1,
     WeirJ2,
     Tshark,
     Tcpdump,
 }
 
-const TOOLS: [Tool; 4] = [Tool::WeirJ1, Tool::WeirJ2, Tool::Tshark, Tool::Tcpdump];
+impl Tools {
+    /// The tools timed, in the order the first repetition runs them.
+    fn timed(&self) -> Vec<Tool> {
+        let mut t = vec![Tool::WeirJ1, Tool::WeirJ2, Tool::Tshark, Tool::Tcpdump];
+        if self.baseline.is_some() {
+            t.insert(1, Tool::BaselineJ1);
+        }
+        t
+    }
+}
 
 impl Tool {
     fn label(self) -> &'static str {
         match self {
             Tool::WeirJ1 => "weir convert -j1",
+            Tool::BaselineJ1 => "weir convert -j1, --baseline",
             Tool::WeirJ2 => "weir convert -j2",
             Tool::Tshark => "tshark -T fields",
             Tool::Tcpdump => "tcpdump -nn",
@@ -289,6 +310,7 @@ impl Tool {
     fn key(self) -> &'static str {
         match self {
             Tool::WeirJ1 => "weir_j1",
+            Tool::BaselineJ1 => "baseline_j1",
             Tool::WeirJ2 => "weir_j2",
             Tool::Tshark => "tshark",
             Tool::Tcpdump => "tcpdump",
@@ -334,7 +356,7 @@ struct Storage {
 /// Runs `weir convert`, checks the dataset and returns its packet files'
 /// sizes, then deletes the dataset.
 fn weir_convert(
-    tools: &Tools,
+    weir: &Path,
     scratch: &Scratch,
     input: &Path,
     frames: u64,
@@ -351,7 +373,7 @@ fn weir_convert(
     );
     let m = run_timed(
         &what,
-        Command::new(&tools.weir)
+        Command::new(weir)
             .arg("convert")
             .arg(input)
             .arg("-o")
@@ -498,7 +520,8 @@ fn run(o: &Opts) -> Result<(), String> {
 
     let summaries: Vec<Vec<Summary>> = (0..inputs.len())
         .map(|ii| {
-            TOOLS
+            tools
+                .timed()
                 .iter()
                 .map(|&t| {
                     let rs: Vec<&Run> = runs
@@ -512,6 +535,7 @@ fn run(o: &Opts) -> Result<(), String> {
         .collect();
     let report = Report {
         sz,
+        tools: tools.timed(),
         setup,
         inputs,
         runs,
@@ -719,7 +743,7 @@ fn check_tools(tools: &Tools, scratch: &Scratch, first: &Input) -> Result<Spread
         Command::new(&tools.tcpdump).args(tcpdump_args(&one)),
         &errlog,
     )?;
-    weir_convert(tools, scratch, &one, 1, 1, "flow")?;
+    weir_convert(&tools.weir, scratch, &one, 1, 1, "flow")?;
     let startup = (0..3)
         .map(|_| {
             run_timed(
@@ -759,6 +783,8 @@ fn setup_json(
         "mem_available_bytes": meminfo_kb("MemAvailable").map(|k| k * 1024),
         "weir_version": tool_output(&tools.weir, &["--version"]),
         "weir_path": tools.weir.display().to_string(),
+        "baseline_version": tools.baseline.as_ref().map(|b| tool_output(b, &["--version"])),
+        "baseline_path": tools.baseline.as_ref().map(|b| b.display().to_string()),
         "weir_stale_warning": stale,
         "git_revision": git_revision(),
         "tshark_version": tool_output(&tools.tshark, &["--version"]),
@@ -865,13 +891,20 @@ fn timed_runs(
     let mut storage: Vec<Storage> = inputs.iter().map(|_| Storage::default()).collect();
     for rep in 0..sz.reps {
         for (ii, inp) in inputs.iter().enumerate() {
-            for k in 0..TOOLS.len() {
-                let tool = TOOLS[(k + rep + ii) % TOOLS.len()];
+            let timed = tools.timed();
+            for k in 0..timed.len() {
+                let tool = timed[(k + rep + ii) % timed.len()];
                 let (m, frames, weir_elapsed_s) = match tool {
+                    Tool::BaselineJ1 => {
+                        let bin = tools.baseline.as_deref().unwrap_or(&tools.weir);
+                        let (m, _, el) =
+                            weir_convert(bin, scratch, &inp.path, inp.frames, 1, "flow")?;
+                        (m, inp.frames, Some(el))
+                    }
                     Tool::WeirJ1 | Tool::WeirJ2 => {
                         let j = if tool == Tool::WeirJ1 { 1 } else { 2 };
                         let (m, st, el) =
-                            weir_convert(tools, scratch, &inp.path, inp.frames, j, "flow")?;
+                            weir_convert(&tools.weir, scratch, &inp.path, inp.frames, j, "flow")?;
                         let slot = if j == 1 {
                             &mut storage[ii].flow
                         } else {
@@ -938,7 +971,8 @@ fn arrival_runs(
 ) -> Result<(), String> {
     for (inp, st) in inputs.iter().zip(storage) {
         if inp.arrival {
-            let (m, stored, _) = weir_convert(tools, scratch, &inp.path, inp.frames, 1, "arrival")?;
+            let (m, stored, _) =
+                weir_convert(&tools.weir, scratch, &inp.path, inp.frames, 1, "arrival")?;
             eprintln!(
                 "[arrival] {:8} weir convert -j1 --order arrival {:.3} s",
                 inp.name, m.wall_s
@@ -956,7 +990,9 @@ struct Report {
     inputs: Vec<Input>,
     runs: Vec<Run>,
     storage: Vec<Storage>,
-    /// Per input, per tool in TOOLS order.
+    /// The tools timed.
+    tools: Vec<Tool>,
+    /// Per input, per tool in `tools` order.
     summaries: Vec<Vec<Summary>>,
     tshark_startup: Spread,
     other_cpu_total_s: f64,
@@ -974,11 +1010,14 @@ struct Ratios {
     /// weir -j2 frames/s over -j1's, and -j2's CPU per frame over -j1's.
     j2_speed: f64,
     j2_cpu: f64,
+    /// weir -j1 frames/s over the baseline's, and its CPU per frame over
+    /// the baseline's.
+    baseline: Option<(f64, f64)>,
 }
 
 impl Report {
     fn summary(&self, input: usize, tool: Tool) -> &Summary {
-        let t = TOOLS.iter().position(|x| *x == tool).unwrap_or(0);
+        let t = self.tools.iter().position(|x| *x == tool).unwrap_or(0);
         &self.summaries[input][t]
     }
 
@@ -993,6 +1032,12 @@ impl Report {
             tcpdump_cpu: cpu(Tool::Tcpdump, Tool::WeirJ1),
             j2_speed: speed(Tool::WeirJ2, Tool::WeirJ1),
             j2_cpu: cpu(Tool::WeirJ2, Tool::WeirJ1),
+            baseline: self.tools.contains(&Tool::BaselineJ1).then(|| {
+                (
+                    speed(Tool::WeirJ1, Tool::BaselineJ1),
+                    cpu(Tool::WeirJ1, Tool::BaselineJ1),
+                )
+            }),
         }
     }
 
@@ -1020,7 +1065,7 @@ impl Report {
         );
         let _ = writeln!(md, "|---|---|--:|--:|--:|--:|--:|--:|--:|--:|");
         for (ii, inp) in self.inputs.iter().enumerate() {
-            for tool in TOOLS {
+            for &tool in &self.tools {
                 let s = self.summary(ii, tool);
                 let (mark, prefix) = match tool {
                     Tool::Tshark if s.frames < inp.frames => (" †", " (prefix)"),
@@ -1080,6 +1125,23 @@ impl Report {
              how many times less CPU it spends per frame (CPU). weir -j2 vs -j1: the speed-up from a second \
              worker (2 would be ideal on 2 idle cores) and the CPU per frame relative to -j1."
         );
+        if self.tools.contains(&Tool::BaselineJ1) {
+            let _ = writeln!(
+                md,
+                "\n### Against the baseline ({})\n\n| input | weir -j1 ÷ baseline: speed | CPU per frame |\n|---|--:|--:|",
+                self.setup["baseline_version"].as_str().unwrap_or("?")
+            );
+            for (ii, inp) in self.inputs.iter().enumerate() {
+                if let Some((speed, cpu)) = self.ratios(ii).baseline {
+                    let _ = writeln!(md, "| {} | {} | {} |", inp.name, ratio(speed), ratio(cpu));
+                }
+            }
+            let _ = writeln!(
+                md,
+                "\nAbove 1.00 speed and below 1.00 CPU: this weir converts faster and cheaper than the \
+                 baseline, in the same repetitions."
+            );
+        }
 
         let _ = writeln!(
             md,
@@ -1138,7 +1200,7 @@ impl Report {
     fn json(&self) -> Value {
         let name = |i: usize| self.inputs[i].name;
         let results: Vec<Value> = (0..self.inputs.len())
-            .flat_map(|ii| TOOLS.iter().map(move |&t| (ii, t)))
+            .flat_map(|ii| self.tools.iter().map(move |&t| (ii, t)))
             .map(|(ii, t)| {
                 let s = self.summary(ii, t);
                 json!({
@@ -1164,6 +1226,9 @@ impl Report {
                     "weir_j1_vs_tshark": {"speed": r.tshark_speed, "cpu_saving": r.tshark_cpu},
                     "weir_j1_vs_tcpdump": {"speed": r.tcpdump_speed, "cpu_saving": r.tcpdump_cpu},
                     "weir_j2_vs_j1": {"speed": r.j2_speed, "cpu_per_frame": r.j2_cpu},
+                    "weir_j1_vs_baseline": r.baseline.map(|(speed, cpu)| {
+                        json!({"speed": speed, "cpu_per_frame": cpu})
+                    }),
                 })
             })
             .collect();

@@ -17,7 +17,7 @@ use std::collections::HashSet;
 use std::path::PathBuf;
 
 use capture::bpf::{Asm, SocketProgram};
-use capture::shard::{Shard, Verdict, program};
+use capture::shard::{self, Shard, Verdict};
 use pcapio::{ReaderOptions, TraceReader};
 use wire::{Has, LinkType, PacketRecord, decode};
 
@@ -108,26 +108,26 @@ fn real_main() -> Result<(), String> {
     let filter = capture::compile_filter("tcp or udp", LinkType::ETHERNET, 262_144)
         .map_err(|e| e.to_string())?;
     let half = Verdict::Keep(Shard { index: 0, count: 2 });
-    let progs: Vec<(&str, Vec<capture::bpf::Insn>)> = vec![
+    let empty = SocketProgram::load(&empty, "weir_bench").map_err(|e| e.to_string())?;
+    let load = |name: &str, verdict, filter: Option<&[libc::sock_filter]>| {
+        shard::load(LinkType::ETHERNET, verdict, filter, "weir_bench")
+            .map_err(|e| format!("{name}: {e}"))
+    };
+    let loaded: Vec<(&str, usize, SocketProgram)> = vec![
         ("empty program (harness)", empty),
         (
             "flow hash only",
-            program(LinkType::ETHERNET, Verdict::Hash, None)?,
+            load("flow hash only", Verdict::Hash, None)?,
         ),
-        ("--shard 0/2", program(LinkType::ETHERNET, half, None)?),
+        ("--shard 0/2", load("--shard 0/2", half, None)?),
         (
             "--shard 0/2 + \"tcp or udp\"",
-            program(LinkType::ETHERNET, half, Some(&filter.program))?,
+            load("--shard 0/2 + tcp or udp", half, Some(&filter.program))?,
         ),
-    ];
-    let loaded: Vec<(&str, usize, SocketProgram)> = progs
-        .iter()
-        .map(|(n, insns)| {
-            SocketProgram::load(insns, "weir_bench")
-                .map(|p| (*n, insns.len(), p))
-                .map_err(|e| format!("{n}: {e}"))
-        })
-        .collect::<Result<_, _>>()?;
+    ]
+    .into_iter()
+    .map(|(n, p)| (n, p.insns, p))
+    .collect();
     let mut per_round: Vec<Vec<f64>> = vec![Vec::new(); loaded.len()];
     for _ in 0..rounds {
         for (k, (_, _, p)) in loaded.iter().enumerate() {
