@@ -12,12 +12,15 @@ fuzz_target!(|data: &[u8]| {
         assert_eq!(h2, h);
         assert_eq!(back, records);
     }
-    // The same bytes as a compressed body behind a valid header.
-    let mut m = Vec::with_capacity(batch::HEADER_BYTES + data.len());
-    m.extend_from_slice(batch::MAGIC);
-    m.extend_from_slice(&[0; 24]);
-    let n = (data.len() / batch::RECORD_BYTES) as u32;
-    m.extend_from_slice(&n.to_le_bytes());
-    m.extend_from_slice(data);
-    let _ = batch::decode(&m);
+    // The same bytes as a compressed body behind a valid header, of
+    // either version.
+    for magic in [batch::MAGIC, batch::MAGIC_V1] {
+        let mut m = Vec::with_capacity(batch::HEADER_BYTES + data.len());
+        m.extend_from_slice(magic);
+        m.extend_from_slice(&[0; 24]);
+        let n = (data.len() / batch::RECORD_BYTES) as u32;
+        m.extend_from_slice(&n.to_le_bytes());
+        m.extend_from_slice(data);
+        let _ = batch::decode(&m);
+    }
 });

@@ -15,7 +15,9 @@ use wire::flow::FlowKey;
 use wire::ip::{proto, v4_unmapped};
 use wire::decode::flow_hash_of;
 use wire::decode::MAX_ENCAPSULATIONS;
-use wire::{Has, LinkType, PacketRecord, ParseError, Tunnel, TunnelHas, decode, flow_hash};
+use wire::{
+    Has, LinkType, PacketRecord, ParseError, Tunnel, TunnelHas, decode, decode_layout, flow_hash,
+};
 
 /// Every link type `decode` understands, then one it does not (USER0).
 const LINKS: [LinkType; 11] = [
@@ -108,8 +110,18 @@ fuzz_target!(|data: &[u8]| {
 
     // Deterministic: a second decode of the same bytes gives the same record.
     let mut again = meta;
-    decode(link, frame, &mut again);
+    let payload = decode(link, frame, &mut again);
     assert_eq!(rec, again);
+    // The layout: the same record and payload, and an IP header inside
+    // the frame exactly when the record has IP fields.
+    let mut laid = meta;
+    let layout = decode_layout(link, frame, &mut laid);
+    assert_eq!(laid, rec);
+    assert_eq!(layout.payload, payload);
+    assert_eq!(layout.ip.is_some(), rec.has(Has::IP), "{rec:?}");
+    if let Some(at) = layout.ip {
+        assert!(at < frame.len());
+    }
 
     if !supported {
         let mut want = meta;

@@ -51,7 +51,9 @@ pub enum ByArg {
 #[derive(Args)]
 pub struct AnalyzeArgs {
     /// One or more datasets, then the analysis (summary, flows, rates,
-    /// bursts, top hosts|ports|pairs, loss, stack, rpc).
+    /// bursts, top hosts|ports|pairs, loss, stack, rpc), then an optional
+    /// filter in tcpdump syntax: on the frame as captured, or after the
+    /// word `inner` on the innermost IP packet of tunnelled frames.
     #[arg(required = true, value_name = "DATASET... KIND")]
     words: Vec<String>,
     #[command(flatten)]
@@ -293,14 +295,24 @@ fn emit_sql(a: &AnalyzeArgs, datasets: &[PathBuf], rest: &[String]) -> Result<Ex
         _ => (None, args),
     };
     let filter = (!filter_words.is_empty()).then(|| filter_words.join(" "));
-    let (window, span) = if datasets.is_empty() {
+    // An outer filter reads a tunnelled frame's outer header: whether the
+    // datasets hold any decides its SQL (without datasets: none).
+    let (window, span, tunnelled) = if datasets.is_empty() {
         if a.out.from.is_some() || a.out.to.is_some() {
             return Err("--from/--to need the dataset (give it before the analysis)".into());
         }
-        (TimeWindow::default(), None)
+        (TimeWindow::default(), None, false)
     } else {
         let session = open(datasets, &a.out, None)?;
-        (session.window(), analyze::emit::span_for(kind, &session))
+        let tunnelled = filter
+            .as_deref()
+            .is_some_and(analyze::filter::depends_on_tunnels)
+            && session.holds_tunnels().map_err(|e| e.to_string())?;
+        (
+            session.window(),
+            analyze::emit::span_for(kind, &session),
+            tunnelled,
+        )
     };
     let scales = scales_ns(&a.scales)?;
     let req = analyze::emit::Request {
@@ -320,8 +332,8 @@ fn emit_sql(a: &AnalyzeArgs, datasets: &[PathBuf], rest: &[String]) -> Result<Ex
         scales_ns: &scales,
     };
     let statements = analyze::emit::statements(&req, span).map_err(|e| e.to_string())?;
-    let restriction =
-        analyze::emit::restriction(window, filter.as_deref()).map_err(|e| e.to_string())?;
+    let restriction = analyze::emit::restriction(window, filter.as_deref(), tunnelled)
+        .map_err(|e| e.to_string())?;
     let title = format!(
         "weir analyze {}",
         [kind.as_str()]

@@ -12,7 +12,9 @@ use crate::analyze_cmd::{parse_window, split_datasets};
 
 #[derive(Args)]
 pub struct ReadArgs {
-    /// One or more datasets, then an optional filter in tcpdump syntax.
+    /// One or more datasets, then an optional filter in tcpdump syntax, on
+    /// the frame as captured; `inner EXPR` runs EXPR on the innermost IP
+    /// packet of tunnelled frames (the only one of the others).
     #[arg(required = true, value_name = "DATASET... [FILTER]")]
     words: Vec<String>,
     /// The pcap file to write (- for standard output).
@@ -61,14 +63,19 @@ pub fn run(a: ReadArgs) -> Result<ExitCode, String> {
     let r = read_frames(&opts).map_err(|e| e.to_string())?;
     if !a.quiet {
         eprintln!(
-            "weir read: {} frames to {} ({} candidates in the window{}); read {} of packet \
-             records, {} row groups read, {} skipped by their time statistics",
+            "weir read: {} frames to {} ({} candidates in the window{}{}); read {} of packet \
+             records, {} row groups read, {} skipped by their statistics",
             group_digits(r.written),
             match &output {
                 ReadOutput::Stdout => "standard output".to_string(),
                 ReadOutput::File(p) => p.display().to_string(),
             },
             group_digits(r.candidates),
+            if r.pushed_down {
+                " that the inner filter's condition on the records kept"
+            } else {
+                ""
+            },
             if r.unreachable > 0 {
                 let note: String = [r.retention_note, r.lost_note]
                     .into_iter()

@@ -115,7 +115,10 @@ fn capture_to_kafka_to_two_collectors_loses_and_doubles_nothing_across_a_kill() 
     );
     send(&net.a, &part);
     let first = collector(&net.b, &c1);
-    send(&net.a, &part);
+    // The last part through a VXLAN tunnel: the batches carry the tunnel
+    // fields (version 2), so the collected records equal the direct ones.
+    let tunnelled = [&part[..], &["--encap", "vxlan:77"]].concat();
+    send(&net.a, &tunnelled);
     std::thread::sleep(Duration::from_millis(500));
     cap.signal(libc::SIGINT);
     let r = cap.wait(Duration::from_secs(60));
@@ -123,6 +126,11 @@ fn capture_to_kafka_to_two_collectors_loses_and_doubles_nothing_across_a_kill() 
 
     let want = sorted(records(&direct));
     assert!(want.len() >= 18_000, "{} records", want.len());
+    let vxlan = want
+        .iter()
+        .filter(|r| r.tunnel == wire::Tunnel::Vxlan && r.tunnel_id == 77)
+        .count();
+    assert!(vxlan >= 6_000, "{vxlan} records of tunnelled frames");
     let m = manifest(&direct);
     let k = &m["kafka"];
     assert_eq!(k["role"], "producer");

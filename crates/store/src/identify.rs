@@ -26,6 +26,10 @@ pub enum Identifies {
     Name,
     /// Where a frame is in pcap files that an anonymised copy leaves out.
     FramePointer,
+    /// A tunnel's id (VXLAN/GENEVE VNI, GTP-U TEID, GRE key, MPLS label,
+    /// PPPoE or ERSPAN session), whose width its row's `tunnel` gives:
+    /// names a tenant, a subscriber's session or a link.
+    TunnelId,
 }
 
 /// The tables of a dataset, by directory name, with their schemas.
@@ -65,6 +69,7 @@ const TAGS: &[(&str, &str, Identifies)] = &[
     ("packets", "outer_src", Identifies::Address),
     ("packets", "outer_dst", Identifies::Address),
     ("packets", "tunnel", Identifies::Nothing),
+    ("packets", "tunnel_id", Identifies::TunnelId),
     ("flows", "a_ip", Identifies::Address),
     ("flows", "b_ip", Identifies::Address),
     ("stack", "local_addr", Identifies::Address),
@@ -165,6 +170,7 @@ mod tests {
         assert_eq!(tagged("stack", "remote_addr"), Identifies::Address);
         assert_eq!(tagged("packets", "eth_dst"), Identifies::Mac);
         assert_eq!(tagged("nfs", "fh"), Identifies::FileHandle);
+        assert_eq!(tagged("packets", "tunnel_id"), Identifies::TunnelId);
         // Every 16-byte column of every table is an address.
         for table in TABLES {
             for f in table_schema(table).unwrap().fields() {

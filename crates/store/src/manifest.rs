@@ -156,6 +156,9 @@ pub struct AnonymizedInfo {
     pub macs: String,
     pub file_handles: String,
     pub names: String,
+    /// Absent in copies made before tunnel ids were anonymised.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub tunnel_ids: String,
 }
 
 /// The RPC stage of a conversion or capture: how it ran, what it counted,

@@ -8,10 +8,10 @@ use std::path::Path;
 use std::sync::Arc;
 
 use arrow_array::cast::AsArray;
-use arrow_array::types::{UInt16Type, UInt64Type};
+use arrow_array::types::{UInt16Type, UInt32Type, UInt64Type};
 use arrow_array::{
     Array, ArrayRef, FixedSizeBinaryArray, RecordBatch, RecordBatchReader, StringArray,
-    UInt16Array, UInt64Array,
+    UInt16Array, UInt32Array, UInt64Array,
 };
 use arrow_schema::DataType;
 use parquet::arrow::ArrowWriter;
@@ -29,6 +29,10 @@ pub enum Rewrite<'a> {
     Bytes(&'a dyn Fn(&[u8]) -> Vec<u8>),
     U16(&'a dyn Fn(u16) -> u16),
     U64(&'a dyn Fn(u64) -> u64),
+    /// A u32 column through a function of each value and of the same
+    /// row's value in the text column named first (null, or absent from
+    /// the file: `None`).
+    U32By(&'a str, &'a dyn Fn(Option<&str>, u32) -> u32),
     Text(&'a dyn Fn(&str) -> String),
     /// Dropped: every value becomes null (the column must be nullable).
     Null,
@@ -108,7 +112,9 @@ pub fn rewrite_file<'a>(
         let mut cols: Vec<ArrayRef> = Vec::with_capacity(batch.num_columns());
         for (field, col) in schema.fields().iter().zip(batch.columns()) {
             cols.push(match plan(table, field.name()) {
-                Some(r) => apply(col, &r).map_err(|m| invalid(format!("{}: {m}", field.name())))?,
+                Some(r) => {
+                    apply(col, &r, &batch).map_err(|m| invalid(format!("{}: {m}", field.name())))?
+                }
                 None => col.clone(),
             });
         }
@@ -121,8 +127,18 @@ pub fn rewrite_file<'a>(
     std::fs::rename(&part, to).map_err(|e| StoreError::io(to, e))
 }
 
-fn apply(col: &ArrayRef, r: &Rewrite) -> Result<ArrayRef, String> {
+fn apply(col: &ArrayRef, r: &Rewrite, batch: &RecordBatch) -> Result<ArrayRef, String> {
     Ok(match (r, col.data_type()) {
+        (Rewrite::U32By(by, f), DataType::UInt32) => {
+            let a = col.as_primitive::<UInt32Type>();
+            let texts = batch.column_by_name(by).map(text_values).transpose()?;
+            let text = |i: usize| texts.as_ref().and_then(|t| t[i].as_deref());
+            Arc::new(
+                (0..a.len())
+                    .map(|i| (!a.is_null(i)).then(|| f(text(i), a.value(i))))
+                    .collect::<UInt32Array>(),
+            )
+        }
         (Rewrite::Null, t) => arrow_array::new_null_array(t, col.len()),
         (Rewrite::Bytes(f), DataType::FixedSizeBinary(n)) => {
             let a = col.as_fixed_size_binary();
@@ -153,4 +169,27 @@ fn apply(col: &ArrayRef, r: &Rewrite) -> Result<ArrayRef, String> {
         }
         (_, t) => return Err(format!("cannot rewrite a column of type {t}")),
     })
+}
+
+/// The values of a text column, plain or dictionary-encoded.
+fn text_values(col: &ArrayRef) -> Result<Vec<Option<String>>, String> {
+    let texts = |a: &StringArray| a.iter().map(|v| v.map(str::to_string)).collect::<Vec<_>>();
+    match col.data_type() {
+        DataType::Utf8 => Ok(texts(col.as_string::<i32>())),
+        DataType::Dictionary(_, v) if **v == DataType::Utf8 => {
+            let d = col.as_any_dictionary();
+            let values = texts(d.values().as_string::<i32>());
+            let keys = d.normalized_keys();
+            Ok((0..col.len())
+                .map(|i| {
+                    if col.is_null(i) {
+                        None
+                    } else {
+                        values.get(keys[i]).cloned().flatten()
+                    }
+                })
+                .collect())
+        }
+        t => Err(format!("a column of type {t} read as text")),
+    }
 }

@@ -52,6 +52,25 @@ type Step = Result<(), ParseError>;
 /// Returns where the captured TCP or UDP payload lies in `frame` (empty
 /// for other frames), for stages that read past the headers (RPC).
 pub fn decode(link: LinkType, frame: &[u8], rec: &mut PacketRecord) -> Range<usize> {
+    decode_layout(link, frame, rec).payload
+}
+
+/// Where [`decode_layout`] found a frame's parts, as offsets into it.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Layout {
+    /// The captured TCP or UDP payload (empty for other frames), as
+    /// [`decode`] returns it.
+    pub payload: Range<usize>,
+    /// The start of the IP header the record's IP columns describe: the
+    /// innermost one reached in a tunnelled frame, the only one otherwise;
+    /// `None` when the frame holds no IP header of a valid version.
+    pub ip: Option<usize>,
+}
+
+/// [`decode`], also saying where the IP header the record describes
+/// starts: for stages that look at the innermost packet itself (`weir
+/// read` runs a filter from there to the frame's end).
+pub fn decode_layout(link: LinkType, frame: &[u8], rec: &mut PacketRecord) -> Layout {
     let uncaptured = rec.wire_len.saturating_sub(frame.len() as u32);
     let mut d = Decoder {
         has: rec.has,
@@ -61,6 +80,7 @@ pub fn decode(link: LinkType, frame: &[u8], rec: &mut PacketRecord) -> Range<usi
         dst: [0; 2],
         base: frame.as_ptr() as usize,
         payload: 0..0,
+        ip_at: None,
         depth: 0,
         ip_seen: 0,
     };
@@ -79,7 +99,10 @@ pub fn decode(link: LinkType, frame: &[u8], rec: &mut PacketRecord) -> Range<usi
         d.rec.parse_error = e;
     }
     d.rec.has = d.has;
-    d.payload
+    Layout {
+        payload: d.payload,
+        ip: d.ip_at,
+    }
 }
 
 struct Decoder<'r> {
@@ -98,6 +121,8 @@ struct Decoder<'r> {
     /// The frame's address, to turn a payload slice into offsets.
     base: usize,
     payload: Range<usize>,
+    /// Where the last IP header reached starts in the frame.
+    ip_at: Option<usize>,
     /// Encapsulations entered so far.
     depth: u8,
     /// IP headers reached so far (the version checked): the innermost one
@@ -268,10 +293,11 @@ impl Decoder<'_> {
         rec.tunnel_has |= TunnelHas::OUTER_IP;
     }
 
-    /// Called once an IP header's version checked: an inner packet clears
-    /// what the outer one's transport set.
+    /// Called once an IP header's version checked, with the header: an
+    /// inner packet clears what the outer one's transport set.
     #[inline]
-    fn new_ip_packet(&mut self) {
+    fn new_ip_packet(&mut self, header: &[u8]) {
+        self.ip_at = Some(header.as_ptr() as usize - self.base);
         if self.ip_seen > 0 {
             self.has &= !PER_IP_PACKET;
             self.payload = 0..0;
@@ -290,7 +316,7 @@ impl Decoder<'_> {
         if ip.version() != 4 {
             return Err(ParseError::BadIpVersion);
         }
-        self.new_ip_packet();
+        self.new_ip_packet(buf);
         self.src = [0, V4_MAPPED_LOW | u32::from_be_bytes(ip.src()) as u64];
         self.dst = [0, V4_MAPPED_LOW | u32::from_be_bytes(ip.dst()) as u64];
         let rec = &mut *self.rec;
@@ -336,7 +362,7 @@ impl Decoder<'_> {
         if ip.version() != 6 {
             return Err(ParseError::BadIpVersion);
         }
-        self.new_ip_packet();
+        self.new_ip_packet(buf);
         let plen = ip.payload_len() as usize;
         self.src = addr_words(&ip.src());
         self.dst = addr_words(&ip.dst());

@@ -28,7 +28,7 @@ pub mod record;
 pub mod transport;
 pub mod tunnel;
 
-pub use decode::decode;
+pub use decode::{Layout, decode, decode_layout};
 pub use flow::{FlowKey, flow_hash};
 pub use linktype::LinkType;
 pub use record::{Has, PacketRecord, ParseError, Tunnel, TunnelHas};

@@ -1,7 +1,7 @@
 use wire::build::{FrameSpec, IpSpec, Payload, TransportSpec};
 use wire::ip::{proto, v4_mapped};
 use wire::transport::tcp_flags;
-use wire::{Has, LinkType, PacketRecord, ParseError, decode, flow_hash};
+use wire::{Has, LinkType, PacketRecord, ParseError, decode, decode_layout, flow_hash};
 
 const MAC_A: [u8; 6] = [0x02, 0, 0, 0, 0, 0x0a];
 const MAC_B: [u8; 6] = [0x02, 0, 0, 0, 0, 0x0b];
@@ -93,6 +93,40 @@ fn ethernet_ipv4_tcp() {
     let src = v4_mapped([10, 0, 0, 1]);
     let dst = v4_mapped([10, 0, 0, 2]);
     assert_eq!(r.flow_hash, flow_hash(&src, &dst, 40000, 443, proto::TCP));
+}
+
+/// Where the IP header lies in frames without a tunnel: after the link
+/// layer and any VLAN tags; nowhere in a frame without IP.
+#[test]
+fn layout_gives_the_ip_header() {
+    let at = |link, f: &[u8]| {
+        let mut rec = PacketRecord::new(1, f.len() as u32, f.len() as u32);
+        decode_layout(link, f, &mut rec).ip
+    };
+    let mut f = Vec::new();
+    spec(v4([10, 0, 0, 1], [10, 0, 0, 2]), tcp(40000, 443), 100).build(&mut f);
+    assert_eq!(at(LinkType::ETHERNET, &f), Some(14));
+    assert_eq!(at(LinkType::RAW, &f[14..]), Some(0));
+    let mut tagged = spec(v6(1, 2), tcp(1, 2), 0);
+    tagged.vlan = Some(7);
+    let mut g = Vec::new();
+    tagged.build(&mut g);
+    assert_eq!(at(LinkType::ETHERNET, &g), Some(18));
+    // ARP, and a frame cut inside its IP header.
+    let mut arp = f[..14].to_vec();
+    arp[12..14].copy_from_slice(&[0x08, 0x06]);
+    arp.extend_from_slice(&[0; 28]);
+    assert_eq!(at(LinkType::ETHERNET, &arp), None);
+    assert_eq!(at(LinkType::ETHERNET, &f[..30]), None);
+    // The payload range is decode's.
+    let mut rec = PacketRecord::new(1, f.len() as u32, f.len() as u32);
+    let payload = decode(LinkType::ETHERNET, &f, &mut rec);
+    let mut rec2 = PacketRecord::new(1, f.len() as u32, f.len() as u32);
+    assert_eq!(
+        decode_layout(LinkType::ETHERNET, &f, &mut rec2).payload,
+        payload
+    );
+    assert_eq!(payload, 54..154);
 }
 
 #[test]

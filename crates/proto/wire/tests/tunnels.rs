@@ -5,7 +5,7 @@ use wire::build::{EncapSpec, FrameSpec, IpSpec, OuterSpec, Payload, TransportSpe
 use wire::decode::{MAX_ENCAPSULATIONS, flow_hash_of};
 use wire::ip::v4_mapped;
 use wire::transport::tcp_flags;
-use wire::{Has, LinkType, PacketRecord, ParseError, Tunnel, TunnelHas, decode};
+use wire::{Has, LinkType, PacketRecord, ParseError, Tunnel, TunnelHas, decode, decode_layout};
 
 const PAYLOAD: usize = 20;
 
@@ -289,6 +289,29 @@ fn agrees(f: &[u8], wire_len: u32) -> PacketRecord {
     if r.tunnel_has & TunnelHas::OUTER_IP != 0 {
         assert!(r.has(Has::IP));
     }
+    // The layout's IP offset is where the header the record describes
+    // starts: decoded alone from there, it gives the same addresses.
+    let mut again = PacketRecord::new(0, wire_len, f.len() as u32);
+    let layout = decode_layout(LinkType::ETHERNET, f, &mut again);
+    assert_eq!(again, r);
+    match layout.ip {
+        None => assert!(!r.has(Has::IP), "{r:?}"),
+        Some(at) if r.parse_error != ParseError::EncapsulationTooDeep => {
+            let alone = parse_raw(&f[at..], wire_len - at as u32);
+            assert_eq!(
+                (alone.ip_version, alone.ip_src, alone.ip_dst),
+                (r.ip_version, r.ip_src, r.ip_dst),
+                "{r:?}\n{f:02x?}"
+            );
+        }
+        Some(_) => {}
+    }
+    r
+}
+
+fn parse_raw(packet: &[u8], wire_len: u32) -> PacketRecord {
+    let mut r = PacketRecord::new(0, wire_len, packet.len() as u32);
+    decode(LinkType::RAW, packet, &mut r);
     r
 }
 
@@ -318,6 +341,11 @@ fn each_encapsulation_gives_the_inner_packet_and_the_tunnel() {
             (alone.ip_src, alone.ip_dst)
         };
         assert_eq!((r.outer_src, r.outer_dst), want, "{e:?}");
+        // The innermost IP header starts where the inner frame's did.
+        let mut again = PacketRecord::new(0, f.len() as u32, f.len() as u32);
+        let at = decode_layout(LinkType::ETHERNET, f, &mut again).ip;
+        assert_eq!(at, Some(f.len() - (inner.len() - 14)), "{e:?}");
+        assert_eq!(&f[f.len() - (inner.len() - 14)..], &inner[14..]);
         // The link layer stays the outer frame's.
         assert_eq!(r.eth_src, outer.eth_src);
         assert_eq!(r.ethertype, u16::from_be_bytes([f[12], f[13]]));
@@ -420,6 +448,9 @@ fn nested_tunnels_up_to_the_limit_and_no_further() {
         let depth = n as u8 + 1;
         if depth <= MAX_ENCAPSULATIONS {
             assert_eq!(r.parse_error, ParseError::None, "{depth}");
+            let mut again = PacketRecord::new(0, f.len() as u32, f.len() as u32);
+            let at = decode_layout(LinkType::ETHERNET, &f, &mut again).ip;
+            assert_eq!(at, Some(f.len() - (inner.len() - 14)), "{depth}");
             assert_eq!(r.tunnel_depth, depth);
             assert_eq!(l3_l4(&r), l3_l4(&alone), "{depth}");
         } else {

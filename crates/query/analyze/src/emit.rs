@@ -162,10 +162,13 @@ pub fn statements(req: &Request, span: Option<(i64, i64)>) -> Result<Vec<Stateme
 }
 
 /// The condition `--from`/`--to` and a filter put on the tables, in
-/// portable SQL (on `ts_ns`), or `None` when there is none.
+/// portable SQL (on `ts_ns`), or `None` when there is none; `tunnelled`:
+/// whether the records may hold tunnelled frames (see
+/// [`crate::filter::to_sql`]).
 pub fn restriction(
     window: TimeWindow,
     filter: Option<&str>,
+    tunnelled: bool,
 ) -> Result<Option<String>, AnalyzeError> {
     let mut parts = Vec::new();
     if let Some(f) = window.from_ns {
@@ -175,7 +178,9 @@ pub fn restriction(
         parts.push(format!("ts_ns < {t}"));
     }
     if let Some(f) = filter {
-        parts.push(crate::filter::to_sql(f).map_err(|e| AnalyzeError::Usage(e.to_string()))?);
+        parts.push(
+            crate::filter::to_sql(f, tunnelled).map_err(|e| AnalyzeError::Usage(e.to_string()))?,
+        );
     }
     Ok((!parts.is_empty()).then(|| parts.join(" AND ")))
 }
@@ -330,13 +335,16 @@ mod tests {
             to_ns: None,
         };
         assert_eq!(
-            restriction(w, Some("tcp"))
+            restriction(w, Some("tcp"), false)
                 .unwrap()
                 .unwrap()
                 .split(" AND ")
                 .count(),
             2
         );
-        assert_eq!(restriction(TimeWindow::default(), None).unwrap(), None);
+        assert_eq!(
+            restriction(TimeWindow::default(), None, false).unwrap(),
+            None
+        );
     }
 }

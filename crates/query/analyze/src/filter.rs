@@ -5,6 +5,15 @@
 //! into a condition on their columns: every primitive whose meaning the
 //! records hold (addresses, nets, ports, protocols, VLAN, lengths, TCP
 //! flags). Anything else is refused by name rather than approximated.
+//!
+//! A filter is read on the outer frame, as libpcap reads it, unless it
+//! starts with the word `inner` (`outer` may be written for the default):
+//! then it is read on the innermost IP packet of a tunnelled frame, which
+//! is what the records' IP and transport columns describe. On the outer
+//! side of a tunnelled frame the records keep the link layer and the
+//! outermost IP header's addresses (`outer_src`, `outer_dst`), not its
+//! protocol and ports: an outer filter on those is refused when the
+//! records hold tunnelled frames. Inside, there is no link layer.
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
@@ -23,9 +32,54 @@ fn err<T>(msg: impl Into<String>) -> Result<T, FilterError> {
     Err(FilterError(msg.into()))
 }
 
-/// Translates `expr` (tcpdump syntax) into a SQL condition that is never
-/// NULL: a record the filter would not match gives FALSE.
-pub fn to_sql(expr: &str) -> Result<String, FilterError> {
+/// Which packet of a frame a filter looks at.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Scope {
+    /// The frame as captured (libpcap's reading): the default.
+    Outer,
+    /// The innermost IP packet (the only one of a frame without a tunnel),
+    /// from its IP header on.
+    Inner,
+}
+
+/// Splits the scope word (`inner`, `outer`) off the front of a filter:
+/// the scope and the tcpdump expression after it.
+pub fn split_scope(filter: &str) -> Result<(Scope, &str), FilterError> {
+    let f = filter.trim_start();
+    for (word, scope) in [("inner", Scope::Inner), ("outer", Scope::Outer)] {
+        if let Some(rest) = f.strip_prefix(word)
+            && rest
+                .chars()
+                .next()
+                .is_none_or(|c| c.is_whitespace() || c == '(')
+        {
+            if rest.trim().is_empty() {
+                return err(format!(
+                    "{word} needs an expression after it ({word} tcp port 80, {word} host \
+                     10.0.0.1)"
+                ));
+            }
+            return Ok((scope, rest.trim_start()));
+        }
+    }
+    Ok((Scope::Outer, f))
+}
+
+/// Whether `filter`'s SQL depends on the records holding tunnelled frames
+/// (an outer filter that is not empty): see [`to_sql`].
+pub fn depends_on_tunnels(filter: &str) -> bool {
+    matches!(split_scope(filter), Ok((Scope::Outer, e)) if !e.trim().is_empty())
+}
+
+/// Translates `filter` (tcpdump syntax, perhaps after a scope word) into a
+/// SQL condition that is never NULL: a record the filter would not match
+/// gives FALSE. `tunnelled` says whether the records may hold tunnelled
+/// frames (`tunnel_depth > 0`): an outer filter then reads their outer
+/// addresses, and refuses what the records do not keep of the outer
+/// packet; without tunnels the condition uses no tunnel column, so that
+/// it also runs on records written before there were any.
+pub fn to_sql(filter: &str, tunnelled: bool) -> Result<String, FilterError> {
+    let (scope, expr) = split_scope(filter)?;
     let tokens = tokenize(expr)?;
     if tokens.is_empty() {
         return Ok("TRUE".into());
@@ -34,6 +88,8 @@ pub fn to_sql(expr: &str) -> Result<String, FilterError> {
         t: tokens,
         i: 0,
         last: None,
+        scope,
+        tunnelled,
     };
     let sql = p.or()?;
     if let Some(t) = p.t.get(p.i) {
@@ -96,7 +152,16 @@ struct Parser {
     t: Vec<String>,
     i: usize,
     last: Option<Qualifiers>,
+    scope: Scope,
+    /// Outer scope on records that may be tunnelled.
+    tunnelled: bool,
 }
+
+/// A tunnelled frame's outer IP version, from its outermost address.
+const OUTER_VERSION: &str = "CASE WHEN outer_src IS NULL THEN NULL \
+     WHEN outer_src >= arrow_cast(X'00000000000000000000ffff00000000', 'FixedSizeBinary(16)') \
+     AND outer_src <= arrow_cast(X'00000000000000000000ffffffffffff', 'FixedSizeBinary(16)') \
+     THEN 4 ELSE 6 END";
 
 const PROTOS: &[&str] = &[
     "ether", "ip", "ip6", "arp", "rarp", "tcp", "udp", "sctp", "icmp", "icmp6",
@@ -104,6 +169,67 @@ const PROTOS: &[&str] = &[
 const KINDS: &[&str] = &["host", "net", "port", "portrange"];
 
 impl Parser {
+    /// The expression for column `name` in the filter's scope: the
+    /// innermost packet has no link layer; the outer packet of a tunnelled
+    /// frame has its outermost IP header's addresses and version, and no
+    /// protocol or ports in the records. `what` names the primitive.
+    fn col(&self, name: &str, what: &str) -> Result<String, FilterError> {
+        let link = matches!(
+            name,
+            "eth_src" | "eth_dst" | "vlan" | "ethertype" | "wire_len"
+        );
+        match self.scope {
+            Scope::Inner if link => err(format!(
+                "inner {what}: the innermost packet starts at its IP header; {what} looks \
+                 at the frame (leave it outside the inner filter)"
+            )),
+            Scope::Inner => Ok(name.to_string()),
+            Scope::Outer if !self.tunnelled || link => Ok(name.to_string()),
+            Scope::Outer => match name {
+                "ip_src" | "ip_dst" => Ok(format!(
+                    "(CASE WHEN COALESCE(tunnel_depth, 0) = 0 THEN {name} ELSE outer_{} END)",
+                    &name[3..]
+                )),
+                "ip_version" => Ok(format!(
+                    "(CASE WHEN COALESCE(tunnel_depth, 0) = 0 THEN ip_version ELSE \
+                     {OUTER_VERSION} END)"
+                )),
+                _ => err(format!(
+                    "{what}: the records hold tunnelled frames, and of their outer packet they \
+                     keep the addresses, not its protocol, ports or TCP header; write inner \
+                     {what} to filter on the innermost packet (what the records' columns \
+                     describe), or use weir read, which runs the filter on the frames"
+                )),
+            },
+        }
+    }
+
+    /// A protocol alone: `ip`, `tcp`, `arp`, ...
+    fn proto_only(&self, p: &str) -> Result<String, FilterError> {
+        let version = |v: u8| -> Result<String, FilterError> {
+            Ok(format!("{} = {v}", self.col("ip_version", p)?))
+        };
+        let proto = |n: u8| -> Result<String, FilterError> {
+            Ok(format!("{} = {n}", self.col("ip_proto", p)?))
+        };
+        let ethertype = |t: u16| -> Result<String, FilterError> {
+            Ok(format!("{} = {t}", self.col("ethertype", p)?))
+        };
+        let cond = match p {
+            "ip" => version(4)?,
+            "ip6" => version(6)?,
+            "arp" => ethertype(2054)?,
+            "rarp" => ethertype(32821)?,
+            "tcp" => proto(6)?,
+            "udp" => proto(17)?,
+            "sctp" => proto(132)?,
+            "icmp" => format!("{} AND {}", version(4)?, proto(1)?),
+            "icmp6" => format!("{} AND {}", version(6)?, proto(58)?),
+            other => return err(format!("{other} needs host, src or dst")),
+        };
+        Ok(format!("COALESCE({cond}, FALSE)"))
+    }
+
     fn peek(&self) -> Option<&str> {
         self.t.get(self.i).map(String::as_str)
     }
@@ -165,20 +291,23 @@ impl Parser {
                 self.i += 1;
                 let n = self.number("a length")?;
                 let op = if word == "greater" { ">=" } else { "<=" };
-                return Ok(format!("(wire_len {op} {n})"));
+                let len = self.col("wire_len", &word)?;
+                return Ok(format!("({len} {op} {n})"));
             }
             "vlan" => {
                 self.i += 1;
+                let vlan = self.col("vlan", "vlan")?;
                 if let Some(n) = self.peek().and_then(|t| parse_num(t).ok()) {
                     self.i += 1;
-                    return Ok(format!("COALESCE(vlan = {n}, FALSE)"));
+                    return Ok(format!("COALESCE({vlan} = {n}, FALSE)"));
                 }
-                return Ok("(vlan IS NOT NULL)".into());
+                return Ok(format!("({vlan} IS NOT NULL)"));
             }
             "proto" => {
                 self.i += 1;
                 let n = self.proto_number()?;
-                return Ok(format!("COALESCE(ip_proto = {n}, FALSE)"));
+                let proto = self.col("ip_proto", "proto")?;
+                return Ok(format!("COALESCE({proto} = {n}, FALSE)"));
             }
             _ => {}
         }
@@ -192,13 +321,16 @@ impl Parser {
                     self.i += 1;
                     let n = self.proto_number()?;
                     let v = if word == "ip" { 4 } else { 6 };
+                    let what = format!("{word} proto");
+                    let (version, proto) =
+                        (self.col("ip_version", &what)?, self.col("ip_proto", &what)?);
                     return Ok(format!(
-                        "COALESCE(ip_version = {v} AND ip_proto = {n}, FALSE)"
+                        "COALESCE({version} = {v} AND {proto} = {n}, FALSE)"
                     ));
                 }
                 Some("[") => return self.tcp_flags(&word),
                 Some(w) if is_dir(w) || KINDS.contains(&w) => {}
-                _ => return proto_only(&word),
+                _ => return self.proto_only(&word),
             }
         }
         let mut dir = Dir::Either;
@@ -247,10 +379,15 @@ impl Parser {
             dir,
             kind: kind.clone(),
         });
+        let what = match &proto {
+            Some(p) => format!("{p} {kind}"),
+            None => kind.clone(),
+        };
         let cond = match kind.as_str() {
             "host" if proto.as_deref() == Some("ether") => {
                 let mac = parse_mac(&value)?;
-                directed(dir, "eth_src", "eth_dst", |c| format!("{c} = {mac}"))
+                let (s, d) = (self.col("eth_src", &what)?, self.col("eth_dst", &what)?);
+                directed(dir, &s, &d, |c| format!("{c} = {mac}"))
             }
             "host" => {
                 let ip: IpAddr = value.parse().map_err(|_| {
@@ -260,41 +397,47 @@ impl Parser {
                     ))
                 })?;
                 let lit = addr_literal(ip);
-                directed(dir, "ip_src", "ip_dst", |c| format!("{c} = {lit}"))
+                let (s, d) = (self.col("ip_src", &what)?, self.col("ip_dst", &what)?);
+                directed(dir, &s, &d, |c| format!("{c} = {lit}"))
             }
             "net" => {
                 let (lo, hi) = self.net_range(&value)?;
-                directed(dir, "ip_src", "ip_dst", |c| {
-                    format!("({c} >= {lo} AND {c} <= {hi})")
-                })
+                let (s, d) = (self.col("ip_src", &what)?, self.col("ip_dst", &what)?);
+                directed(dir, &s, &d, |c| format!("({c} >= {lo} AND {c} <= {hi})"))
             }
             "port" => {
                 let n = parse_port(&value)?;
-                directed(dir, "src_port", "dst_port", |c| format!("{c} = {n}"))
+                let (s, d) = (self.col("src_port", &what)?, self.col("dst_port", &what)?);
+                directed(dir, &s, &d, |c| format!("{c} = {n}"))
             }
             "portrange" => {
                 let Some((a, b)) = value.split_once('-') else {
                     return err(format!("portrange {value:?}: write it as LOW-HIGH"));
                 };
                 let (a, b) = (parse_port(a)?, parse_port(b)?);
-                directed(dir, "src_port", "dst_port", |c| {
-                    format!("({c} >= {a} AND {c} <= {b})")
-                })
+                let (s, d) = (self.col("src_port", &what)?, self.col("dst_port", &what)?);
+                directed(dir, &s, &d, |c| format!("({c} >= {a} AND {c} <= {b})"))
             }
             other => return err(format!("unknown primitive {other:?}")),
+        };
+        let proto_is = |n: u8| -> Result<String, FilterError> {
+            Ok(format!("{} = {n}", self.col("ip_proto", &what)?))
+        };
+        let version_is = |v: u8| -> Result<String, FilterError> {
+            Ok(format!("{} = {v}", self.col("ip_version", &what)?))
         };
         let guard = match proto.as_deref() {
             None | Some("ether") => None,
             Some(p) if kind == "port" || kind == "portrange" => match p {
-                "tcp" => Some("ip_proto = 6".to_string()),
-                "udp" => Some("ip_proto = 17".to_string()),
-                "sctp" => Some("ip_proto = 132".to_string()),
-                "ip" => Some("ip_version = 4".to_string()),
-                "ip6" => Some("ip_version = 6".to_string()),
+                "tcp" => Some(proto_is(6)?),
+                "udp" => Some(proto_is(17)?),
+                "sctp" => Some(proto_is(132)?),
+                "ip" => Some(version_is(4)?),
+                "ip6" => Some(version_is(6)?),
                 other => return err(format!("{other} has no ports")),
             },
-            Some("ip") => Some("ip_version = 4".to_string()),
-            Some("ip6") => Some("ip_version = 6".to_string()),
+            Some("ip") => Some(version_is(4)?),
+            Some("ip6") => Some(version_is(6)?),
             Some(other) => return err(format!("{other} {kind} is not a valid primitive")),
         };
         Ok(match guard {
@@ -321,11 +464,13 @@ impl Parser {
             }
         }
         self.expect("]")?;
-        let mut lhs = "(tcp_flags & 255)".to_string();
+        let flags = self.col("tcp_flags", "tcp[tcpflags]")?;
+        let proto = self.col("ip_proto", "tcp[tcpflags]")?;
+        let mut lhs = format!("({flags} & 255)");
         if self.peek() == Some("&") {
             self.i += 1;
             let m = self.flag_value()?;
-            lhs = format!("(tcp_flags & {m})");
+            lhs = format!("({flags} & {m})");
         }
         let op = match self.next().as_deref() {
             Some("!=") => "<>",
@@ -335,7 +480,7 @@ impl Parser {
             other => return err(format!("tcp[tcpflags]: expected != or =, found {other:?}")),
         };
         let v = self.flag_value()?;
-        Ok(format!("COALESCE(ip_proto = 6 AND {lhs} {op} {v}, FALSE)"))
+        Ok(format!("COALESCE({proto} = 6 AND {lhs} {op} {v}, FALSE)"))
     }
 
     /// A flag name, a number, or `(a|b|...)`.
@@ -455,22 +600,6 @@ fn is_dir(w: &str) -> bool {
     w == "src" || w == "dst"
 }
 
-fn proto_only(p: &str) -> Result<String, FilterError> {
-    Ok(match p {
-        "ip" => "COALESCE(ip_version = 4, FALSE)",
-        "ip6" => "COALESCE(ip_version = 6, FALSE)",
-        "arp" => "COALESCE(ethertype = 2054, FALSE)",
-        "rarp" => "COALESCE(ethertype = 32821, FALSE)",
-        "tcp" => "COALESCE(ip_proto = 6, FALSE)",
-        "udp" => "COALESCE(ip_proto = 17, FALSE)",
-        "sctp" => "COALESCE(ip_proto = 132, FALSE)",
-        "icmp" => "COALESCE(ip_version = 4 AND ip_proto = 1, FALSE)",
-        "icmp6" => "COALESCE(ip_version = 6 AND ip_proto = 58, FALSE)",
-        other => return err(format!("{other} needs host, src or dst")),
-    }
-    .into())
-}
-
 fn directed(dir: Dir, src: &str, dst: &str, f: impl Fn(&str) -> String) -> String {
     match dir {
         Dir::Src => f(src),
@@ -541,48 +670,51 @@ mod tests {
 
     #[test]
     fn translates_common_filters() {
-        assert_eq!(to_sql("").unwrap(), "TRUE");
-        assert_eq!(to_sql("tcp").unwrap(), "COALESCE(ip_proto = 6, FALSE)");
-        let s = to_sql("tcp port 80 or 443").unwrap();
+        assert_eq!(to_sql("", false).unwrap(), "TRUE");
+        assert_eq!(
+            to_sql("tcp", false).unwrap(),
+            "COALESCE(ip_proto = 6, FALSE)"
+        );
+        let s = to_sql("tcp port 80 or 443", false).unwrap();
         assert_eq!(s.matches("ip_proto = 6").count(), 2, "{s}");
         assert!(s.contains("dst_port = 443"), "{s}");
-        let s = to_sql("src host 10.0.0.1 and not udp").unwrap();
+        let s = to_sql("src host 10.0.0.1 and not udp", false).unwrap();
         assert!(
             s.contains("ip_src = arrow_cast(X'00000000000000000000ffff0a000001'"),
             "{s}"
         );
         assert!(s.contains("NOT COALESCE(ip_proto = 17"), "{s}");
         // Dotted partials, as libpcap reads them: 10.1/16 is 10.1.0.0/16.
-        let s = to_sql("net 10.1/16").unwrap();
+        let s = to_sql("net 10.1/16", false).unwrap();
         assert!(
             s.contains("ffff0a010000") && s.contains("ffff0a01ffff"),
             "{s}"
         );
-        assert!(to_sql("net 10.1.2.3.4").is_err());
-        let s = to_sql("net 10.1.0.0/16").unwrap();
+        assert!(to_sql("net 10.1.2.3.4", false).is_err());
+        let s = to_sql("net 10.1.0.0/16", false).unwrap();
         assert!(
             s.contains("ffff0a010000") && s.contains("ffff0a01ffff"),
             "{s}"
         );
-        let s = to_sql("net 192.168").unwrap();
+        let s = to_sql("net 192.168", false).unwrap();
         assert!(
             s.contains("ffffc0a80000") && s.contains("ffffc0a8ffff"),
             "{s}"
         );
-        let s = to_sql("tcp[tcpflags] & (tcp-syn|tcp-ack) == tcp-syn").unwrap();
+        let s = to_sql("tcp[tcpflags] & (tcp-syn|tcp-ack) == tcp-syn", false).unwrap();
         assert!(s.contains("(tcp_flags & 18) = 2"), "{s}");
         assert!(
-            to_sql("vlan 100 && greater 1000")
+            to_sql("vlan 100 && greater 1000", false)
                 .unwrap()
                 .contains("wire_len >= 1000")
         );
         assert!(
-            to_sql("ether host 00:11:22:33:44:55")
+            to_sql("ether host 00:11:22:33:44:55", false)
                 .unwrap()
                 .contains("'FixedSizeBinary(6)'")
         );
         assert!(
-            to_sql("portrange 1000-2000")
+            to_sql("portrange 1000-2000", false)
                 .unwrap()
                 .contains("src_port >= 1000")
         );
@@ -600,7 +732,99 @@ mod tests {
             "foo",
             "icmp port 1",
         ] {
-            assert!(to_sql(bad).is_err(), "{bad} accepted");
+            assert!(to_sql(bad, false).is_err(), "{bad} accepted");
+        }
+    }
+
+    #[test]
+    fn scope_words() {
+        assert_eq!(split_scope("tcp").unwrap(), (Scope::Outer, "tcp"));
+        assert_eq!(split_scope(" inner tcp").unwrap(), (Scope::Inner, "tcp"));
+        assert_eq!(split_scope("outer  udp").unwrap(), (Scope::Outer, "udp"));
+        assert_eq!(
+            split_scope("inner(tcp or udp)").unwrap(),
+            (Scope::Inner, "(tcp or udp)")
+        );
+        // A word that only starts like one is the expression's.
+        assert_eq!(
+            split_scope("innerhost").unwrap(),
+            (Scope::Outer, "innerhost")
+        );
+        assert!(split_scope("inner").is_err());
+        assert!(split_scope("outer ").is_err());
+        assert!(depends_on_tunnels("host 10.0.0.1"));
+        assert!(depends_on_tunnels("outer tcp"));
+        assert!(!depends_on_tunnels("inner tcp"));
+        assert!(!depends_on_tunnels(""));
+    }
+
+    #[test]
+    fn inner_filters_read_the_columns_and_no_link_layer() {
+        // The columns describe the innermost packet: the same SQL as an
+        // outer filter on untunnelled records, whatever the records hold.
+        for f in [
+            "tcp port 80",
+            "host 10.0.0.1 and not udp",
+            "ip6 net fd00::/8",
+        ] {
+            let plain = to_sql(f, false).unwrap();
+            assert_eq!(to_sql(&format!("inner {f}"), true).unwrap(), plain, "{f}");
+            assert_eq!(to_sql(&format!("inner {f}"), false).unwrap(), plain, "{f}");
+            assert!(
+                !plain.contains("tunnel") && !plain.contains("outer"),
+                "{plain}"
+            );
+        }
+        for bad in [
+            "inner vlan 10",
+            "inner ether host 00:11:22:33:44:55",
+            "inner arp",
+            "inner greater 100",
+            "inner tcp and less 60",
+        ] {
+            let e = to_sql(bad, false).unwrap_err();
+            assert!(e.0.contains("starts at its IP header"), "{bad}: {e}");
+        }
+    }
+
+    #[test]
+    fn outer_filters_on_tunnelled_records_read_the_outer_header() {
+        // Without tunnels, the SQL of before: no tunnel column.
+        assert_eq!(
+            to_sql("outer host 10.0.0.1", false).unwrap(),
+            to_sql("host 10.0.0.1", false).unwrap()
+        );
+        let s = to_sql("src host 192.0.2.1", true).unwrap();
+        assert!(
+            s.contains(
+                "THEN ip_src ELSE outer_src END) = arrow_cast(X'00000000000000000000ffffc0000201'"
+            ),
+            "{s}"
+        );
+        let s = to_sql("ip6 and net 2001:db8::/32 and vlan 5 and greater 100", true).unwrap();
+        assert!(
+            s.contains("outer_dst") && s.contains("outer_src IS NULL"),
+            "{s}"
+        );
+        assert!(
+            s.contains("vlan = 5") && s.contains("wire_len >= 100"),
+            "{s}"
+        );
+        // What the records do not keep of the outer packet is refused.
+        for bad in [
+            "tcp",
+            "udp port 4789",
+            "port 80",
+            "ip proto 47",
+            "proto 17",
+            "icmp",
+            "tcp[tcpflags] & tcp-syn != 0",
+            "host 10.0.0.1 or portrange 1-2",
+        ] {
+            let e = to_sql(bad, true).unwrap_err();
+            assert!(e.0.contains("inner"), "{bad}: {e}");
+            assert!(to_sql(bad, false).is_ok(), "{bad}");
+            assert!(to_sql(&format!("inner {bad}"), true).is_ok(), "{bad}");
         }
     }
 }

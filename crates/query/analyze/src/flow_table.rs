@@ -382,7 +382,7 @@ fn keep_matching_sides(
 ) -> Result<Result<(), NotUsable>, AnalyzeError> {
     use datafusion::arrow::array::{FixedSizeBinaryArray, UInt8Array, UInt16Array};
     use datafusion::arrow::datatypes::{Field, Schema};
-    let cond = crate::filter::to_sql(f).map_err(|e| AnalyzeError::Usage(e.to_string()))?;
+    let cond = session.filter_sql().unwrap_or("TRUE");
     let n = slices.len() * 2;
     let mut idx = Vec::with_capacity(n);
     let (mut ver, mut src, mut dst) = (Vec::new(), Vec::new(), Vec::new());

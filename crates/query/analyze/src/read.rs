@@ -2,6 +2,13 @@
 //! records in a time window name each frame's file and offset; the frames
 //! are read from there, filtered exactly by libpcap, merged by time as
 //! mergecap does, and written as one nanosecond pcap.
+//!
+//! A filter is libpcap's on the frame as captured, or, after the word
+//! `inner`, libpcap's for a bare IP packet (LINKTYPE_RAW) run on the frame
+//! from its innermost IP header (where `wire::decode_layout` finds the
+//! packet the records' IP columns describe) to its end. An inner filter is
+//! also put on the records, as far as it translates to their columns
+//! (`crate::filter`), so that only frames it may match are read.
 
 use std::collections::HashMap;
 use std::io::Write;
@@ -13,6 +20,7 @@ use pcapio::fetch::PcapFile;
 use pcapio::{PcapWriter, ReaderOptions, TraceReader};
 use wire::LinkType;
 
+use crate::filter::{Scope, split_scope};
 use crate::{AnalyzeError, ScanReport, Session, TimeWindow};
 
 /// The snap length of the pcap written, and of the filters compiled.
@@ -39,7 +47,8 @@ impl ReadOutput {
 #[derive(Clone, Debug)]
 pub struct ReadOptions {
     pub datasets: Vec<PathBuf>,
-    /// A tcpdump filter expression (empty: every frame).
+    /// A tcpdump filter expression (empty: every frame), perhaps after
+    /// the word `inner` (or `outer`, the default).
     pub filter: String,
     pub window: TimeWindow,
     pub output: ReadOutput,
@@ -50,8 +59,11 @@ pub struct ReadOptions {
 pub struct ReadReport {
     /// Frames written.
     pub written: u64,
-    /// Records in the window that point at a frame.
+    /// Records in the window that point at a frame (and that an inner
+    /// filter's condition on the records kept).
     pub candidates: u64,
+    /// Whether an inner filter narrowed the records (in every dataset).
+    pub pushed_down: bool,
     /// Records in the window that point at no frame (or at one gone).
     pub unreachable: u64,
     /// Why some frames are gone, when retention removed their files.
@@ -93,6 +105,20 @@ fn io(path: &Path, e: impl std::fmt::Display) -> AnalyzeError {
 /// Finds the frames and writes them to `opts.output`.
 pub fn read_frames(opts: &ReadOptions) -> Result<ReadReport, AnalyzeError> {
     let mut report = ReadReport::default();
+    let (scope, expr) = split_scope(&opts.filter).map_err(|e| usage(e.to_string()))?;
+    // An inner filter is compiled once, for a bare IP packet; an outer one
+    // per link type met. Compiled first, so that a bad one fails at once.
+    let inner = match scope {
+        Scope::Inner => Some(
+            capture::filter::compile(expr, LinkType::RAW, SNAPLEN).map_err(|e| {
+                usage(format!(
+                    "inner: {e}; an inner filter is read on the innermost IP packet, from \
+                     its IP header on (no link layer)"
+                ))
+            })?,
+        ),
+        Scope::Outer => None,
+    };
     let (cands, files) = find_candidates(opts, &mut report)?;
     report.candidates = cands.len() as u64;
     let mut frames = FrameSource::open(&cands, &files)?;
@@ -101,11 +127,15 @@ pub fn read_frames(opts: &ReadOptions) -> Result<ReadReport, AnalyzeError> {
     let mut data = Vec::new();
     for c in &cands {
         let (ts_ns, wire_len, link) = frames.read(c, &mut data)?;
-        if !opts.filter.is_empty() {
+        if let Some(f) = &inner {
+            if !matches_inner(f, link, ts_ns, wire_len, &data) {
+                continue;
+            }
+        } else if !expr.is_empty() {
             let f = match filters.get(&link) {
                 Some(f) => f,
                 None => {
-                    let f = capture::filter::compile(&opts.filter, link, SNAPLEN)
+                    let f = capture::filter::compile(expr, link, SNAPLEN)
                         .map_err(|e| usage(e.to_string()))?;
                     filters.entry(link).or_insert(f)
                 }
@@ -121,6 +151,24 @@ pub fn read_frames(opts: &ReadOptions) -> Result<ReadReport, AnalyzeError> {
     Ok(report)
 }
 
+/// Whether the inner filter `f` (compiled for LINKTYPE_RAW) accepts the
+/// frame's innermost IP packet: the bytes from its header to the frame's
+/// end, `wire_len` less the bytes before it on the wire. A frame without
+/// an IP header is not matched.
+fn matches_inner(
+    f: &capture::filter::Filter,
+    link: LinkType,
+    ts_ns: i64,
+    wire_len: u32,
+    data: &[u8],
+) -> bool {
+    let mut rec = wire::PacketRecord::new(ts_ns, wire_len, data.len() as u32);
+    match wire::decode_layout(link, data, &mut rec).ip {
+        Some(at) => f.matches(wire_len.saturating_sub(at as u32), &data[at..]),
+        None => false,
+    }
+}
+
 /// Every record of the window that points at a frame, merged by time, and
 /// the frame files they index.
 fn find_candidates(
@@ -129,12 +177,17 @@ fn find_candidates(
 ) -> Result<(Vec<Candidate>, Vec<PathBuf>), AnalyzeError> {
     let mut cands: Vec<Candidate> = Vec::new();
     let mut files: Vec<PathBuf> = Vec::new();
+    report.pushed_down = !opts.datasets.is_empty();
     for root in &opts.datasets {
         let session = Session::open(std::slice::from_ref(root), opts.window, None, 0)?;
         let m = &session.manifests()[0].1;
         let paths = frame_files(root, m);
-        let (batches, scan) =
-            session.query_with_scan("SELECT ts_ns, pcap_file, pcap_offset FROM packets")?;
+        let cond = inner_condition(&session, &opts.filter)?;
+        report.pushed_down &= cond.is_some();
+        let (batches, scan) = session.query_with_scan(&format!(
+            "SELECT ts_ns, pcap_file, pcap_offset FROM packets WHERE {}",
+            cond.as_deref().unwrap_or("TRUE")
+        ))?;
         report.scan.bytes_scanned += scan.bytes_scanned;
         report.scan.row_groups_pruned += scan.row_groups_pruned;
         report.scan.row_groups_read += scan.row_groups_read;
@@ -187,6 +240,33 @@ fn find_candidates(
         cands.extend(found);
     }
     Ok((merge_in_time(cands), files))
+}
+
+/// An inner filter as a condition on the records that holds for every
+/// frame libpcap could match (the records' IP and transport columns
+/// describe the innermost packet, and the condition is no stricter than
+/// libpcap on it), or `None`: no inner filter, one the records cannot
+/// express (libpcap alone decides), or records written before tunnels were
+/// followed (no `tunnel_depth` column: their columns describe the outer
+/// packet).
+fn inner_condition(session: &Session, filter: &str) -> Result<Option<String>, AnalyzeError> {
+    let Ok((Scope::Inner, expr)) = split_scope(filter) else {
+        return Ok(None);
+    };
+    // libpcap's `ip6 proto N` also matches an extension header N (`ip6
+    // proto 44`: fragments) where the records keep the protocol after the
+    // chain: left to libpcap alone.
+    if expr
+        .split(|c: char| !c.is_ascii_alphanumeric())
+        .any(|w| w == "proto")
+    {
+        return Ok(None);
+    }
+    let schema = session.plan_schema("SELECT * FROM packet_files")?;
+    if schema.field_with_name("tunnel_depth").is_err() {
+        return Ok(None);
+    }
+    Ok(crate::filter::to_sql(filter, false).ok())
 }
 
 /// Where a dataset's records point: pcap file id -> path, and the end of

@@ -66,6 +66,8 @@ pub struct Session {
     window: TimeWindow,
     /// A tcpdump filter the packets table is restricted to.
     filter: Option<String>,
+    /// That filter as the SQL condition `packets` applies.
+    filter_sql: Option<String>,
     threads: usize,
 }
 
@@ -105,15 +107,16 @@ impl Session {
             .with_information_schema(true);
         let ctx = SessionContext::new_with_config(config);
         udf::register(&ctx);
-        let session = Session {
+        let mut session = Session {
             ctx,
             runtime,
             manifests,
             window,
             filter: filter.map(str::to_string),
+            filter_sql: None,
             threads,
         };
-        session.bind()?;
+        session.filter_sql = session.bind()?;
         Ok(session)
     }
 
@@ -128,6 +131,28 @@ impl Session {
     /// The tcpdump filter the packets table is restricted to.
     pub fn filter(&self) -> Option<&str> {
         self.filter.as_deref()
+    }
+
+    /// The filter as the SQL condition on the packet records that
+    /// `packets` applies (`crate::filter::to_sql`, knowing whether the
+    /// records in the window hold tunnelled frames).
+    pub fn filter_sql(&self) -> Option<&str> {
+        self.filter_sql.as_deref()
+    }
+
+    /// Whether any packet record in the window is of a tunnelled frame
+    /// (records written before the tunnel columns hold none). Row groups
+    /// whose `tunnel_depth` statistics say 0 are not read.
+    pub fn holds_tunnels(&self) -> Result<bool, AnalyzeError> {
+        let schema = self.plan_schema("SELECT * FROM packet_files")?;
+        if schema.field_with_name("tunnel_depth").is_err() {
+            return Ok(false);
+        }
+        let found = self.query(&format!(
+            "SELECT 1 FROM packet_files WHERE {} AND tunnel_depth > 0 LIMIT 1",
+            self.window.condition()
+        ))?;
+        Ok(found.iter().any(|b| b.num_rows() > 0))
     }
 
     /// The first and last frame's time of the datasets, from the manifests
@@ -262,8 +287,9 @@ impl Session {
         self.query(sql).map(|_| ())
     }
 
-    /// Registers the files and the views over them.
-    fn bind(&self) -> Result<(), AnalyzeError> {
+    /// Registers the files and the views over them; returns the filter's
+    /// SQL condition.
+    fn bind(&self) -> Result<Option<String>, AnalyzeError> {
         let roots: Vec<&Path> = self.manifests.iter().map(|(p, _)| p.as_path()).collect();
         self.register_files(
             "packet_files",
@@ -297,10 +323,17 @@ impl Session {
             self.register_files(&format!("{name}_files"), &roots, dir, schema.clone(), true)?;
         }
         let cond = self.window.condition();
-        let filter = match &self.filter {
-            Some(f) => crate::filter::to_sql(f).map_err(|e| AnalyzeError::Usage(e.to_string()))?,
-            None => "TRUE".into(),
+        let filter_sql = match &self.filter {
+            Some(f) => {
+                let tunnelled = crate::filter::depends_on_tunnels(f) && self.holds_tunnels()?;
+                Some(
+                    crate::filter::to_sql(f, tunnelled)
+                        .map_err(|e| AnalyzeError::Usage(e.to_string()))?,
+                )
+            }
+            None => None,
         };
+        let filter = filter_sql.as_deref().unwrap_or("TRUE");
         self.execute(&format!(
             "CREATE VIEW packets AS SELECT *, CAST(ts AS BIGINT) AS ts_ns \
              FROM packet_files WHERE {cond} AND {filter}"
@@ -334,7 +367,7 @@ impl Session {
             "CREATE VIEW flow_slices AS SELECT *, {} FROM flow_slice_files",
             absolute.join(", ")
         ))?;
-        Ok(())
+        Ok(filter_sql)
     }
 
     /// A table over the Parquet files in `sub` of every dataset; an empty

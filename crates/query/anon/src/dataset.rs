@@ -129,6 +129,9 @@ pub fn anonymize_dataset(opts: &AnonymizeOptions) -> Result<AnonymizeReport, Str
     let mac_fn = |b: &[u8]| mac(&key, b);
     let fh_fn = |v: u64| key.file_handle(v);
     let name_fn = |s: &str| key.name(s);
+    // A row without its tunnel's kind (none in records weir writes) is
+    // taken at the widest.
+    let tunnel_id_fn = |kind: Option<&str>, id: u32| key.tunnel_id(kind.unwrap_or(""), id);
     let plan = |table: &str, column: &str| -> Option<Rewrite<'_>> {
         let schema = table_schema(table)?;
         let field = schema.field_with_name(column).ok()?;
@@ -138,6 +141,7 @@ pub fn anonymize_dataset(opts: &AnonymizeOptions) -> Result<AnonymizeReport, Str
             Identifies::Mac => Rewrite::Bytes(&mac_fn),
             Identifies::FileHandle => Rewrite::U64(&fh_fn),
             Identifies::Name => Rewrite::Text(&name_fn),
+            Identifies::TunnelId => Rewrite::U32By("tunnel", &tunnel_id_fn),
             // Records point at frames in pcap files that are not copied.
             Identifies::FramePointer => Rewrite::Null,
         })
@@ -194,5 +198,8 @@ fn scrub_manifest(m: &mut store::Manifest, key: &Key) {
         macs: "HMAC-SHA256, 48 bits; broadcast and group bit kept".into(),
         file_handles: "HMAC-SHA256, 64 bits".into(),
         names: "AES-SIV, deterministic, reversible with the key".into(),
+        tunnel_ids: "keyed permutation within the id's width for its kind (Feistel over \
+                     AES-128), reversible with the key"
+            .into(),
     });
 }

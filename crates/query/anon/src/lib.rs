@@ -26,6 +26,7 @@
 //! | MAC address | HMAC-SHA256 cut to 48 bits | equality; the broadcast and all-zero addresses; the group (multicast) bit | the vendor (OUI) and the device | no |
 //! | file handle | HMAC-SHA256 cut to 64 bits | equality | the value (pointers, inode numbers) | no |
 //! | name | AES-SIV, deterministic, no nonce | equality; the empty name; the length, to within 8 bytes | the text | yes, with the key |
+//! | tunnel id (VNI, MPLS label, PPPoE session, GRE key, TEID, ERSPAN session) | a keyed permutation within the id's width for its kind: an 8-round Feistel network over AES-128 ([`Key::tunnel_id`]) | equality; distinctness (no two ids of a kind collide); the width | which tenant, subscriber or session | yes, with the key |
 //!
 //! Why these: analyses of a trace need to tell hosts, devices, files and
 //! processes apart and to group addresses by network, not to know who they
@@ -58,6 +59,8 @@ pub use cryptopan::CryptoPan;
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
+use aes::Aes128;
+use aes::cipher::BlockEncrypt;
 use aes_siv::aead::generic_array::GenericArray;
 use aes_siv::siv::Aes128Siv;
 use aes_siv::{KeyInit, Tag};
@@ -123,6 +126,7 @@ mod label {
     pub const MAC: &[u8] = b"weir-anon/v1/mac";
     pub const FILE_HANDLE: &[u8] = b"weir-anon/v1/file-handle";
     pub const NAME: &[u8] = b"weir-anon/v1/name";
+    pub const TUNNEL_ID: &[u8] = b"weir-anon/v1/tunnel-id";
     pub const FINGERPRINT: &[u8] = b"weir-anon/v1/fingerprint";
 }
 
@@ -136,7 +140,28 @@ pub struct Key {
     mac: HmacSha256,
     file_handle: HmacSha256,
     name: [u8; 32],
+    /// The round function of the tunnel id permutation.
+    tunnel_id: Aes128,
     fingerprint: [u8; 8],
+}
+
+/// Rounds of the tunnel id permutation's Feistel network (four make a
+/// strong pseudorandom permutation; the ids are few and small, so more
+/// cost nothing that matters).
+const TUNNEL_ID_ROUNDS: u8 = 8;
+
+/// The width in bits of a tunnel id of `kind` (the `tunnel` column's
+/// name): 24 for a VXLAN or GENEVE VNI, 20 for an MPLS label, 16 for a
+/// PPPoE session, 10 for an ERSPAN session, 32 for a GRE key, a GTP-U
+/// TEID and anything else.
+pub fn tunnel_id_bits(kind: &str) -> u32 {
+    match kind {
+        "vxlan" | "geneve" => 24,
+        "mpls" => 20,
+        "pppoe" => 16,
+        "erspan" => 10,
+        _ => 32,
+    }
 }
 
 impl Key {
@@ -159,6 +184,10 @@ impl Key {
             mac: hmac_with_key(&derive(label::MAC)),
             file_handle: hmac_with_key(&derive(label::FILE_HANDLE)),
             name: derive(label::NAME),
+            tunnel_id: {
+                let k = derive(label::TUNNEL_ID);
+                Aes128::new(&GenericArray::clone_from_slice(&k[..16]))
+            },
             fingerprint,
         })
     }
@@ -323,6 +352,56 @@ impl Key {
             }
         }
         Err(AnonError::NameKeyMismatch)
+    }
+
+    /// Replaces a tunnel id of `kind` (as the `tunnel` column names it)
+    /// by its image under a keyed permutation of the ids of that width
+    /// ([`tunnel_id_bits`]): equal ids stay equal and distinct ones stay
+    /// distinct, and a 24-bit VNI stays a 24-bit VNI. Each kind has a
+    /// permutation of its own. An id too wide for its kind (which no
+    /// decoder gives) is kept as it is, so it cannot meet an image.
+    pub fn tunnel_id(&self, kind: &str, id: u32) -> u32 {
+        self.feistel(kind, id, false)
+    }
+
+    /// Undoes [`Key::tunnel_id`].
+    pub fn reveal_tunnel_id(&self, kind: &str, anon: u32) -> u32 {
+        self.feistel(kind, anon, true)
+    }
+
+    /// A balanced Feistel network over the id's bits (every width is
+    /// even); round `r` adds AES(kind, width, r, right half) to the left
+    /// half modulo its size.
+    fn feistel(&self, kind: &str, v: u32, reverse: bool) -> u32 {
+        let bits = tunnel_id_bits(kind);
+        if bits < 32 && v >> bits != 0 {
+            return v;
+        }
+        let half = bits / 2;
+        let mask = (1u32 << half) - 1;
+        let round = |r: u8, x: u32| -> u32 {
+            let mut block = [0u8; 16];
+            block[0] = r;
+            block[1] = bits as u8;
+            let name = kind.as_bytes();
+            let n = name.len().min(10);
+            block[2..2 + n].copy_from_slice(&name[..n]);
+            block[12..].copy_from_slice(&x.to_be_bytes());
+            let mut b = GenericArray::from(block);
+            self.tunnel_id.encrypt_block(&mut b);
+            u32::from_be_bytes([b[0], b[1], b[2], b[3]]) & mask
+        };
+        let (mut l, mut r) = (v >> half & mask, v & mask);
+        if !reverse {
+            for k in 0..TUNNEL_ID_ROUNDS {
+                (l, r) = (r, l.wrapping_add(round(k, r)) & mask);
+            }
+        } else {
+            for k in (0..TUNNEL_ID_ROUNDS).rev() {
+                (l, r) = (r.wrapping_sub(round(k, l)) & mask, l);
+            }
+        }
+        l << half | r
     }
 
     fn name_cipher(&self) -> Aes128Siv {

@@ -165,6 +165,7 @@ fn subkeys_are_distinct() {
         label::MAC,
         label::FILE_HANDLE,
         label::NAME,
+        label::TUNNEL_ID,
         label::FINGERPRINT,
     ];
     let mut subkeys: Vec<Vec<u8>> = labels
@@ -452,4 +453,102 @@ fn nothing_panics_on_arbitrary_input() {
         let _ = k.reveal_name(&format!("~{}", base64url::encode(&bytes)));
         let _ = k.name(&text);
     }
+}
+
+/// Every kind of tunnel id, with its width and the ids tested: all of them
+/// for the narrow kinds, the first 40,000 and the top of the range for the
+/// others.
+fn tunnel_kinds() -> Vec<(&'static str, u32, Vec<u32>)> {
+    [
+        ("erspan", 10),
+        ("pppoe", 16),
+        ("mpls", 20),
+        ("vxlan", 24),
+        ("geneve", 24),
+        ("gre", 32),
+        ("gtpu", 32),
+    ]
+    .into_iter()
+    .map(|(kind, bits)| {
+        let top = if bits == 32 {
+            u32::MAX
+        } else {
+            (1u32 << bits) - 1
+        };
+        let ids = if bits <= 16 {
+            (0..=top).collect()
+        } else {
+            (0..40_000).chain(top - 1000..=top).collect()
+        };
+        (kind, bits, ids)
+    })
+    .collect()
+}
+
+#[test]
+fn tunnel_ids_are_permuted_within_their_width() {
+    let k = key(1);
+    for (kind, bits, ids) in tunnel_kinds() {
+        assert_eq!(tunnel_id_bits(kind), bits);
+        let images: Vec<u32> = ids.iter().map(|&v| k.tunnel_id(kind, v)).collect();
+        // Within the width, all distinct, and back with the key.
+        assert!(
+            bits == 32 || images.iter().all(|&a| a >> bits == 0),
+            "{kind}"
+        );
+        let mut sorted = images.clone();
+        sorted.sort_unstable();
+        sorted.dedup();
+        assert_eq!(sorted.len(), ids.len(), "{kind}: two ids collide");
+        for (&v, &a) in ids.iter().zip(&images) {
+            assert_eq!(k.reveal_tunnel_id(kind, a), v, "{kind}");
+        }
+        // A permutation, not the identity: most ids move.
+        let moved = ids.iter().zip(&images).filter(|(v, a)| v != a).count();
+        assert!(
+            moved * 100 > ids.len() * 99,
+            "{kind}: {moved} of {} moved",
+            ids.len()
+        );
+        if bits <= 16 {
+            // The whole range: the images are exactly the range.
+            assert_eq!(sorted, ids, "{kind}");
+        }
+    }
+}
+
+#[test]
+fn tunnel_ids_are_keyed_and_per_kind() {
+    let (a, a2, b) = (key(1), key(1), key(2));
+    for (kind, bits, ids) in tunnel_kinds() {
+        let ids = &ids[..1000];
+        let under = |k: &Key| {
+            ids.iter()
+                .map(|&v| k.tunnel_id(kind, v))
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(under(&a), under(&a2), "{kind}: the same key maps alike");
+        let differ = under(&a)
+            .iter()
+            .zip(under(&b))
+            .filter(|(x, y)| **x != *y)
+            .count();
+        // Another key: a mapping unrelated to the first (a chance match
+        // per id of 2^-bits).
+        assert!(differ >= 990, "{kind}/{bits}: only {differ} of 1000 differ");
+    }
+    // Two kinds of one width map the same id apart.
+    let same = (0..1000)
+        .filter(|&v| a.tunnel_id("vxlan", v) == a.tunnel_id("geneve", v))
+        .count();
+    assert!(same < 5, "{same}");
+}
+
+#[test]
+fn tunnel_ids_too_wide_for_their_kind_stay() {
+    let k = key(4);
+    assert_eq!(k.tunnel_id("vxlan", 1 << 24), 1 << 24);
+    assert_eq!(k.tunnel_id("erspan", 1024), 1024);
+    assert_eq!(k.tunnel_id("pppoe", 0x1_0000), 0x1_0000);
+    assert_ne!(k.tunnel_id("gre", 1 << 24), 1 << 24);
 }
