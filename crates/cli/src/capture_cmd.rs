@@ -113,9 +113,11 @@ pub struct CaptureArgs {
     shard: Option<capture::Shard>,
     /// How an interface's workers share its frames: flow (weir's flow
     /// hash in an eBPF program, through tunnels: each worker gets whole
-    /// flows by the key the records carry) or kernel (the kernel's own
-    /// symmetric hash, which stops at a UDP tunnel's outer header).
-    #[arg(long, default_value = "flow", value_name = "flow|kernel")]
+    /// flows by the key the records carry; needs root or CAP_BPF), kernel
+    /// (the kernel's own symmetric hash, which stops at a UDP tunnel's
+    /// outer header), or auto: flow where the process may load the
+    /// program, else kernel, with a warning.
+    #[arg(long, default_value = "auto", value_name = "auto|flow|kernel")]
     fanout: capture::FanoutBy,
     /// Do not put the interfaces into promiscuous mode.
     #[arg(short = 'p', long = "no-promiscuous-mode")]

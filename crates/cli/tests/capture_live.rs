@@ -826,6 +826,19 @@ fn cap_net_raw_is_enough_and_is_given_up_once_the_rings_are_open() {
     let r = cap.wait(Duration::from_secs(40));
     assert_eq!(r.code(), 0, "{}", r.stderr());
     assert_eq!(records(&ds).len(), 500);
+    // Without CAP_BPF the workers share frames by the kernel's hash, and
+    // the capture says so.
+    assert!(
+        r.stderr().contains("by the kernel's flow hash, not weir's"),
+        "{}",
+        r.stderr()
+    );
+    assert!(
+        manifest(&ds)["capture"]["fanout"]
+            .as_str()
+            .is_some_and(|f| f.contains("PACKET_FANOUT_HASH")),
+        "the manifest says the kernel's hash dealt the frames"
+    );
 }
 
 /// Two boxes' worth of `--shard`: captures of share 0/2 and 1/2 next to two

@@ -181,6 +181,9 @@ pub fn capture(
         command: opts.command.clone(),
     };
     let opened = live::open(live_opts).map_err(|e| e.to_string())?;
+    for note in opened.notes() {
+        on_event(CaptureEvent::Warning(note.clone()));
+    }
     let dataset = match &opts.target {
         Target::Dataset { dir, force, .. } => {
             let d = Dataset::create_with_manifest(dir, *force, &opened.manifest())

@@ -92,7 +92,7 @@ pub enum LiveError {
     Usage(String),
     #[error(
         "{iface}: the kernel did not take weir's fanout program ({message}); pass --fanout \
-         kernel to deal frames to the workers by the kernel's own flow hash"
+         kernel (or auto) to deal frames to the workers by the kernel's own flow hash"
     )]
     Fanout { iface: String, message: String },
     #[error("--shard {shard} on {iface}: {message}")]
@@ -142,19 +142,23 @@ pub struct Opened {
     opts: LiveOptions,
     slots: Vec<Slot>,
     libpcap: String,
+    /// What opening settled for, to tell the user (not a problem with
+    /// the data).
+    notes: Vec<String>,
 }
 
 /// Opens every ring (all of an interface's rings in one fanout group) with
 /// the filter attached. A bad filter, a missing permission or a refused ring
 /// size is reported here, before any traffic is taken.
-pub fn open(opts: LiveOptions) -> Result<Opened, LiveError> {
+pub fn open(mut opts: LiveOptions) -> Result<Opened, LiveError> {
+    let mut notes = Vec::new();
     if opts.interfaces.is_empty() {
         return Err(LiveError::Usage(
             "give at least one interface with -i".into(),
         ));
     }
     let workers = opts.workers_per_iface.max(1);
-    let mut slots = Vec::new();
+    let mut slots: Vec<Slot> = Vec::new();
     for (k, iface) in opts.interfaces.iter().enumerate() {
         let link = iface.link_type().ok_or_else(|| {
             LiveError::Usage(format!(
@@ -189,16 +193,31 @@ pub fn open(opts: LiveOptions) -> Result<Opened, LiveError> {
             None => None,
         };
         // Several rings: weir's flow hash deals the frames, unless the
-        // kernel's is asked for.
+        // kernel's is asked for, or (unasked) the process may not load it.
         let fanout = match opts.fanout {
-            FanoutBy::Flow if workers > 1 => {
-                let fail = |message: String| LiveError::Fanout {
-                    iface: iface.name.clone(),
-                    message,
-                };
-                Some(Arc::new(
-                    shard::load(link, Verdict::Fanout, None, "weir_fanout").map_err(fail)?,
-                ))
+            FanoutBy::Flow | FanoutBy::Auto if workers > 1 => {
+                match shard::load(link, Verdict::Fanout, None, "weir_fanout") {
+                    Ok(p) => Some(Arc::new(p)),
+                    Err(message) if opts.fanout == FanoutBy::Auto => {
+                        notes.push(format!(
+                            "{}: the workers share frames by the kernel's flow hash, not weir's: \
+                             {message} (weir's needs root or CAP_BPF; with the kernel's, a flow \
+                             inside a UDP tunnel may reach two workers)",
+                            iface.name
+                        ));
+                        opts.fanout = FanoutBy::Kernel;
+                        for slot in &mut slots {
+                            slot.fanout = None;
+                        }
+                        None
+                    }
+                    Err(message) => {
+                        return Err(LiveError::Fanout {
+                            iface: iface.name.clone(),
+                            message,
+                        });
+                    }
+                }
             }
             _ => None,
         };
@@ -219,9 +238,13 @@ pub fn open(opts: LiveOptions) -> Result<Opened, LiveError> {
             });
         }
     }
+    if opts.fanout == FanoutBy::Auto {
+        opts.fanout = FanoutBy::Flow;
+    }
     Ok(Opened {
         opts,
         slots,
+        notes,
         libpcap: capture::filter::libpcap_version(),
     })
 }
@@ -284,6 +307,12 @@ struct WorkerOut {
 
 impl Opened {
     /// Interfaces and rings, for messages.
+    /// What opening settled for (weir's fanout program refused, the
+    /// kernel's hash used instead), to tell the user at the start.
+    pub fn notes(&self) -> &[String] {
+        &self.notes
+    }
+
     pub fn rings(&self) -> usize {
         self.slots.len()
     }
@@ -311,6 +340,7 @@ impl Opened {
             opts,
             slots,
             libpcap,
+            notes: _,
         } = self;
         // The manifest before the first data file, so that a capture killed
         // at any moment leaves a dataset `weir recover` can put in order.

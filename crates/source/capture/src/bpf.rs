@@ -425,8 +425,8 @@ impl SocketProgram {
         name: &str,
     ) -> Result<SocketProgram, LoadError> {
         let refused = |source: io::Error, what: &str| LoadError {
-            source,
-            log: format!("{what} (bpf(2))"),
+            source: io::Error::new(source.kind(), format!("{what}: {source}")),
+            log: String::new(),
         };
         let mut create = MapCreateAttr {
             map_type: BPF_MAP_TYPE_PROG_ARRAY,
@@ -436,7 +436,7 @@ impl SocketProgram {
             map_flags: 0,
         };
         let table = bpf(BPF_MAP_CREATE, &mut create)
-            .map_err(|e| refused(e, "creating the program table"))?;
+            .map_err(|e| refused(e, "creating its program table"))?;
         // SAFETY: a new descriptor the kernel just returned.
         let table = unsafe { OwnedFd::from_raw_fd(table as i32) };
         let insns = build(table.as_raw_fd()).map_err(|e| LoadError {
@@ -452,7 +452,7 @@ impl SocketProgram {
             ..Default::default()
         };
         bpf(BPF_MAP_UPDATE_ELEM, &mut update)
-            .map_err(|e| refused(e, "putting the program in its table"))?;
+            .map_err(|e| refused(e, "putting it in its program table"))?;
         prog._table = Some(table);
         Ok(prog)
     }

@@ -50,10 +50,14 @@ impl RingOptions {
 /// How a fanout group deals frames to its rings (`weir capture --fanout`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum FanoutBy {
+    /// [`FanoutBy::Flow`] where the process may load the program (root,
+    /// or CAP_BPF), else [`FanoutBy::Kernel`]: what `weir capture` does
+    /// unless told.
+    #[default]
+    Auto,
     /// weir's own flow hash ([`crate::shard::program`]), through tunnels:
     /// each ring gets whole flows by the flow key the records carry, ring
     /// `flow_hash % rings`.
-    #[default]
     Flow,
     /// The kernel's symmetric flow hash, which stops at the outer header of
     /// a UDP tunnel (VXLAN, GENEVE, GTP-U).
@@ -68,6 +72,7 @@ impl FanoutBy {
                 "weir flow hash v1 (wire::flow, innermost packet), ring = flow_hash % rings                  (PACKET_FANOUT_EBPF)"
             }
             FanoutBy::Kernel => "the kernel's symmetric flow hash (PACKET_FANOUT_HASH)",
+            FanoutBy::Auto => "auto",
         }
     }
 }
@@ -77,10 +82,12 @@ impl std::str::FromStr for FanoutBy {
 
     fn from_str(s: &str) -> Result<FanoutBy, String> {
         match s {
+            "auto" => Ok(FanoutBy::Auto),
             "flow" => Ok(FanoutBy::Flow),
             "kernel" => Ok(FanoutBy::Kernel),
             _ => Err(format!(
-                "--fanout {s:?}: give flow (weir's flow hash, through tunnels) or kernel (the                  kernel's own hash)"
+                "--fanout {s:?}: give auto, flow (weir's flow hash, through tunnels) or kernel \
+                 (the kernel's own hash)"
             )),
         }
     }
