@@ -235,13 +235,15 @@ fn fanout_keeps_each_flow_on_one_worker() {
     drop(server);
     assert_eq!(r.code(), 0, "{}", r.stderr());
     let rows = records(&ds);
-    // `--fanout flow` (the default): each frame went to worker
-    // flow_hash % 2, where frames without a flow hash count as 0; the
-    // records' flow hash is the innermost packet's.
+    // weir's hash deals the frames (the default, as root): each frame went
+    // to worker `fanout_ring(flow_hash, 2)`, where frames without a flow
+    // hash count as 0; the records' flow hash is the innermost packet's.
     let first = rows.iter().map(|r| r.ts_ns).min().unwrap_or(0);
     let misdealt: Vec<_> = rows
         .iter()
-        .filter(|r| r.frag & 0x3fff == 0 && r.worker as u32 != capture::Shard::of(r.flow_hash, 2))
+        .filter(|r| {
+            r.frag & 0x3fff == 0 && r.worker as u32 != capture::shard::fanout_ring(r.flow_hash, 2)
+        })
         .map(|r| (r.worker, r.flow_hash, r.tunnel, r.ip_proto, r.ts_ns - first))
         .take(5)
         .collect();

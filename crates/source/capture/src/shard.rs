@@ -45,6 +45,27 @@ use crate::bpf::{
     SocketProgram,
 };
 
+/// The odd constant [`fanout_ring`] multiplies by (2^64 over the golden
+/// ratio).
+const FANOUT_MIX: u64 = 0x9e37_79b9_7f4a_7c15;
+
+/// The ring of `rings` that a fanout group dealt by [`Verdict::Fanout`]
+/// gives a frame of flow hash `flow_hash` (0 when it has none): the high
+/// half of the hash times an odd constant, modulo the rings. Not the hash
+/// itself modulo the rings: shares (`--shard K/N`) and Kafka partitions
+/// take the hash modulo their count, and a worker would otherwise get only
+/// the flows of some of them (with `--shard 0/2` and two workers, all of
+/// them).
+pub fn fanout_ring(flow_hash: u32, rings: u32) -> u32 {
+    fanout_value(flow_hash) % rings.max(1)
+}
+
+/// What the [`Verdict::Fanout`] program returns for a frame of flow hash
+/// `flow_hash`.
+pub fn fanout_value(flow_hash: u32) -> u32 {
+    ((flow_hash as u64).wrapping_mul(FANOUT_MIX) >> 32) as u32
+}
+
 /// Share `index` of `count`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Shard {
@@ -110,9 +131,9 @@ pub enum Verdict {
     /// filter would be: for tests and benchmarks through
     /// BPF_PROG_TEST_RUN.
     Hash,
-    /// The flow hash, run as a fanout group's program
-    /// (`PACKET_FANOUT_EBPF`), whose ring is the hash modulo the group's
-    /// rings. The kernel runs it before a socket sees the frame: a frame
+    /// The flow hash remixed, run as a fanout group's program
+    /// (`PACKET_FANOUT_EBPF`): the kernel takes the value modulo the
+    /// group's rings, which makes the ring [`fanout_ring`]. The kernel runs it before a socket sees the frame: a frame
     /// sent out starts at its link header, but a received one at its
     /// network header (the link header already taken off, its ethertype
     /// in the socket buffer's protocol, VLAN tags the device took in its
@@ -303,7 +324,15 @@ pub fn program(
     a.alu64_imm(Alu::Mov, R0, 0);
     a.place(l.decide);
     match verdict {
-        Verdict::Hash | Verdict::Fanout => a.exit(),
+        Verdict::Hash => a.exit(),
+        Verdict::Fanout => {
+            // The ring is a remix of the hash modulo the rings (see
+            // [`fanout_ring`]).
+            a.load_u64(R1, FANOUT_MIX);
+            a.alu64_reg(Alu::Mul, R0, R1);
+            a.alu64_imm(Alu::Rsh, R0, 32);
+            a.exit();
+        }
         Verdict::Keep(shard) => {
             let keep = a.label();
             a.alu64_reg(Alu::Mov, R1, R0);
@@ -996,4 +1025,48 @@ fn hash_words(a: &mut Asm, addr: [i16; 4], lo_port: i16, hi_port: i16, then: Lab
     a.alu64_reg(Alu::Xor, R0, R1);
     a.alu64_imm(Alu::Rsh, R0, 32);
     a.jump(then);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The flows of one share, or of one Kafka partition, still spread
+    /// over every worker, and evenly.
+    #[test]
+    fn a_shares_flows_spread_over_every_worker() {
+        let mut h = 0x1234_5678u32;
+        let mut next = move || {
+            h ^= h << 13;
+            h ^= h >> 17;
+            h ^= h << 5;
+            h
+        };
+        for (modulus, class) in [(2u32, 0u32), (2, 1), (4, 3), (8, 5)] {
+            for rings in [2u32, 3, 4] {
+                let mut per_ring = vec![0u32; rings as usize];
+                let mut n = 0;
+                while n < 40_000 {
+                    let f = next();
+                    if f % modulus == class {
+                        per_ring[fanout_ring(f, rings) as usize] += 1;
+                        n += 1;
+                    }
+                }
+                let (lo, hi) = (
+                    per_ring.iter().min().unwrap(),
+                    per_ring.iter().max().unwrap(),
+                );
+                assert!(
+                    *lo as f64 > 0.9 * *hi as f64,
+                    "share {class}/{modulus} over {rings} rings: {per_ring:?}"
+                );
+            }
+        }
+        assert_eq!(
+            fanout_ring(0, 4),
+            0,
+            "frames without a flow hash go to ring 0"
+        );
+    }
 }
