@@ -28,6 +28,17 @@ use weir_bench::*;
 const PORT: &str = "5201";
 const SERVER_IP: &str = "10.77.0.2";
 
+/// The iperf3 server, stopped when dropped: on an error return too, which
+/// would otherwise leave it running in a namespace already removed.
+struct Server(Child);
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
 struct Args {
     seconds: u64,
     reps: usize,
@@ -384,13 +395,15 @@ fn real_main() -> Result<(), String> {
     }
     let scratch = Scratch::create(&std::env::temp_dir().join("weir-bench-stack"))?;
     let ds = scratch.path("ds");
-    let mut server = Command::new("ip")
-        .args(["netns", "exec", &net.b, "iperf3", "-s", "-p", PORT])
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .map_err(|e| format!("iperf3 server: {e}"))?;
+    let server = Server(
+        Command::new("ip")
+            .args(["netns", "exec", &net.b, "iperf3", "-s", "-p", PORT])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .map_err(|e| format!("iperf3 server: {e}"))?,
+    );
     std::thread::sleep(Duration::from_millis(500));
 
     let iperf_version = tool_output(Path::new("iperf3"), &["--version"]).unwrap_or_default();
@@ -425,8 +438,7 @@ fn real_main() -> Result<(), String> {
     for &streams in &args.streams {
         all_json.push(measure(&args, &weir, &net, &ds, &modes, streams)?);
     }
-    let _ = server.kill();
-    let _ = server.wait();
+    drop(server);
     if let Some(p) = &args.json {
         fs::write(
             p,
