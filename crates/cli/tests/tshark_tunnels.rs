@@ -461,48 +461,7 @@ fn built_frames() -> Vec<Vec<u8>> {
         },
         ..outer4
     };
-    let encaps = [
-        EncapSpec::Vxlan { vni: 0xabcdef },
-        EncapSpec::Geneve {
-            vni: 77,
-            option_words: 3,
-        },
-        EncapSpec::Gre {
-            key: Some(0xdead_beef),
-            seq: Some(5),
-            checksum: true,
-            ethernet: false,
-        },
-        EncapSpec::Gre {
-            key: None,
-            seq: None,
-            checksum: false,
-            ethernet: true,
-        },
-        EncapSpec::Erspan2 { session: Some(513) },
-        EncapSpec::Erspan2 { session: None },
-        EncapSpec::Erspan3 {
-            session: 1023,
-            platform: false,
-        },
-        EncapSpec::Erspan3 {
-            session: 9,
-            platform: true,
-        },
-        EncapSpec::IpIp,
-        EncapSpec::Gtpu {
-            teid: 0x0102_0304,
-            extension: true,
-        },
-        EncapSpec::Gtpu {
-            teid: 7,
-            extension: false,
-        },
-        EncapSpec::Mpls {
-            labels: &[1000, 2000, 16],
-        },
-        EncapSpec::Pppoe { session: 0x1234 },
-    ];
+    let encaps = EncapSpec::every();
     let wrap = |f: &[u8], e: &EncapSpec, o: &OuterSpec| {
         let mut g = Vec::new();
         encapsulate(f, e, o, &mut g);

@@ -341,6 +341,57 @@ pub enum EncapSpec<'a> {
     Pppoe { session: u16 },
 }
 
+impl EncapSpec<'static> {
+    /// One of each encapsulation weir builds, in each of its forms (GRE
+    /// with every optional field and with none, over IP and as Ethernet;
+    /// ERSPAN of each type, with and without a platform subheader; GTP-U
+    /// with and without an extension header): what tests wrap frames in.
+    pub fn every() -> Vec<EncapSpec<'static>> {
+        vec![
+            EncapSpec::Vxlan { vni: 0xabcdef },
+            EncapSpec::Geneve {
+                vni: 77,
+                option_words: 3,
+            },
+            EncapSpec::Gre {
+                key: Some(0xdead_beef),
+                seq: Some(5),
+                checksum: true,
+                ethernet: false,
+            },
+            EncapSpec::Gre {
+                key: None,
+                seq: None,
+                checksum: false,
+                ethernet: true,
+            },
+            EncapSpec::Erspan2 { session: Some(513) },
+            EncapSpec::Erspan2 { session: None },
+            EncapSpec::Erspan3 {
+                session: 1023,
+                platform: true,
+            },
+            EncapSpec::Erspan3 {
+                session: 4,
+                platform: false,
+            },
+            EncapSpec::IpIp,
+            EncapSpec::Gtpu {
+                teid: 0x0102_0304,
+                extension: true,
+            },
+            EncapSpec::Gtpu {
+                teid: 7,
+                extension: false,
+            },
+            EncapSpec::Mpls {
+                labels: &[1000, 2000, 16],
+            },
+            EncapSpec::Pppoe { session: 0x1234 },
+        ]
+    }
+}
+
 /// The outer Ethernet and IP header of an encapsulated frame.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct OuterSpec {

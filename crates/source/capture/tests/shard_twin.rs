@@ -499,51 +499,6 @@ fn tenant(kind: usize, reverse: bool) -> Vec<u8> {
     f
 }
 
-fn encapsulations() -> Vec<EncapSpec<'static>> {
-    vec![
-        EncapSpec::Vxlan { vni: 0xabcdef },
-        EncapSpec::Geneve {
-            vni: 77,
-            option_words: 3,
-        },
-        EncapSpec::Gre {
-            key: Some(0xdead_beef),
-            seq: Some(5),
-            checksum: true,
-            ethernet: false,
-        },
-        EncapSpec::Gre {
-            key: None,
-            seq: None,
-            checksum: false,
-            ethernet: true,
-        },
-        EncapSpec::Erspan2 { session: Some(513) },
-        EncapSpec::Erspan2 { session: None },
-        EncapSpec::Erspan3 {
-            session: 1023,
-            platform: true,
-        },
-        EncapSpec::Erspan3 {
-            session: 4,
-            platform: false,
-        },
-        EncapSpec::IpIp,
-        EncapSpec::Gtpu {
-            teid: 0x0102_0304,
-            extension: true,
-        },
-        EncapSpec::Gtpu {
-            teid: 7,
-            extension: false,
-        },
-        EncapSpec::Mpls {
-            labels: &[1000, 2000, 16],
-        },
-        EncapSpec::Pppoe { session: 0x1234 },
-    ]
-}
-
 /// The tunnel endpoints' outer header, one way or the other.
 fn outer(v6_outer: bool, reverse: bool) -> OuterSpec {
     let ip = match (v6_outer, reverse) {
@@ -569,7 +524,7 @@ fn outer(v6_outer: bool, reverse: bool) -> OuterSpec {
 #[test]
 fn kernel_flow_hash_follows_every_tunnel_as_the_decoder_does() {
     let mut frames = Vec::new();
-    for e in encapsulations() {
+    for e in EncapSpec::every() {
         for v6_outer in [false, true] {
             if v6_outer && matches!(e, EncapSpec::Mpls { .. } | EncapSpec::Pppoe { .. }) {
                 continue;
@@ -595,8 +550,8 @@ fn kernel_flow_hash_follows_every_tunnel_as_the_decoder_does() {
     // Nested: each encapsulation inside each other one, and five deep (one
     // more than the decoder follows).
     let mut nested = Vec::new();
-    for a in encapsulations() {
-        for b in encapsulations() {
+    for a in EncapSpec::every() {
+        for b in EncapSpec::every() {
             let mut inner = Vec::new();
             encapsulate(&tenant(0, false), &a, &outer(false, false), &mut inner);
             let mut f = Vec::new();
@@ -605,7 +560,7 @@ fn kernel_flow_hash_follows_every_tunnel_as_the_decoder_does() {
         }
     }
     let mut deep = tenant(1, false);
-    for e in encapsulations().iter().take(6) {
+    for e in EncapSpec::every().iter().take(6) {
         let mut f = Vec::new();
         encapsulate(&deep, e, &outer(false, false), &mut f);
         deep = f;
