@@ -93,19 +93,19 @@ fuzz_target!(|data: &[u8]| {
     // Tunnels: a kind exactly when something was entered, no deeper than
     // the limit, outer addresses only with an IP header, and fields the
     // bits leave out still zero.
-    assert!(rec.tunnel_depth <= MAX_ENCAPSULATIONS);
-    assert_eq!(rec.tunnel == Tunnel::None, rec.tunnel_depth == 0, "{rec:?}");
-    assert_eq!(rec.tunnel_has & !(TunnelHas::OUTER_IP | TunnelHas::ID), 0);
-    if rec.tunnel_has & TunnelHas::OUTER_IP != 0 {
-        assert!(rec.has(Has::IP) && rec.tunnel_depth > 0, "{rec:?}");
+    assert!(rec.tunnel.depth <= MAX_ENCAPSULATIONS);
+    assert_eq!(rec.tunnel.kind == Tunnel::None, rec.tunnel.depth == 0, "{rec:?}");
+    assert_eq!(rec.tunnel.has & !(TunnelHas::OUTER_IP | TunnelHas::ID), 0);
+    if rec.tunnel.has & TunnelHas::OUTER_IP != 0 {
+        assert!(rec.has(Has::IP) && rec.tunnel.depth > 0, "{rec:?}");
     } else {
-        assert_eq!((rec.outer_src, rec.outer_dst), ([0; 16], [0; 16]));
+        assert_eq!((rec.tunnel.outer_src, rec.tunnel.outer_dst), ([0; 16], [0; 16]));
     }
-    if rec.tunnel_has & TunnelHas::ID == 0 {
-        assert_eq!(rec.tunnel_id, 0);
+    if rec.tunnel.has & TunnelHas::ID == 0 {
+        assert_eq!(rec.tunnel.id, 0);
     }
     if rec.parse_error == ParseError::EncapsulationTooDeep {
-        assert_eq!(rec.tunnel_depth, MAX_ENCAPSULATIONS);
+        assert_eq!(rec.tunnel.depth, MAX_ENCAPSULATIONS);
     }
 
     // Deterministic: a second decode of the same bytes gives the same record.

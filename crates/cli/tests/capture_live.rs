@@ -244,14 +244,22 @@ fn fanout_keeps_each_flow_on_one_worker() {
         .filter(|r| {
             r.frag & 0x3fff == 0 && r.worker as u32 != capture::shard::fanout_ring(r.flow_hash, 2)
         })
-        .map(|r| (r.worker, r.flow_hash, r.tunnel, r.ip_proto, r.ts_ns - first))
+        .map(|r| {
+            (
+                r.worker,
+                r.flow_hash,
+                r.tunnel.kind,
+                r.ip_proto,
+                r.ts_ns - first,
+            )
+        })
         .take(5)
         .collect();
     assert!(
         misdealt.is_empty(),
         "frames on another worker than their flow hash's: {misdealt:?}"
     );
-    let tunnelled = rows.iter().filter(|r| r.tunnel_depth > 0).count();
+    let tunnelled = rows.iter().filter(|r| r.tunnel.depth > 0).count();
     assert!(tunnelled >= 2000, "{tunnelled} tunnelled frames");
     assert!(
         manifest(&ds)["capture"]["fanout"]

@@ -43,7 +43,7 @@ fn generated_tunnels_convert_to_their_inner_flows() {
     generate(&plain, None);
     let want = convert(&plain, &s.join("plain"), "1");
     assert_eq!(want.len(), 3000);
-    assert!(want.iter().all(|r| r.tunnel_depth == 0 && r.has(Has::FLOW)));
+    assert!(want.iter().all(|r| r.tunnel.depth == 0 && r.has(Has::FLOW)));
     for (encap, kind, id) in [
         ("vxlan:4242", Tunnel::Vxlan, Some(4242)),
         ("gre:7", Tunnel::Gre, Some(7)),
@@ -68,11 +68,11 @@ fn generated_tunnels_convert_to_their_inner_flows() {
             );
             assert_eq!(g.flow_hash, w.flow_hash, "{encap}");
             // The tunnel.
-            assert_eq!((g.tunnel, g.tunnel_depth), (kind, 1), "{encap}");
-            assert_eq!(g.tunnel_has & TunnelHas::ID != 0, id.is_some(), "{encap}");
-            assert_eq!(g.tunnel_id, id.unwrap_or(0), "{encap}");
-            assert_eq!(g.outer_src, v4_mapped(traffic::TUNNEL_SRC));
-            assert_eq!(g.outer_dst, v4_mapped(traffic::TUNNEL_DST));
+            assert_eq!((g.tunnel.kind, g.tunnel.depth), (kind, 1), "{encap}");
+            assert_eq!(g.tunnel.has & TunnelHas::ID != 0, id.is_some(), "{encap}");
+            assert_eq!(g.tunnel.id, id.unwrap_or(0), "{encap}");
+            assert_eq!(g.tunnel.outer_src, v4_mapped(traffic::TUNNEL_SRC));
+            assert_eq!(g.tunnel.outer_dst, v4_mapped(traffic::TUNNEL_DST));
         }
     }
 }
@@ -88,7 +88,7 @@ fn a_conversion_deals_inner_flows_to_workers() {
     assert_eq!(recs.len(), 3000);
     let mut workers_of: HashMap<u32, HashSet<u16>> = HashMap::new();
     for r in &recs {
-        assert_eq!(r.tunnel, Tunnel::Gre);
+        assert_eq!(r.tunnel.kind, Tunnel::Gre);
         workers_of.entry(r.flow_hash).or_default().insert(r.worker);
     }
     assert!(workers_of.len() >= 10, "{} flows", workers_of.len());

@@ -360,11 +360,11 @@ fn anonymized_tunnel_ids_are_permuted_under_the_key() {
         assert_eq!(key1.reveal_tunnel_id(kind.as_str(), want1), id);
         for ((x, y), z) in a1.iter().zip(&a2).zip(&b) {
             // The kind and depth stay; the id is the key's image of it.
-            assert_eq!((x.tunnel, x.tunnel_depth), (kind, 1), "{encap}");
-            assert_eq!(x.tunnel_id, want1, "{encap}");
-            assert_eq!(y.tunnel_id, want1, "{encap}");
-            assert_eq!(z.tunnel_id, want2, "{encap}");
-            assert_ne!(x.outer_src, original[0].outer_src);
+            assert_eq!((x.tunnel.kind, x.tunnel.depth), (kind, 1), "{encap}");
+            assert_eq!(x.tunnel.id, want1, "{encap}");
+            assert_eq!(y.tunnel.id, want1, "{encap}");
+            assert_eq!(z.tunnel.id, want2, "{encap}");
+            assert_ne!(x.tunnel.outer_src, original[0].tunnel.outer_src);
         }
         // The copy still reads: its summary counts every frame.
         assert_eq!(summary_frames(&copies[0].0, ""), original.len() as u64);

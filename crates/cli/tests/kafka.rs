@@ -128,7 +128,7 @@ fn capture_to_kafka_to_two_collectors_loses_and_doubles_nothing_across_a_kill() 
     assert!(want.len() >= 18_000, "{} records", want.len());
     let vxlan = want
         .iter()
-        .filter(|r| r.tunnel == wire::Tunnel::Vxlan && r.tunnel_id == 77)
+        .filter(|r| r.tunnel.kind == wire::Tunnel::Vxlan && r.tunnel.id == 77)
         .count();
     assert!(vxlan >= 6_000, "{vxlan} records of tunnelled frames");
     let m = manifest(&direct);

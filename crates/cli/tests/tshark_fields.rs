@@ -112,7 +112,7 @@ fn compare(file: &str, n: usize, r: &PacketRecord, t: &HashMap<&str, String>, ta
     tally.frames += 1;
     // A tunnelled frame's record is its innermost packet, which is not
     // tshark's first occurrence: tshark_tunnels.rs compares those.
-    if r.parse_error != ParseError::None || !r.has(Has::IP) || r.tunnel_depth > 0 {
+    if r.parse_error != ParseError::None || !r.has(Has::IP) || r.tunnel.depth > 0 {
         return;
     }
     let (src, dst) = if r.ip_version == 4 {

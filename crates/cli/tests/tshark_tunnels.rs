@@ -241,10 +241,10 @@ fn compare(
     let depth = w.tunnels.len() as u8;
     let kind = w.tunnels.first().copied().unwrap_or("none");
     *tally.compared.entry("tunnel").or_default() += 1;
-    if (r.tunnel_depth, r.tunnel.as_str()) != (depth, kind) {
+    if (r.tunnel.depth, r.tunnel.kind.as_str()) != (depth, kind) {
         bad(
             "tunnel",
-            format!("{} x{}", r.tunnel.as_str(), r.tunnel_depth),
+            format!("{} x{}", r.tunnel.kind.as_str(), r.tunnel.depth),
             format!("{kind} x{depth}"),
         );
     }
@@ -308,12 +308,12 @@ fn compare(
         } else {
             ("ip.src", "ip.dst")
         };
-        let outer = |x: &[u8; 16]| match r.tunnel_has & TunnelHas::OUTER_IP {
+        let outer = |x: &[u8; 16]| match r.tunnel.has & TunnelHas::OUTER_IP {
             0 => "absent".to_string(),
             _ => format!("{x:?}"),
         };
-        check(src, 0, outer(&r.outer_src), a);
-        check(dst, 0, outer(&r.outer_dst), a);
+        check(src, 0, outer(&r.tunnel.outer_src), a);
+        check(dst, 0, outer(&r.tunnel.outer_dst), a);
     }
 }
 
@@ -537,9 +537,9 @@ fn built_tunnels_agree_with_tshark() {
     assert_eq!(tally.frames, frames.len() as u64);
     assert_eq!(tally.tunnelled, frames.len() as u64);
     let recs = records(&s.join("ds"));
-    let kinds: std::collections::BTreeSet<Tunnel> = recs.iter().map(|r| r.tunnel).collect();
+    let kinds: std::collections::BTreeSet<Tunnel> = recs.iter().map(|r| r.tunnel.kind).collect();
     assert_eq!(kinds.len(), Tunnel::ALL.len() - 1, "{kinds:?}");
-    assert_eq!(recs.iter().map(|r| r.tunnel_depth).max(), Some(3));
+    assert_eq!(recs.iter().map(|r| r.tunnel.depth).max(), Some(3));
     for f in ["ipv6.src", "ip.id", "udp.length", "tcp.window_size_value"] {
         assert!(
             tally.compared.get(f).copied().unwrap_or(0) >= 20,

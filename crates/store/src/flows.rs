@@ -34,7 +34,7 @@ use arrow_array::{
 use arrow_schema::{DataType, Field, Schema, SchemaRef};
 use parquet::arrow::ArrowWriter;
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
-use wire::{Has, PacketRecord, ParseError};
+use wire::{Has, PacketFields, ParseError};
 
 use crate::error::StoreError;
 use crate::files::create_file;
@@ -167,7 +167,7 @@ impl Side {
     /// Adds one frame's counters (not its sequence number: see
     /// [`FlowSlicer`]).
     #[inline]
-    fn count(&mut self, r: &PacketRecord) {
+    fn count(&mut self, r: &PacketFields) {
         let ts = r.ts_ns;
         if self.first_ns.is_none_or(|f| ts < f) {
             self.first_ns = Some(ts);
@@ -229,7 +229,7 @@ impl FlowSlice {
 
 /// The key of a record's flow and whether it travels from `a` to `b`.
 #[inline]
-pub fn flow_of(r: &PacketRecord) -> (FlowKey, bool) {
+pub fn flow_of(r: &PacketFields) -> (FlowKey, bool) {
     if !r.has(Has::IP) {
         let key = FlowKey {
             ip_version: 0,
@@ -297,7 +297,7 @@ impl FlowSlicer {
     /// Adds one record. Consecutive records of the same flow direction are
     /// cheap: the map is visited once per run.
     #[inline]
-    pub fn push(&mut self, r: &PacketRecord) {
+    pub fn push(&mut self, r: &PacketFields) {
         let (key, from_a) = flow_of(r);
         if self.run.key != Some((key, from_a)) {
             self.end_run();
@@ -756,6 +756,7 @@ pub fn flows_path_for(packets_rel: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use wire::PacketRecord;
 
     /// A TCP record from 10.0.0.`src` to 10.0.0.`dst` (ports 5000/80).
     fn rec(ts: i64, src: u8, dst: u8, flags: u16, seq: u32, payload: u32) -> PacketRecord {

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use parquet::errors::Result as PqResult;
 use parquet::file::metadata::{KeyValue, SortingColumn};
 use parquet::file::properties::WriterProperties;
-use wire::{Has, PacketRecord, ParseError, Tunnel, TunnelHas};
+use wire::{Has, PacketFields, PacketRecord, ParseError, Tunnel, TunnelFields, TunnelHas};
 
 use crate::encode::file::EncodedFile;
 use crate::encode::{ColumnEncoder, ColumnSpec, EncodeOptions, EncodedChunk, Mode};
@@ -42,8 +42,8 @@ pub struct PacketWriterOptions {
     pub flows: bool,
 }
 
-/// Rows per row group unless asked otherwise. A quarter million rows (42
-/// MiB of records; 32 when this was measured, before tunnels) rather than a million: the row buffer then stays in
+/// Rows per row group unless asked otherwise. A quarter million rows (32
+/// MiB of records) rather than a million: the row buffer then stays in
 /// the caches while a row group is grouped by flow and encoded, and costs a
 /// quarter of the fresh memory to set up. Measured with `weir convert -j 1`
 /// (3 runs each): 64-byte frames 1.60 -> 1.19 s for 10 M, the application
@@ -244,46 +244,48 @@ impl PacketWriter {
         // Rows since the last one pushed whole (`head`) that matched it in
         // every flow-constant column: those columns get them as one repeat.
         let mut repeats = 0u32;
-        let mut head: Option<&PacketRecord> = None;
+        let mut head: Option<(&PacketFields, &TunnelFields)> = None;
         for bucket in &mut self.rows.buckets {
             if bucket.rows.is_empty() {
                 continue;
             }
             bucket.sort_into(&mut self.order, &mut self.sort_scratch);
             let rows = &bucket.rows;
+            let tunnels = &bucket.tunnels;
             let order = &self.order;
             for (k, &i) in order.iter().enumerate() {
                 if let Some(&next) = order.get(k + AHEAD) {
                     util::hint::prefetch(&rows[next as usize], RECORD_LINES);
                 }
                 let row = &rows[i as usize];
+                let tunnel = tunnels.get(i as usize).unwrap_or(&NO_TUNNEL);
                 if let Some(f) = flows.as_deref_mut() {
                     f.push(row);
                 }
                 match head {
-                    Some(h) if Encoders::same_flow(h, row) => {
-                        enc.push_varying(row);
+                    Some((h, ht)) if Encoders::same_flow((h, ht), (row, tunnel)) => {
+                        enc.push_varying(row, tunnel);
                         repeats += 1;
                     }
                     _ => {
-                        if let Some(h) = head {
-                            enc.repeat_flow(std::mem::take(&mut repeats), h);
+                        if let Some((h, ht)) = head {
+                            enc.repeat_flow(std::mem::take(&mut repeats), h, ht);
                         }
-                        enc.push(row);
-                        head = Some(row);
+                        enc.push(row, tunnel);
+                        head = Some((row, tunnel));
                     }
                 }
                 written += 1;
                 if written % page_rows == 0 {
-                    if let Some(h) = head {
-                        enc.repeat_flow(std::mem::take(&mut repeats), h);
+                    if let Some((h, ht)) = head {
+                        enc.repeat_flow(std::mem::take(&mut repeats), h, ht);
                     }
                     enc.end_page(zstd)?;
                 }
             }
         }
-        if let Some(h) = head {
-            enc.repeat_flow(repeats, h);
+        if let Some((h, ht)) = head {
+            enc.repeat_flow(repeats, h, ht);
         }
         enc.finish(zstd)
     }
@@ -358,8 +360,12 @@ impl PacketWriter {
     }
 }
 
+/// The tunnel fields of every row of a bucket without tunnels: one address,
+/// which [`Encoders::same_flow`] compares before any field.
+static NO_TUNNEL: TunnelFields = TunnelFields::NONE;
+
 /// The cache lines a record may span (it is 8-byte aligned, not 64).
-const RECORD_LINES: usize = std::mem::size_of::<PacketRecord>().div_ceil(64) + 1;
+const RECORD_LINES: usize = std::mem::size_of::<PacketFields>().div_ceil(64) + 1;
 
 /// The row buffers of a finished writer, for the next one.
 pub struct RowBuffers(RowBuffer);
@@ -384,7 +390,12 @@ struct RowBuffer {
 
 /// Rows in arrival order, with each row's sort key beside it.
 struct Bucket {
-    rows: Vec<PacketRecord>,
+    rows: Vec<PacketFields>,
+    /// The rows' tunnel fields, beside them, from the first tunnelled row
+    /// on (the rows before it get [`TunnelFields::NONE`]); empty while no
+    /// row has a tunnel, so untunnelled traffic buffers and reads 128
+    /// bytes a row, not 168.
+    tunnels: Vec<TunnelFields>,
     keys: Vec<u64>,
 }
 
@@ -396,8 +407,16 @@ impl Bucket {
         }
         Bucket {
             rows: huge_vec(rows, prefault),
+            tunnels: Vec::new(),
             keys,
         }
+    }
+
+    /// Keeps the tunnel fields of the row about to be pushed.
+    #[cold]
+    fn push_tunnel(&mut self, t: &TunnelFields) {
+        self.tunnels.resize(self.rows.len(), TunnelFields::NONE);
+        self.tunnels.push(*t);
     }
 
     /// The bucket's rows in write order, as indices into `order`.
@@ -451,7 +470,10 @@ impl RowBuffer {
         };
         let bucket = &mut self.buckets[b];
         bucket.keys.push(key | bucket.rows.len() as u64);
-        bucket.rows.push(*r);
+        if !bucket.tunnels.is_empty() || !r.tunnel.is_none() {
+            bucket.push_tunnel(&r.tunnel);
+        }
+        bucket.rows.push(r.fields);
         self.len += 1;
         // Kept as rows arrive: a scan at the end would read every row's
         // cache line once more.
@@ -466,6 +488,7 @@ impl RowBuffer {
     fn clear(&mut self) {
         for b in &mut self.buckets {
             b.rows.clear();
+            b.tunnels.clear();
             b.keys.clear();
         }
         self.len = 0;
@@ -514,14 +537,14 @@ fn radix_sort_keys(keys: &mut Vec<u64>, scratch: &mut Vec<u64>) {
 /// A vector of fixed initial capacity. On Linux its memory is advised to use
 /// transparent huge pages: visiting rows out of order through 4 KiB pages
 /// misses the TLB on almost every row.
-fn huge_vec(rows: usize, prefault: bool) -> Vec<PacketRecord> {
-    let v: Vec<PacketRecord> = Vec::with_capacity(rows);
-    let bytes = v.capacity() * std::mem::size_of::<PacketRecord>();
+fn huge_vec(rows: usize, prefault: bool) -> Vec<PacketFields> {
+    let v: Vec<PacketFields> = Vec::with_capacity(rows);
+    let bytes = v.capacity() * std::mem::size_of::<PacketFields>();
     #[cfg(target_os = "linux")]
     {
         const HUGE: usize = 2 << 20;
         let start = v.as_ptr() as usize;
-        let end = start + v.capacity() * std::mem::size_of::<PacketRecord>();
+        let end = start + bytes;
         let aligned = start.next_multiple_of(HUGE);
         if end > aligned + HUGE {
             let len = (end - aligned) / HUGE * HUGE;
@@ -569,77 +592,82 @@ fn mac_num(m: &[u8; 6]) -> u128 {
 }
 
 /// Declares the encoders of the packet table's columns, in file order, and
-/// how each takes its value from a record.
+/// how each takes its value: from the record's fields (`r`), then from its
+/// tunnel fields (`t`).
 macro_rules! encoders {
-    ($( $name:ident : $ty:ty = $spec:expr , |$r:ident| $get:expr , $present:expr , $flow:expr ; )*) => {
+    (
+        fields |$r:ident| { $( $f:ident : $fty:ty = $fspec:expr , $fget:expr , $fpresent:expr , $fflow:expr ; )* }
+        tunnel |$t:ident| { $( $u:ident : $uty:ty = $uspec:expr , $uget:expr , $upresent:expr , $uflow:expr ; )* }
+    ) => {
         /// One encoder per column of the packet table.
         struct Encoders {
-            $( $name: ColumnEncoder<$ty>, )*
+            $( $f: ColumnEncoder<$fty>, )*
+            $( $u: ColumnEncoder<$uty>, )*
         }
 
         impl Encoders {
             fn new(opts: &EncodeOptions) -> Self {
                 debug_assert_eq!(
-                    [$( stringify!($name) ),*].as_slice(),
+                    [$( stringify!($f), )* $( stringify!($u), )*].as_slice(),
                     PACKET_COLUMNS.iter().map(|c| c.name).collect::<Vec<_>>().as_slice()
                 );
-                Encoders { $( $name: ColumnEncoder::new($spec, opts), )* }
+                Encoders {
+                    $( $f: ColumnEncoder::new($fspec, opts), )*
+                    $( $u: ColumnEncoder::new($uspec, opts), )*
+                }
             }
 
             #[inline(always)]
-            fn push(&mut self, rec: &PacketRecord) {
-                $(
-                    let $r = rec;
-                    if $present {
-                        self.$name.push($get);
-                    } else {
-                        self.$name.push_null();
-                    }
-                )*
+            fn push(&mut self, $r: &PacketFields, $t: &TunnelFields) {
+                $( if $fpresent { self.$f.push($fget) } else { self.$f.push_null() } )*
+                $( if $upresent { self.$u.push($uget) } else { self.$u.push_null() } )*
             }
 
             /// Pushes the present values of the columns that vary within a
             /// flow (absent ones are repeated nulls, see `repeat_flow`).
             #[inline(always)]
-            fn push_varying(&mut self, rec: &PacketRecord) {
-                $(
-                    if !$flow {
-                        let $r = rec;
-                        if $present {
-                            self.$name.push($get);
-                        }
-                    }
-                )*
+            #[allow(unused_variables)] // no tunnel column varies within a flow
+            fn push_varying(&mut self, $r: &PacketFields, $t: &TunnelFields) {
+                $( if !$fflow && $fpresent { self.$f.push($fget) } )*
+                $( if !$uflow && $upresent { self.$u.push($uget) } )*
             }
 
             /// Repeats `n` more times the last values of the columns
             /// constant within a flow, and the nulls of the varying columns
-            /// absent from `like` (a row of the stretch being repeated).
+            /// absent from the row given (one of the stretch repeated).
             #[inline]
             #[allow(unused_variables)] // columns always present ignore the row
-            fn repeat_flow(&mut self, n: u32, like: &PacketRecord) {
-                $(
-                    let $r = like;
-                    if $flow || !$present {
-                        self.$name.repeat(n);
-                    }
-                )*
+            fn repeat_flow(&mut self, n: u32, $r: &PacketFields, $t: &TunnelFields) {
+                $( if $fflow || !$fpresent { self.$f.repeat(n) } )*
+                $( if $uflow || !$upresent { self.$u.repeat(n) } )*
             }
 
-            /// Whether `b` has the same fields as `a` and the same values in
-            /// every column that is constant within a flow.
+            /// Whether row `b` has the same fields as row `a` and the same
+            /// values in every column that is constant within a flow. Rows of
+            /// a bucket without tunnels share [`NO_TUNNEL`], so the tunnel
+            /// columns are compared only where a bucket has tunnels.
             #[inline(always)]
             #[allow(unused_variables)] // columns always present ignore the row
-            fn same_flow(a: &PacketRecord, b: &PacketRecord) -> bool {
-                a.has == b.has $( && (!$flow || {
-                    let pa = { let $r = a; $present };
-                    let pb = { let $r = b; $present };
-                    pa == pb && (!pa || { let $r = a; $get } == { let $r = b; $get })
-                }) )*
+            fn same_flow(
+                a: (&PacketFields, &TunnelFields),
+                b: (&PacketFields, &TunnelFields),
+            ) -> bool {
+                a.0.has == b.0.has
+                    $( && (!$fflow || {
+                        let pa = { let $r = a.0; $fpresent };
+                        let pb = { let $r = b.0; $fpresent };
+                        pa == pb && (!pa || { let $r = a.0; $fget } == { let $r = b.0; $fget })
+                    }) )*
+                    && (std::ptr::eq(a.1, b.1) || (true $( && (!$uflow || {
+                        let pa = { let $t = a.1; $upresent };
+                        let pb = { let $t = b.1; $upresent };
+                        pa == pb && (!pa || { let $t = a.1; $uget } == { let $t = b.1; $uget })
+                    }) )*))
             }
 
             fn end_page(&mut self, zstd: &mut zstd::bulk::Compressor<'static>) -> PqResult<()> {
-                $( self.$name.end_page(zstd)?; )*
+                $( self.$f.end_page(zstd)?; )*
+                $( self.$u.end_page(zstd)?; )*
                 Ok(())
             }
 
@@ -647,7 +675,7 @@ macro_rules! encoders {
                 &mut self,
                 zstd: &mut zstd::bulk::Compressor<'static>,
             ) -> PqResult<Vec<EncodedChunk>> {
-                Ok(vec![ $( self.$name.finish(zstd)?, )* ])
+                Ok(vec![ $( self.$f.finish(zstd)?, )* $( self.$u.finish(zstd)?, )* ])
             }
         }
     };
@@ -674,49 +702,53 @@ const DICT: Mode = Mode::Dictionary;
 const DELTA: Mode = Mode::Delta;
 
 encoders! {
-    ts: u64 = ColumnSpec { signed: true, ..spec(false, DELTA) }, |r| r.ts_ns as u64, true, EACH;
-    wire_len: u32 = spec(false, DICT), |r| r.wire_len, true, EACH;
-    cap_len: u32 = spec(false, DICT), |r| r.cap_len, true, EACH;
-    worker: u32 = spec(false, DICT), |r| r.worker as u32, true, FLOW;
-    iface: u32 = spec(false, DICT), |r| r.iface as u32, true, FLOW;
-    eth_src: u128 = fixed(6, false), |r| mac_num(&r.eth_src), r.has & Has::ETH_SRC != 0, FLOW;
-    eth_dst: u128 = fixed(6, false), |r| mac_num(&r.eth_dst), r.has & Has::ETH_DST != 0, FLOW;
-    vlan: u32 = spec(true, DICT), |r| r.vlan as u32, r.has & Has::VLAN != 0, FLOW;
-    ethertype: u32 = spec(true, DICT), |r| r.ethertype as u32, r.has & Has::ETHERTYPE != 0, FLOW;
-    ip_version: u32 = spec(true, DICT), |r| r.ip_version as u32, r.has & Has::IP != 0, FLOW;
-    ip_src: u128 = fixed(16, true), |r| u128::from_be_bytes(r.ip_src), r.has & Has::IP != 0, FLOW;
-    ip_dst: u128 = fixed(16, true), |r| u128::from_be_bytes(r.ip_dst), r.has & Has::IP != 0, FLOW;
-    ip_len: u32 = spec(true, DICT), |r| r.ip_len, r.has & Has::IP != 0, EACH;
-    ip_hdr_len: u32 = spec(true, DICT), |r| r.ip_hdr_len as u32, r.has & Has::IP != 0, FLOW;
-    ip_proto: u32 = spec(true, DICT), |r| r.ip_proto as u32, r.has & Has::IP != 0, FLOW;
-    ttl: u32 = spec(true, DICT), |r| r.ttl as u32, r.has & Has::IP != 0, FLOW;
-    dscp: u32 = spec(true, DICT), |r| r.dscp as u32, r.has & Has::IP != 0, FLOW;
-    ip_id: u32 = spec(true, DELTA), |r| r.ip_id, r.has & Has::IP_ID != 0, EACH;
-    frag: u32 = spec(true, DICT), |r| r.frag as u32, r.has & Has::FRAG != 0, EACH;
-    src_port: u32 = spec(true, DICT), |r| r.src_port as u32, r.has & Has::PORTS != 0, FLOW;
-    dst_port: u32 = spec(true, DICT), |r| r.dst_port as u32, r.has & Has::PORTS != 0, FLOW;
-    tcp_flags: u32 = spec(true, DICT), |r| r.tcp_flags as u32, r.has & Has::TCP != 0, EACH;
-    tcp_seq: u32 = spec(true, DELTA), |r| r.tcp_seq, r.has & Has::TCP != 0, EACH;
-    tcp_ack: u32 = spec(true, DELTA), |r| r.tcp_ack, r.has & Has::TCP != 0, EACH;
-    tcp_win: u32 = spec(true, DICT), |r| r.tcp_win as u32, r.has & Has::TCP != 0, EACH;
-    tcp_hdr_len: u32 = spec(true, DICT), |r| r.tcp_hdr_len as u32, r.has & Has::TCP != 0, FLOW;
-    udp_len: u32 = spec(true, DICT), |r| r.udp_len as u32, r.has & Has::UDP != 0, EACH;
-    icmp_type: u32 = spec(true, DICT), |r| r.icmp_type as u32, r.has & Has::ICMP != 0, FLOW;
-    icmp_code: u32 = spec(true, DICT), |r| r.icmp_code as u32, r.has & Has::ICMP != 0, FLOW;
-    payload_len: u32 = spec(true, DICT), |r| r.payload_len, r.has & Has::PAYLOAD != 0, EACH;
-    flow_hash: u32 = spec(true, DICT), |r| r.flow_hash, r.has & Has::FLOW != 0, FLOW;
-    pcap_file: u32 = spec(true, DICT), |r| r.pcap_file, r.has & Has::PCAP != 0, EACH;
-    pcap_offset: u64 = spec(true, DELTA), |r| r.pcap_offset, r.has & Has::PCAP != 0, EACH;
-    parse_error: &'static str = ColumnSpec::names(true),
-        |r| r.parse_error.as_str(), r.parse_error != ParseError::None, FLOW;
-    outer_src: u128 = fixed(16, true), |r| u128::from_be_bytes(r.outer_src),
-        r.tunnel_has & TunnelHas::OUTER_IP != 0, FLOW;
-    outer_dst: u128 = fixed(16, true), |r| u128::from_be_bytes(r.outer_dst),
-        r.tunnel_has & TunnelHas::OUTER_IP != 0, FLOW;
-    tunnel: &'static str = ColumnSpec::names(true),
-        |r| r.tunnel.as_str(), r.tunnel != Tunnel::None, FLOW;
-    tunnel_id: u32 = spec(true, DICT), |r| r.tunnel_id, r.tunnel_has & TunnelHas::ID != 0, FLOW;
-    tunnel_depth: u32 = spec(false, DICT), |r| r.tunnel_depth as u32, true, FLOW;
+    fields |r| {
+        ts: u64 = ColumnSpec { signed: true, ..spec(false, DELTA) }, r.ts_ns as u64, true, EACH;
+        wire_len: u32 = spec(false, DICT), r.wire_len, true, EACH;
+        cap_len: u32 = spec(false, DICT), r.cap_len, true, EACH;
+        worker: u32 = spec(false, DICT), r.worker as u32, true, FLOW;
+        iface: u32 = spec(false, DICT), r.iface as u32, true, FLOW;
+        eth_src: u128 = fixed(6, false), mac_num(&r.eth_src), r.has & Has::ETH_SRC != 0, FLOW;
+        eth_dst: u128 = fixed(6, false), mac_num(&r.eth_dst), r.has & Has::ETH_DST != 0, FLOW;
+        vlan: u32 = spec(true, DICT), r.vlan as u32, r.has & Has::VLAN != 0, FLOW;
+        ethertype: u32 = spec(true, DICT), r.ethertype as u32, r.has & Has::ETHERTYPE != 0, FLOW;
+        ip_version: u32 = spec(true, DICT), r.ip_version as u32, r.has & Has::IP != 0, FLOW;
+        ip_src: u128 = fixed(16, true), u128::from_be_bytes(r.ip_src), r.has & Has::IP != 0, FLOW;
+        ip_dst: u128 = fixed(16, true), u128::from_be_bytes(r.ip_dst), r.has & Has::IP != 0, FLOW;
+        ip_len: u32 = spec(true, DICT), r.ip_len, r.has & Has::IP != 0, EACH;
+        ip_hdr_len: u32 = spec(true, DICT), r.ip_hdr_len as u32, r.has & Has::IP != 0, FLOW;
+        ip_proto: u32 = spec(true, DICT), r.ip_proto as u32, r.has & Has::IP != 0, FLOW;
+        ttl: u32 = spec(true, DICT), r.ttl as u32, r.has & Has::IP != 0, FLOW;
+        dscp: u32 = spec(true, DICT), r.dscp as u32, r.has & Has::IP != 0, FLOW;
+        ip_id: u32 = spec(true, DELTA), r.ip_id, r.has & Has::IP_ID != 0, EACH;
+        frag: u32 = spec(true, DICT), r.frag as u32, r.has & Has::FRAG != 0, EACH;
+        src_port: u32 = spec(true, DICT), r.src_port as u32, r.has & Has::PORTS != 0, FLOW;
+        dst_port: u32 = spec(true, DICT), r.dst_port as u32, r.has & Has::PORTS != 0, FLOW;
+        tcp_flags: u32 = spec(true, DICT), r.tcp_flags as u32, r.has & Has::TCP != 0, EACH;
+        tcp_seq: u32 = spec(true, DELTA), r.tcp_seq, r.has & Has::TCP != 0, EACH;
+        tcp_ack: u32 = spec(true, DELTA), r.tcp_ack, r.has & Has::TCP != 0, EACH;
+        tcp_win: u32 = spec(true, DICT), r.tcp_win as u32, r.has & Has::TCP != 0, EACH;
+        tcp_hdr_len: u32 = spec(true, DICT), r.tcp_hdr_len as u32, r.has & Has::TCP != 0, FLOW;
+        udp_len: u32 = spec(true, DICT), r.udp_len as u32, r.has & Has::UDP != 0, EACH;
+        icmp_type: u32 = spec(true, DICT), r.icmp_type as u32, r.has & Has::ICMP != 0, FLOW;
+        icmp_code: u32 = spec(true, DICT), r.icmp_code as u32, r.has & Has::ICMP != 0, FLOW;
+        payload_len: u32 = spec(true, DICT), r.payload_len, r.has & Has::PAYLOAD != 0, EACH;
+        flow_hash: u32 = spec(true, DICT), r.flow_hash, r.has & Has::FLOW != 0, FLOW;
+        pcap_file: u32 = spec(true, DICT), r.pcap_file, r.has & Has::PCAP != 0, EACH;
+        pcap_offset: u64 = spec(true, DELTA), r.pcap_offset, r.has & Has::PCAP != 0, EACH;
+        parse_error: &'static str = ColumnSpec::names(true),
+            r.parse_error.as_str(), r.parse_error != ParseError::None, FLOW;
+    }
+    tunnel |t| {
+        outer_src: u128 = fixed(16, true),
+            u128::from_be_bytes(t.outer_src), t.has & TunnelHas::OUTER_IP != 0, FLOW;
+        outer_dst: u128 = fixed(16, true),
+            u128::from_be_bytes(t.outer_dst), t.has & TunnelHas::OUTER_IP != 0, FLOW;
+        tunnel: &'static str = ColumnSpec::names(true),
+            t.kind.as_str(), t.kind != Tunnel::None, FLOW;
+        tunnel_id: u32 = spec(true, DICT), t.id, t.has & TunnelHas::ID != 0, FLOW;
+        tunnel_depth: u32 = spec(false, DICT), t.depth as u32, true, FLOW;
+    }
 }
 
 /// The summary of a finished packet file, from its footer alone (what

@@ -146,12 +146,12 @@ pub fn append_records(batch: &RecordBatch, out: &mut Vec<PacketRecord>) -> Resul
         for (i, r) in rows.iter_mut().enumerate() {
             if a.is_valid(i) {
                 let to = if is_src {
-                    &mut r.outer_src
+                    &mut r.tunnel.outer_src
                 } else {
-                    &mut r.outer_dst
+                    &mut r.tunnel.outer_dst
                 };
                 to.copy_from_slice(a.value(i));
-                r.tunnel_has |= TunnelHas::OUTER_IP;
+                r.tunnel.has |= TunnelHas::OUTER_IP;
             }
         }
     }
@@ -166,14 +166,14 @@ pub fn append_records(batch: &RecordBatch, out: &mut Vec<PacketRecord>) -> Resul
         .ok_or("tunnel_depth has the wrong type")?;
     for (i, r) in rows.iter_mut().enumerate() {
         if kind.is_valid(i) {
-            r.tunnel = Tunnel::from_name(kind.value(i))
+            r.tunnel.kind = Tunnel::from_name(kind.value(i))
                 .ok_or_else(|| format!("unknown tunnel {:?}", kind.value(i)))?;
         }
         if id.is_valid(i) {
-            r.tunnel_id = id.value(i);
-            r.tunnel_has |= TunnelHas::ID;
+            r.tunnel.id = id.value(i);
+            r.tunnel.has |= TunnelHas::ID;
         }
-        r.tunnel_depth = depth.value(i);
+        r.tunnel.depth = depth.value(i);
     }
     Ok(())
 }

@@ -959,13 +959,17 @@ fn estimate_offsets(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use wire::PacketFields;
 
     fn frame(ts: i64, seq: u32) -> PacketRecord {
         PacketRecord {
-            ts_ns: ts,
-            wire_len: 100,
-            has: Has::IP | Has::TCP,
-            tcp_seq: seq,
+            fields: PacketFields {
+                ts_ns: ts,
+                wire_len: 100,
+                has: Has::IP | Has::TCP,
+                tcp_seq: seq,
+                ..Default::default()
+            },
             ..Default::default()
         }
     }

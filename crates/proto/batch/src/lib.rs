@@ -28,7 +28,7 @@
 //! `tunnel_has` (a byte each). Absent fields are zero; `has` and
 //! `tunnel_has` say which are set.
 
-use wire::{PacketRecord, ParseError, Tunnel};
+use wire::{PacketFields, PacketRecord, ParseError, Tunnel};
 
 /// The magic of the version written.
 pub const MAGIC: &[u8; 8] = b"WEIRREC2";
@@ -111,12 +111,15 @@ pub fn get_record(b: &[u8]) -> Result<PacketRecord, CodecError> {
         }};
     }
     let mut r = PacketRecord {
-        ts_ns: le!(i64),
-        wire_len: le!(u32),
-        cap_len: le!(u32),
-        worker: le!(u16),
-        iface: le!(u16),
-        has: le!(u16),
+        fields: PacketFields {
+            ts_ns: le!(i64),
+            wire_len: le!(u32),
+            cap_len: le!(u32),
+            worker: le!(u16),
+            iface: le!(u16),
+            has: le!(u16),
+            ..Default::default()
+        },
         ..Default::default()
     };
     r.eth_src.copy_from_slice(take(6));
@@ -150,34 +153,23 @@ pub fn get_record(b: &[u8]) -> Result<PacketRecord, CodecError> {
     Ok(r)
 }
 
-/// Whether a record's tunnel fields are not all at their defaults (what
-/// a frame without a tunnel has).
-fn tunnelled(r: &PacketRecord) -> bool {
-    r.tunnel != Tunnel::None
-        || r.tunnel_depth != 0
-        || r.tunnel_has != 0
-        || r.tunnel_id != 0
-        || r.outer_src != [0; 16]
-        || r.outer_dst != [0; 16]
-}
-
 /// Appends `rec`'s tunnel block.
 pub fn put_tunnel(rec: &PacketRecord, out: &mut Vec<u8>) {
-    out.extend_from_slice(&rec.outer_src);
-    out.extend_from_slice(&rec.outer_dst);
-    out.extend_from_slice(&rec.tunnel_id.to_le_bytes());
-    out.extend_from_slice(&[rec.tunnel as u8, rec.tunnel_depth, rec.tunnel_has]);
+    out.extend_from_slice(&rec.tunnel.outer_src);
+    out.extend_from_slice(&rec.tunnel.outer_dst);
+    out.extend_from_slice(&rec.tunnel.id.to_le_bytes());
+    out.extend_from_slice(&[rec.tunnel.kind as u8, rec.tunnel.depth, rec.tunnel.has]);
 }
 
 /// Reads a tunnel block (`b` is TUNNEL_BYTES long) into `r`.
 pub fn get_tunnel(b: &[u8], r: &mut PacketRecord) -> Result<(), CodecError> {
-    r.outer_src.copy_from_slice(&b[..16]);
-    r.outer_dst.copy_from_slice(&b[16..32]);
-    r.tunnel_id = u32::from_le_bytes([b[32], b[33], b[34], b[35]]);
-    r.tunnel = *Tunnel::ALL
+    r.tunnel.outer_src.copy_from_slice(&b[..16]);
+    r.tunnel.outer_dst.copy_from_slice(&b[16..32]);
+    r.tunnel.id = u32::from_le_bytes([b[32], b[33], b[34], b[35]]);
+    r.tunnel.kind = *Tunnel::ALL
         .get(b[36] as usize)
         .ok_or_else(|| CodecError(format!("unknown tunnel code {}", b[36])))?;
-    (r.tunnel_depth, r.tunnel_has) = (b[37], b[38]);
+    (r.tunnel.depth, r.tunnel.has) = (b[37], b[38]);
     Ok(())
 }
 
@@ -192,7 +184,7 @@ pub fn encode(h: &BatchHeader, records: &[PacketRecord], level: i32) -> Vec<u8> 
     let map_at = raw.len();
     raw.resize(map_at + bitmap, 0);
     for (i, r) in records.iter().enumerate() {
-        if tunnelled(r) {
+        if !r.tunnel.is_none() {
             raw[map_at + i / 8] |= 1 << (i % 8);
             put_tunnel(r, &mut raw);
         }
@@ -300,37 +292,40 @@ mod tests {
 
     fn sample(i: u32) -> PacketRecord {
         let mut r = PacketRecord {
-            ts_ns: 1_700_000_000_000_000_000 + i as i64,
-            wire_len: 60 + i,
-            cap_len: 60,
-            worker: 3,
-            iface: 1,
-            has: 0x3fff,
-            vlan: 7,
-            ethertype: 0x0800,
-            ip_version: 4,
-            ip_proto: 6,
-            ttl: 64,
-            dscp: 46,
-            ip_len: 46 + i,
-            ip_hdr_len: 20,
-            frag: 0x4000,
-            ip_id: i,
-            src_port: 1234,
-            dst_port: 443,
-            tcp_flags: 0x18,
-            tcp_win: 512,
-            tcp_seq: i.wrapping_mul(7),
-            tcp_ack: u32::MAX - i,
-            tcp_hdr_len: 32,
-            icmp_type: 3,
-            icmp_code: 4,
-            parse_error: ParseError::ALL[(i as usize) % ParseError::ALL.len()],
-            udp_len: 9,
-            payload_len: i,
-            flow_hash: 0xdead_beef ^ i,
-            pcap_file: 2,
-            pcap_offset: 1 << 40 | i as u64,
+            fields: PacketFields {
+                ts_ns: 1_700_000_000_000_000_000 + i as i64,
+                wire_len: 60 + i,
+                cap_len: 60,
+                worker: 3,
+                iface: 1,
+                has: 0x3fff,
+                vlan: 7,
+                ethertype: 0x0800,
+                ip_version: 4,
+                ip_proto: 6,
+                ttl: 64,
+                dscp: 46,
+                ip_len: 46 + i,
+                ip_hdr_len: 20,
+                frag: 0x4000,
+                ip_id: i,
+                src_port: 1234,
+                dst_port: 443,
+                tcp_flags: 0x18,
+                tcp_win: 512,
+                tcp_seq: i.wrapping_mul(7),
+                tcp_ack: u32::MAX - i,
+                tcp_hdr_len: 32,
+                icmp_type: 3,
+                icmp_code: 4,
+                parse_error: ParseError::ALL[(i as usize) % ParseError::ALL.len()],
+                udp_len: 9,
+                payload_len: i,
+                flow_hash: 0xdead_beef ^ i,
+                pcap_file: 2,
+                pcap_offset: 1 << 40 | i as u64,
+                ..Default::default()
+            },
             ..Default::default()
         };
         r.eth_src = [1, 2, 3, 4, 5, i as u8];
@@ -344,12 +339,12 @@ mod tests {
     fn tunnelled_sample(i: u32) -> PacketRecord {
         let mut r = sample(i);
         if i % 3 == 0 {
-            r.tunnel = Tunnel::ALL[1 + (i as usize) % (Tunnel::ALL.len() - 1)];
-            r.tunnel_depth = 1 + (i % 4) as u8;
-            r.tunnel_has = (i % 4) as u8;
-            r.tunnel_id = 0xff00_0000 | i;
-            r.outer_src = [0xfe; 16];
-            r.outer_dst[15] = i as u8;
+            r.tunnel.kind = Tunnel::ALL[1 + (i as usize) % (Tunnel::ALL.len() - 1)];
+            r.tunnel.depth = 1 + (i % 4) as u8;
+            r.tunnel.has = (i % 4) as u8;
+            r.tunnel.id = 0xff00_0000 | i;
+            r.tunnel.outer_src = [0xfe; 16];
+            r.tunnel.outer_dst[15] = i as u8;
         }
         r
     }
@@ -386,7 +381,7 @@ mod tests {
         }
         // One field alone is enough to be kept.
         let mut r = sample(1);
-        r.tunnel_id = 5;
+        r.tunnel.id = 5;
         let (_, back) = decode(&encode(&H, &[sample(0), r], 1)).unwrap();
         assert_eq!(back, vec![sample(0), r]);
     }

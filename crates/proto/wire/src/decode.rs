@@ -260,12 +260,12 @@ impl Decoder<'_> {
         }
         self.depth += 1;
         let rec = &mut *self.rec;
-        rec.tunnel_depth = self.depth;
+        rec.tunnel.depth = self.depth;
         if self.depth == 1 {
-            rec.tunnel = e.tunnel;
+            rec.tunnel.kind = e.tunnel;
             if let Some(id) = e.id {
-                rec.tunnel_id = id;
-                rec.tunnel_has |= TunnelHas::ID;
+                rec.tunnel.id = id;
+                rec.tunnel.has |= TunnelHas::ID;
             }
             if self.ip_seen > 0 {
                 self.note_outer();
@@ -288,9 +288,9 @@ impl Decoder<'_> {
     /// of a tunnelled frame.
     fn note_outer(&mut self) {
         let rec = &mut *self.rec;
-        rec.outer_src = rec.ip_src;
-        rec.outer_dst = rec.ip_dst;
-        rec.tunnel_has |= TunnelHas::OUTER_IP;
+        rec.tunnel.outer_src = rec.ip_src;
+        rec.tunnel.outer_dst = rec.ip_dst;
+        rec.tunnel.has |= TunnelHas::OUTER_IP;
     }
 
     /// Called once an IP header's version checked, with the header: an

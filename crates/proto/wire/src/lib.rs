@@ -31,4 +31,4 @@ pub mod tunnel;
 pub use decode::{Layout, decode, decode_layout};
 pub use flow::{FlowKey, flow_hash};
 pub use linktype::LinkType;
-pub use record::{Has, PacketRecord, ParseError, Tunnel, TunnelHas};
+pub use record::{Has, PacketFields, PacketRecord, ParseError, Tunnel, TunnelFields, TunnelHas};

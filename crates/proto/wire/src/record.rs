@@ -1,6 +1,6 @@
 //! The packet record: one row per captured frame.
 
-/// Bits of [`PacketRecord::has`]: which optional fields hold a value.
+/// Bits of [`PacketFields::has`]: which optional fields hold a value.
 ///
 /// A field whose bit is clear is absent (null in the dataset) and its value
 /// in the struct is meaningless (usually zero).
@@ -166,7 +166,7 @@ impl ParseError {
     }
 }
 
-/// Bits of [`PacketRecord::tunnel_has`]: which tunnel fields hold a value
+/// Bits of [`TunnelFields::has`]: which tunnel fields hold a value
 /// (kept apart from [`Has`], whose bits are spoken for).
 pub struct TunnelHas;
 
@@ -239,15 +239,27 @@ impl Tunnel {
 
 /// One row per captured frame: the packet record of DESIGN.md.
 ///
-/// Fields are plain values; [`PacketRecord::has`] says which optional ones
-/// are present. IPv4 addresses are kept IPv4-mapped in IPv6 space
-/// (`::ffff:a.b.c.d`) so that one 16-byte column holds both families.
+/// Its per-frame [`PacketFields`] (reached through `Deref`, as `rec.ip_src`)
+/// and the [`TunnelFields`] that only a tunnelled frame fills. Writers keep
+/// the two apart: millions of buffered rows hold the fields alone, and the
+/// tunnel fields only for the frames that have them.
 ///
 /// In a tunnelled frame the IP and transport fields, and the flow hash,
 /// describe the innermost IP packet reached; the link-layer fields stay
 /// those of the outermost frame, and the tunnel fields keep the rest.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct PacketRecord {
+    pub fields: PacketFields,
+    pub tunnel: TunnelFields,
+}
+
+/// A frame's fields other than its tunnel's.
+///
+/// Plain values; [`PacketFields::has`] says which optional ones are
+/// present. IPv4 addresses are kept IPv4-mapped in IPv6 space
+/// (`::ffff:a.b.c.d`) so that one 16-byte column holds both families.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PacketFields {
     /// Arrival time, nanoseconds since the Unix epoch (UTC).
     pub ts_ns: i64,
     /// Length of the frame on the wire.
@@ -315,6 +327,16 @@ pub struct PacketRecord {
     pub pcap_file: u32,
     /// Byte offset of the frame's record header in that pcap file.
     pub pcap_offset: u64,
+}
+
+// Two cache lines: writers buffer millions of these and visit them out of
+// order, so every byte here is memory traffic per packet.
+const _: () = assert!(std::mem::size_of::<PacketFields>() == 128);
+
+/// What a tunnelled frame keeps of its outer layers; all at their defaults
+/// ([`TunnelFields::NONE`]) for a frame without a tunnel.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct TunnelFields {
     /// Addresses of the outermost IP header of a tunnelled frame (the same
     /// as `ip_src`/`ip_dst` when the only encapsulations lie below IP, as
     /// MPLS or PPPoE); [`TunnelHas::OUTER_IP`].
@@ -322,31 +344,65 @@ pub struct PacketRecord {
     pub outer_dst: [u8; 16],
     /// The outermost encapsulation's id (VNI, GRE key, top MPLS label, GTP
     /// TEID, ERSPAN or PPPoE session id); [`TunnelHas::ID`].
-    pub tunnel_id: u32,
+    pub id: u32,
     /// The outermost encapsulation; [`Tunnel::None`] if there is none.
-    pub tunnel: Tunnel,
+    pub kind: Tunnel,
     /// Encapsulations walked through (an MPLS label stack counts once).
-    pub tunnel_depth: u8,
+    pub depth: u8,
     /// [`TunnelHas`] bits.
-    pub tunnel_has: u8,
+    pub has: u8,
 }
 
-// Three cache lines (two until tunnels): writers buffer millions of records
-// and visit them out of order, so every byte here is memory traffic per
-// packet.
-const _: () = assert!(std::mem::size_of::<PacketRecord>() <= 168);
+impl TunnelFields {
+    /// The tunnel fields of a frame without a tunnel.
+    pub const NONE: TunnelFields = TunnelFields {
+        outer_src: [0; 16],
+        outer_dst: [0; 16],
+        id: 0,
+        kind: Tunnel::None,
+        depth: 0,
+        has: 0,
+    };
+
+    /// Whether every field is at its default: no tunnel.
+    #[inline]
+    pub fn is_none(&self) -> bool {
+        *self == Self::NONE
+    }
+}
+
+impl std::ops::Deref for PacketRecord {
+    type Target = PacketFields;
+
+    #[inline(always)]
+    fn deref(&self) -> &PacketFields {
+        &self.fields
+    }
+}
+
+impl std::ops::DerefMut for PacketRecord {
+    #[inline(always)]
+    fn deref_mut(&mut self) -> &mut PacketFields {
+        &mut self.fields
+    }
+}
 
 impl PacketRecord {
     /// A record for a frame with only its capture metadata filled.
     pub fn new(ts_ns: i64, wire_len: u32, cap_len: u32) -> Self {
         PacketRecord {
-            ts_ns,
-            wire_len,
-            cap_len,
-            ..Default::default()
+            fields: PacketFields {
+                ts_ns,
+                wire_len,
+                cap_len,
+                ..Default::default()
+            },
+            tunnel: TunnelFields::NONE,
         }
     }
+}
 
+impl PacketFields {
     /// Whether all the given [`Has`] bits are set.
     #[inline]
     pub fn has(&self, bits: u16) -> bool {

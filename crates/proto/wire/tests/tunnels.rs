@@ -5,7 +5,9 @@ use wire::build::{EncapSpec, FrameSpec, IpSpec, OuterSpec, Payload, TransportSpe
 use wire::decode::{MAX_ENCAPSULATIONS, flow_hash_of};
 use wire::ip::v4_mapped;
 use wire::transport::tcp_flags;
-use wire::{Has, LinkType, PacketRecord, ParseError, Tunnel, TunnelHas, decode, decode_layout};
+use wire::{
+    Has, LinkType, PacketFields, PacketRecord, ParseError, Tunnel, TunnelHas, decode, decode_layout,
+};
 
 const PAYLOAD: usize = 20;
 
@@ -247,28 +249,31 @@ fn addrs(ip: &IpSpec) -> ([u8; 16], [u8; 16]) {
 /// through its tunnel must share.
 fn l3_l4(r: &PacketRecord) -> PacketRecord {
     PacketRecord {
-        has: r.has & !(Has::ETH | Has::VLAN | Has::ETHERTYPE),
-        ip_version: r.ip_version,
-        ip_proto: r.ip_proto,
-        ttl: r.ttl,
-        dscp: r.dscp,
-        ip_src: r.ip_src,
-        ip_dst: r.ip_dst,
-        ip_len: r.ip_len,
-        ip_hdr_len: r.ip_hdr_len,
-        frag: r.frag,
-        ip_id: r.ip_id,
-        src_port: r.src_port,
-        dst_port: r.dst_port,
-        tcp_flags: r.tcp_flags,
-        tcp_win: r.tcp_win,
-        tcp_seq: r.tcp_seq,
-        tcp_ack: r.tcp_ack,
-        tcp_hdr_len: r.tcp_hdr_len,
-        udp_len: r.udp_len,
-        payload_len: r.payload_len,
-        flow_hash: r.flow_hash,
-        parse_error: r.parse_error,
+        fields: PacketFields {
+            has: r.has & !(Has::ETH | Has::VLAN | Has::ETHERTYPE),
+            ip_version: r.ip_version,
+            ip_proto: r.ip_proto,
+            ttl: r.ttl,
+            dscp: r.dscp,
+            ip_src: r.ip_src,
+            ip_dst: r.ip_dst,
+            ip_len: r.ip_len,
+            ip_hdr_len: r.ip_hdr_len,
+            frag: r.frag,
+            ip_id: r.ip_id,
+            src_port: r.src_port,
+            dst_port: r.dst_port,
+            tcp_flags: r.tcp_flags,
+            tcp_win: r.tcp_win,
+            tcp_seq: r.tcp_seq,
+            tcp_ack: r.tcp_ack,
+            tcp_hdr_len: r.tcp_hdr_len,
+            udp_len: r.udp_len,
+            payload_len: r.payload_len,
+            flow_hash: r.flow_hash,
+            parse_error: r.parse_error,
+            ..Default::default()
+        },
         ..Default::default()
     }
 }
@@ -281,12 +286,12 @@ fn agrees(f: &[u8], wire_len: u32) -> PacketRecord {
         "flow_hash_of disagrees: {r:?}\n{f:02x?}"
     );
     // Tunnel fields hang together.
-    assert!(r.tunnel_depth <= MAX_ENCAPSULATIONS);
-    assert_eq!(r.tunnel_depth == 0, r.tunnel == Tunnel::None, "{r:?}");
-    if r.tunnel_depth == 0 {
-        assert_eq!(r.tunnel_has, 0);
+    assert!(r.tunnel.depth <= MAX_ENCAPSULATIONS);
+    assert_eq!(r.tunnel.depth == 0, r.tunnel.kind == Tunnel::None, "{r:?}");
+    if r.tunnel.depth == 0 {
+        assert_eq!(r.tunnel.has, 0);
     }
-    if r.tunnel_has & TunnelHas::OUTER_IP != 0 {
+    if r.tunnel.has & TunnelHas::OUTER_IP != 0 {
         assert!(r.has(Has::IP));
     }
     // The layout's IP offset is where the header the record describes
@@ -325,22 +330,22 @@ fn each_encapsulation_gives_the_inner_packet_and_the_tunnel() {
         assert_eq!(r.parse_error, ParseError::None, "{e:?}: {r:?}");
         assert_eq!(l3_l4(&r), l3_l4(&alone), "{e:?}");
         assert!(r.has(Has::FLOW));
-        assert_eq!((r.tunnel, r.tunnel_depth), (*kind, 1), "{e:?}");
+        assert_eq!((r.tunnel.kind, r.tunnel.depth), (*kind, 1), "{e:?}");
         assert_eq!(
-            r.tunnel_has & TunnelHas::ID != 0,
+            r.tunnel.has & TunnelHas::ID != 0,
             id.is_some(),
             "{e:?}: {r:?}"
         );
         if let Some(id) = id {
-            assert_eq!(r.tunnel_id, *id, "{e:?}");
+            assert_eq!(r.tunnel.id, *id, "{e:?}");
         }
-        assert_ne!(r.tunnel_has & TunnelHas::OUTER_IP, 0);
+        assert_ne!(r.tunnel.has & TunnelHas::OUTER_IP, 0);
         let want = if has_outer_ip(e) {
             addrs(&outer.ip)
         } else {
             (alone.ip_src, alone.ip_dst)
         };
-        assert_eq!((r.outer_src, r.outer_dst), want, "{e:?}");
+        assert_eq!((r.tunnel.outer_src, r.tunnel.outer_dst), want, "{e:?}");
         // The innermost IP header starts where the inner frame's did.
         let mut again = PacketRecord::new(0, f.len() as u32, f.len() as u32);
         let at = decode_layout(LinkType::ETHERNET, f, &mut again).ip;
@@ -366,7 +371,7 @@ fn a_tunnelled_frame_cut_anywhere_in_its_headers_says_where() {
                     errors.insert(r.parse_error);
                 } else if wire_len == f.len() as u32 {
                     assert_eq!(r.parse_error, ParseError::None, "{e:?} cut at {n}");
-                    assert_eq!(r.tunnel, kind);
+                    assert_eq!(r.tunnel.kind, kind);
                 }
             }
         }
@@ -451,12 +456,12 @@ fn nested_tunnels_up_to_the_limit_and_no_further() {
             let mut again = PacketRecord::new(0, f.len() as u32, f.len() as u32);
             let at = decode_layout(LinkType::ETHERNET, &f, &mut again).ip;
             assert_eq!(at, Some(f.len() - (inner.len() - 14)), "{depth}");
-            assert_eq!(r.tunnel_depth, depth);
+            assert_eq!(r.tunnel.depth, depth);
             assert_eq!(l3_l4(&r), l3_l4(&alone), "{depth}");
         } else {
             // One too many: the record is the packet that carries it.
             assert_eq!(r.parse_error, ParseError::EncapsulationTooDeep);
-            assert_eq!(r.tunnel_depth, MAX_ENCAPSULATIONS);
+            assert_eq!(r.tunnel.depth, MAX_ENCAPSULATIONS);
             assert_eq!(r.ip_src, v4_mapped([192, 0, 2, 1]));
             assert_eq!(r.dst_port, 2152);
             assert!(r.has(Has::FLOW));
@@ -469,8 +474,8 @@ fn nested_tunnels_up_to_the_limit_and_no_further() {
             EncapSpec::Geneve { .. } => (Tunnel::Geneve, 1),
             _ => (Tunnel::Vxlan, 0),
         };
-        assert_eq!((r.tunnel, r.tunnel_id), (kind, id));
-        assert_eq!(r.outer_src, v4_mapped([192, 0, 2, 1]));
+        assert_eq!((r.tunnel.kind, r.tunnel.id), (kind, id));
+        assert_eq!(r.tunnel.outer_src, v4_mapped([192, 0, 2, 1]));
     }
 }
 
@@ -493,7 +498,7 @@ fn what_only_looks_like_a_tunnel_is_not_one() {
     gtp[at + 1] = 1;
     let r = agrees(&gtp, gtp.len() as u32);
     assert_eq!(
-        (r.tunnel, r.tunnel_depth, r.parse_error),
+        (r.tunnel.kind, r.tunnel.depth, r.parse_error),
         (Tunnel::None, 0, ParseError::None)
     );
     assert_eq!(r.dst_port, 2152);
@@ -507,7 +512,7 @@ fn what_only_looks_like_a_tunnel_is_not_one() {
     g.extend_from_slice(&[0x30, 0x01, 0x88, 0x0b, 0, 0, 0, 0, 0, 0, 0, 0]);
     let r = agrees(&g, g.len() as u32);
     assert_eq!(
-        (r.tunnel, r.tunnel_depth, r.parse_error),
+        (r.tunnel.kind, r.tunnel.depth, r.parse_error),
         (Tunnel::Gre, 1, ParseError::None)
     );
     assert_eq!((r.ip_proto, r.ip_src), (47, v4_mapped([192, 0, 2, 1])));
@@ -532,7 +537,7 @@ fn hostile_lengths_stop_with_the_layers_error() {
     f[udp_payload] = 0x3f;
     let r = agrees(&f, f.len() as u32);
     assert_eq!(
-        (r.parse_error, r.tunnel_depth),
+        (r.parse_error, r.tunnel.depth),
         (ParseError::TruncatedGeneve, 0)
     );
     // A GTP-U extension header of length 0.
@@ -569,7 +574,7 @@ fn fragments_are_not_followed_into() {
     let mut f = Vec::new();
     encapsulate(inner, &EncapSpec::Vxlan { vni: 5 }, &outer, &mut f);
     let r = agrees(&f, f.len() as u32);
-    assert_eq!((r.tunnel_depth, r.dst_port), (0, 4789));
+    assert_eq!((r.tunnel.depth, r.dst_port), (0, 4789));
 }
 
 /// Several random bytes changed at once, and random cuts: what one-byte
@@ -595,7 +600,7 @@ fn randomly_damaged_tunnelled_frames_parse_and_hash_alike() {
             .len()
             .saturating_sub((next() as usize % 8) * (next() as usize % 16));
         let r = agrees(&g[..cut], g.len() as u32);
-        tunnels_seen.insert(r.tunnel);
+        tunnels_seen.insert(r.tunnel.kind);
     }
     // The damage still lets every kind through now and then.
     assert_eq!(tunnels_seen.len(), Tunnel::ALL.len(), "{tunnels_seen:?}");

@@ -143,7 +143,7 @@ fn untunnelled_flow_hashes_are_unchanged() {
         let mut r = PacketRecord::new(0, f.len() as u32, f.len() as u32);
         decode(*link, f, &mut r);
         assert_eq!(
-            (r.tunnel, r.tunnel_depth, r.tunnel_has),
+            (r.tunnel.kind, r.tunnel.depth, r.tunnel.has),
             (wire::Tunnel::None, 0, 0)
         );
     }

@@ -171,7 +171,7 @@ fn kernel_flow_hash_equals_the_decoders_on_cut_and_damaged_frames() {
 fn tunnelled(link: LinkType, frame: &[u8]) -> bool {
     let mut rec = PacketRecord::new(0, frame.len() as u32, frame.len() as u32);
     decode(link, frame, &mut rec);
-    rec.tunnel_depth > 0
+    rec.tunnel.depth > 0
 }
 
 /// The first Ethernet frame of the corpus carrying `ethertype` directly
