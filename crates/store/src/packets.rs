@@ -361,7 +361,7 @@ impl PacketWriter {
 }
 
 /// The tunnel fields of every row of a bucket without tunnels: one address,
-/// which [`Encoders::same_flow`] compares before any field.
+/// which [`Encoders::same_flow`] compares instead of the tunnel columns.
 static NO_TUNNEL: TunnelFields = TunnelFields::NONE;
 
 /// The cache lines a record may span (it is 8-byte aligned, not 64).
