@@ -254,7 +254,7 @@ pub fn stack_schema() -> SchemaRef {
 
 /// A kernel name (comm, device): NUL-terminated in 16 bytes. Borrowed, so
 /// a row costs no allocation; a name that is not UTF-8 reads as "?".
-fn comm_text(c: &[u8; 16]) -> &str {
+pub(crate) fn comm_text(c: &[u8; 16]) -> &str {
     let end = c.iter().position(|&b| b == 0).unwrap_or(16);
     std::str::from_utf8(&c[..end]).unwrap_or("?")
 }

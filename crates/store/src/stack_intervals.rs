@@ -142,11 +142,6 @@ pub fn interval_schema() -> SchemaRef {
     Arc::new(Schema::new(f))
 }
 
-fn name_text(c: &[u8; 16]) -> &str {
-    let end = c.iter().position(|&b| b == 0).unwrap_or(16);
-    std::str::from_utf8(&c[..end]).unwrap_or("?")
-}
-
 struct Builders {
     ts: TimestampNanosecondBuilder,
     interval_ns: UInt64Builder,
@@ -222,7 +217,7 @@ impl Builders {
         self.netns.append_value(r.netns);
         self.pid.append_option(r.pid);
         self.tid.append_option(r.tid);
-        self.comm.append_option(r.comm.as_ref().map(name_text));
+        self.comm.append_option(r.comm.as_ref().map(crate::stack::comm_text));
         self.family.append_value(r.family);
         self.proto.append_value(r.proto);
         addr(&mut self.local_addr, &r.local_addr);
