@@ -12,10 +12,12 @@ use pcapio::seekable::{Container, SeekTable, decode_frame, walk_frames};
 
 /// Bounds the work for one input.
 const MAX_FRAMES: usize = 16;
-/// Bytes decompressed per input. A few KiB of zstd RLE blocks make a frame
-/// of tens of MiB, and writing those pages, not our code, took most of
-/// each run. Frames past it are still found and checked, only not
-/// decompressed.
+/// Bytes of decompression buffers per input: a frame costs its
+/// decompressed length, or for LZ4 its declared block size if larger (the
+/// decoder zeroes a buffer of that size, up to 4 MiB, for each frame). Few
+/// KiB of input make frames of tens of MiB, and touching those pages, not
+/// our code, took most of each run. Frames past it are still found and
+/// checked, only not decompressed.
 const MAX_OUTPUT: u64 = 1 << 20;
 
 fuzz_target!(|data: &[u8]| {
@@ -29,11 +31,15 @@ fuzz_target!(|data: &[u8]| {
         let t = walk_frames(c, data);
         assert!(t.compressed_len() <= data.len() as u64);
         for f in t.frames.iter().take(MAX_FRAMES) {
-            if f.decompressed_len as u64 > output_left {
+            let raw = &data[f.compressed_at as usize..][..f.compressed_len as usize];
+            let cost = (f.decompressed_len as u64).max(match c {
+                Container::Lz4 => lz4_block_size(raw),
+                Container::Zstd => 0,
+            });
+            if cost > output_left {
                 continue;
             }
-            output_left -= f.decompressed_len as u64;
-            let raw = &data[f.compressed_at as usize..][..f.compressed_len as usize];
+            output_left -= cost;
             if decode_frame(c, raw, f.decompressed_len as usize, &mut out).is_ok() {
                 assert_eq!(out.len(), f.decompressed_len as usize);
             }
@@ -44,3 +50,13 @@ fuzz_target!(|data: &[u8]| {
         assert!(scan.pcap_bytes <= data.len() as u64);
     }
 });
+
+/// The block size an LZ4 frame's descriptor declares (its decoder's buffer).
+fn lz4_block_size(frame: &[u8]) -> u64 {
+    match frame.get(5).map(|bd| (bd >> 4) & 7) {
+        Some(4) => 64 << 10,
+        Some(5) => 256 << 10,
+        Some(6) => 1 << 20,
+        _ => 4 << 20,
+    }
+}
