@@ -17,6 +17,7 @@ use arrow_schema::{DataType, Field, Schema, SchemaRef};
 
 use crate::error::StoreError;
 use crate::schema::{addr, text, ts_type};
+use crate::stack::comm_text;
 use crate::table::{TableFiles, writer_properties};
 
 /// Where the table lives in a dataset.
@@ -217,7 +218,7 @@ impl Builders {
         self.netns.append_value(r.netns);
         self.pid.append_option(r.pid);
         self.tid.append_option(r.tid);
-        self.comm.append_option(r.comm.as_ref().map(crate::stack::comm_text));
+        self.comm.append_option(r.comm.as_ref().map(comm_text));
         self.family.append_value(r.family);
         self.proto.append_value(r.proto);
         addr(&mut self.local_addr, &r.local_addr);
