@@ -8,7 +8,7 @@
 
 use libfuzzer_sys::fuzz_target;
 use pcapio::repair::{PcapScan, walk_records};
-use pcapio::seekable::{Container, SeekTable, decode_frame, walk_frames};
+use pcapio::seekable::{Container, SeekTable, decode_frame, lz4_block_size, walk_frames};
 
 /// Bounds the work for one input.
 const MAX_FRAMES: usize = 16;
@@ -33,7 +33,8 @@ fuzz_target!(|data: &[u8]| {
         for f in t.frames.iter().take(MAX_FRAMES) {
             let raw = &data[f.compressed_at as usize..][..f.compressed_len as usize];
             let cost = (f.decompressed_len as u64).max(match c {
-                Container::Lz4 => lz4_block_size(raw),
+                // An undeclared size counts as the largest there is.
+                Container::Lz4 => lz4_block_size(raw).unwrap_or(4 << 20) as u64,
                 Container::Zstd => 0,
             });
             if cost > output_left {
@@ -50,13 +51,3 @@ fuzz_target!(|data: &[u8]| {
         assert!(scan.pcap_bytes <= data.len() as u64);
     }
 });
-
-/// The block size an LZ4 frame's descriptor declares (its decoder's buffer).
-fn lz4_block_size(frame: &[u8]) -> u64 {
-    match frame.get(5).map(|bd| (bd >> 4) & 7) {
-        Some(4) => 64 << 10,
-        Some(5) => 256 << 10,
-        Some(6) => 1 << 20,
-        _ => 4 << 20,
-    }
-}

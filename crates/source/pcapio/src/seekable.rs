@@ -429,6 +429,18 @@ fn zstd_frame_extent(b: &[u8]) -> Option<(usize, u64)> {
     Some((clen, dlen))
 }
 
+/// The largest block an LZ4 frame at the start of `b` declares (the size of
+/// the buffer its decoder sets up), from the frame descriptor.
+pub fn lz4_block_size(b: &[u8]) -> Option<usize> {
+    match (b.get(5)? >> 4) & 7 {
+        4 => Some(64 << 10),
+        5 => Some(256 << 10),
+        6 => Some(1 << 20),
+        7 => Some(4 << 20),
+        _ => None,
+    }
+}
+
 /// A whole LZ4 frame at the start of `b` that states its content size, by
 /// its block headers.
 fn lz4_frame_extent(b: &[u8]) -> Option<(usize, u64)> {
@@ -446,13 +458,7 @@ fn lz4_frame_extent(b: &[u8]) -> Option<(usize, u64)> {
     } else {
         None
     };
-    let max_block = match (b[5] >> 4) & 7 {
-        4 => 64 << 10,
-        5 => 256 << 10,
-        6 => 1 << 20,
-        7 => 4 << 20,
-        _ => return None,
-    };
+    let max_block = lz4_block_size(b)?;
     // Without a content size the frame's length out is known only by
     // decompressing it; weir always writes the size.
     let size = size?;
