@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use analyze::answer::{Analysis, AnswerOptions, answer};
+use analyze::answer::{Analysis, AnswerOptions, Settings, answer};
 use analyze::render::{Format, render};
 use analyze::{By, Session, TimeWindow};
 use clap::{Args, ValueEnum};
@@ -165,11 +165,6 @@ fn open(datasets: &[PathBuf], out: &OutputArgs, filter: Option<&str>) -> Result<
     Session::open(datasets, window, filter, out.threads.unwrap_or(0)).map_err(|e| e.to_string())
 }
 
-/// The analyses, by the names `weir analyze` takes.
-const KINDS: [&str; 8] = [
-    "summary", "flows", "rates", "bursts", "top", "loss", "stack", "rpc",
-];
-
 pub fn run_analyze(a: AnalyzeArgs) -> Result<ExitCode, String> {
     let (datasets, rest) = split_datasets(&a.words);
     if a.emit_sql {
@@ -177,7 +172,7 @@ pub fn run_analyze(a: AnalyzeArgs) -> Result<ExitCode, String> {
     }
     if datasets.is_empty() {
         let first = a.words.first().map_or("", String::as_str);
-        if KINDS.contains(&first) && a.words.len() > 1 {
+        if analyze::answer::kind(first).is_some() && a.words.len() > 1 {
             return Err(format!(
                 "{first} is an analysis, and it comes after the datasets: weir analyze \
                  DATASET... {first}"
@@ -195,61 +190,30 @@ pub fn run_analyze(a: AnalyzeArgs) -> Result<ExitCode, String> {
             .map(|w| format!(" ({w} is not a directory)"))
             .unwrap_or_default();
         return Err(format!(
-            "give the dataset, then the analysis: summary, flows, rates, bursts, top \
-             hosts|ports|pairs, loss, stack or rpc{hint}"
+            "give the dataset, then the analysis: {}{hint}",
+            analyze::answer::kinds_text()
         ));
     };
     // `top` takes what to rank; the words after are the filter.
-    let (what, filter_words) = if kind == "top" {
-        match args.split_first() {
-            Some((w, rest)) => (Some(w.as_str()), rest),
-            None => {
-                return Err(
-                    "top what? hosts, ports or pairs (weir analyze DATASET top hosts)".into(),
-                );
-            }
-        }
-    } else {
-        (None, args)
+    let takes_what = analyze::answer::kind(kind).is_some_and(|k| k.takes_what);
+    let (what, filter_words) = match args.split_first() {
+        Some((w, rest)) if takes_what => (Some(w.as_str()), rest),
+        _ => (None, args),
     };
     let filter = (!filter_words.is_empty()).then(|| filter_words.join(" "));
     let format = a.out.format();
-    let by = match a.by {
-        ByArg::Bytes => By::Bytes,
-        ByArg::Frames => By::Frames,
+    let settings = Settings {
+        by: match a.by {
+            ByArg::Bytes => By::Bytes,
+            ByArg::Frames => By::Frames,
+        },
+        limit: a.limit,
+        default_flows: if format == Format::Table { 20 } else { 0 },
+        every_ns: ns_of(parse_duration(&a.every).map_err(|e| format!("--every: {e}"))?),
+        sample_ns: ns_of(parse_duration(&a.sample).map_err(|e| format!("--sample: {e}"))?),
+        scales_ns: scales_ns(&a.scales)?,
     };
-    let analysis = match kind.as_str() {
-        "summary" => Analysis::Summary,
-        "flows" => Analysis::Flows {
-            by,
-            limit: a
-                .limit
-                .unwrap_or(if format == Format::Table { 20 } else { 0 }),
-        },
-        "top" => Analysis::Top {
-            what: what.unwrap_or_default().to_string(),
-            by,
-            limit: a.limit.unwrap_or(20),
-        },
-        "loss" => Analysis::Loss,
-        "rpc" => Analysis::Rpc {
-            handles: a.limit.unwrap_or(analyze::rpc::TOP_HANDLES),
-        },
-        "stack" => Analysis::Stack,
-        "rates" => Analysis::Rates {
-            every_ns: ns_of(parse_duration(&a.every).map_err(|e| format!("--every: {e}"))?),
-            sample_ns: ns_of(parse_duration(&a.sample).map_err(|e| format!("--sample: {e}"))?),
-        },
-        "bursts" => Analysis::Bursts {
-            scales_ns: scales_ns(&a.scales)?,
-        },
-        other => {
-            return Err(format!(
-                "unknown analysis {other:?}: choose summary, flows, rates, bursts, top \
-                 hosts|ports|pairs, loss, stack or rpc"
-            ));
-        }
-    };
+    let analysis = Analysis::parse(kind, what, &settings).map_err(|e| e.to_string())?;
     let session = open(&datasets, &a.out, filter.as_deref())?;
     let opts = AnswerOptions {
         packets_only: a.no_flows_table,
@@ -286,7 +250,7 @@ fn emit_sql(a: &AnalyzeArgs, datasets: &[PathBuf], rest: &[String]) -> Result<Ex
     let Some((kind, args)) = rest.split_first() else {
         return Err(format!(
             "--emit-sql: give the analysis ({}), after the datasets",
-            analyze::emit::KINDS.join(", ")
+            analyze::emit::kinds().join(", ")
         ));
     };
     let (what, filter_words) = match (kind.as_str(), args.split_first()) {

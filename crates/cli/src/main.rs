@@ -18,6 +18,7 @@ mod gen_cmd;
 mod merge_cmd;
 mod read_cmd;
 mod rpc_args;
+mod serve_cmd;
 mod signals;
 mod stack_cmd;
 mod units;
@@ -66,6 +67,10 @@ enum Command {
     /// Check a dataset against its integrity record: every file's size and
     /// digest, the chain, the seal over the manifest, the signature.
     Verify(verify_cmd::VerifyArgs),
+    /// Serve a web page and a JSON API over one or more datasets (also one
+    /// a capture is writing): overview, filter, flows, packets, pcap
+    /// download, SQL.
+    Serve(serve_cmd::ServeArgs),
 }
 
 #[derive(clap::Args)]
@@ -156,6 +161,7 @@ fn main() -> ExitCode {
         Command::Collect(a) => collect_cmd::run(a),
         Command::Recover(a) => recover(a),
         Command::Verify(a) => verify_cmd::run(a),
+        Command::Serve(a) => serve_cmd::run(a),
     };
     match result {
         Ok(code) => code,

@@ -75,6 +75,11 @@ impl Background {
         }
     }
 
+    /// The lines of standard error read so far.
+    pub fn lines_seen(&self) -> &[String] {
+        &self.stderr_seen
+    }
+
     pub fn pid(&self) -> i32 {
         self.child.id() as i32
     }

@@ -5,6 +5,7 @@ pub mod background;
 pub mod kafka;
 pub mod live;
 pub mod netns;
+pub mod web;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};

@@ -10,6 +10,136 @@ use crate::analyses::{self, By};
 use crate::flow_table::FlowTable;
 use crate::{AnalyzeError, Session, Table};
 
+/// One analysis as callers name it: `weir analyze`, `--emit-sql` and the
+/// page of `weir serve` all take their names from [`KINDS`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Kind {
+    pub name: &'static str,
+    /// What it answers, in a few words.
+    pub about: &'static str,
+    /// Takes what to rank after its name (`top hosts`).
+    pub takes_what: bool,
+    /// Can draw a plot (`--plot`).
+    pub plots: bool,
+    /// Its whole answer is SQL, so `--emit-sql` covers it (`stack` joins
+    /// results in Rust between its queries).
+    pub emits_sql: bool,
+}
+
+/// Every analysis, in the order they are listed to people.
+pub const KINDS: &[Kind] = &[
+    Kind {
+        name: "summary",
+        about: "totals, protocols, loss",
+        takes_what: false,
+        plots: false,
+        emits_sql: true,
+    },
+    Kind {
+        name: "flows",
+        about: "bidirectional flows, largest first",
+        takes_what: false,
+        plots: false,
+        emits_sql: true,
+    },
+    Kind {
+        name: "rates",
+        about: "least, mean and greatest rate per window",
+        takes_what: false,
+        plots: true,
+        emits_sql: true,
+    },
+    Kind {
+        name: "bursts",
+        about: "burstiness at several scales",
+        takes_what: false,
+        plots: true,
+        emits_sql: true,
+    },
+    Kind {
+        name: "top",
+        about: "the busiest hosts, ports or pairs",
+        takes_what: true,
+        plots: false,
+        emits_sql: true,
+    },
+    Kind {
+        name: "loss",
+        about: "frames lost per second and stage",
+        takes_what: false,
+        plots: true,
+        emits_sql: true,
+    },
+    Kind {
+        name: "stack",
+        about: "the host stack per socket",
+        takes_what: false,
+        plots: true,
+        emits_sql: false,
+    },
+    Kind {
+        name: "rpc",
+        about: "RPC/NFS latency per procedure",
+        takes_what: false,
+        plots: true,
+        emits_sql: true,
+    },
+];
+
+/// What `top` ranks.
+pub const TOP_WHATS: &[&str] = &["hosts", "ports", "pairs"];
+
+/// The analysis named `name`.
+pub fn kind(name: &str) -> Option<&'static Kind> {
+    KINDS.iter().find(|k| k.name == name)
+}
+
+/// The analyses' names as people read them in a usage message:
+/// "summary, flows, ..., top hosts|ports|pairs, ... or rpc".
+pub fn kinds_text() -> String {
+    let names: Vec<String> = KINDS
+        .iter()
+        .map(|k| {
+            if k.takes_what {
+                format!("{} {}", k.name, TOP_WHATS.join("|"))
+            } else {
+                k.name.to_string()
+            }
+        })
+        .collect();
+    match names.split_last() {
+        Some((last, rest)) if !rest.is_empty() => format!("{} or {last}", rest.join(", ")),
+        _ => names.join(""),
+    }
+}
+
+/// The settings an analysis may take, as `weir analyze`'s flags give them.
+#[derive(Clone, Debug)]
+pub struct Settings {
+    pub by: By,
+    /// flows, top: rows (0: all); rpc: file handles (0: all). `None`:
+    /// each analysis's default (`default_flows` for flows).
+    pub limit: Option<usize>,
+    /// The rows of flows when no limit is given.
+    pub default_flows: usize,
+    pub every_ns: i64,
+    pub sample_ns: i64,
+    pub scales_ns: Vec<i64>,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Settings {
+            by: By::Bytes,
+            limit: None,
+            default_flows: 0,
+            every_ns: 60_000_000_000,
+            sample_ns: 1_000_000_000,
+            scales_ns: vec![100_000, 1_000_000, 10_000_000, 100_000_000, 1_000_000_000],
+        }
+    }
+}
+
 /// An analysis and its parameters.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Analysis {
@@ -41,6 +171,63 @@ pub enum Analysis {
 }
 
 impl Analysis {
+    /// The analysis `name` (and, for `top`, `what`) with `settings`: the
+    /// one parser of analysis names.
+    pub fn parse(
+        name: &str,
+        what: Option<&str>,
+        settings: &Settings,
+    ) -> Result<Analysis, AnalyzeError> {
+        let s = settings;
+        Ok(match name {
+            "summary" => Analysis::Summary,
+            "flows" => Analysis::Flows {
+                by: s.by,
+                limit: s.limit.unwrap_or(s.default_flows),
+            },
+            "top" => {
+                let what = match what {
+                    Some(w) if TOP_WHATS.contains(&w) => w,
+                    Some(w) => {
+                        return Err(AnalyzeError::Usage(format!(
+                            "top {w}: choose {}",
+                            TOP_WHATS.join(", ")
+                        )));
+                    }
+                    None => {
+                        return Err(AnalyzeError::Usage(format!(
+                            "top what? {} (weir analyze DATASET top hosts)",
+                            TOP_WHATS.join(", ")
+                        )));
+                    }
+                };
+                Analysis::Top {
+                    what: what.to_string(),
+                    by: s.by,
+                    limit: s.limit.unwrap_or(20),
+                }
+            }
+            "loss" => Analysis::Loss,
+            "rpc" => Analysis::Rpc {
+                handles: s.limit.unwrap_or(crate::rpc::TOP_HANDLES),
+            },
+            "stack" => Analysis::Stack,
+            "rates" => Analysis::Rates {
+                every_ns: s.every_ns,
+                sample_ns: s.sample_ns,
+            },
+            "bursts" => Analysis::Bursts {
+                scales_ns: s.scales_ns.clone(),
+            },
+            other => {
+                return Err(AnalyzeError::Usage(format!(
+                    "unknown analysis {other:?}: choose {}",
+                    kinds_text()
+                )));
+            }
+        })
+    }
+
     /// The analysis's name as `weir analyze` spells it.
     pub fn name(&self) -> &'static str {
         match self {
@@ -57,14 +244,7 @@ impl Analysis {
 
     /// Whether it can draw a plot.
     pub fn plots(&self) -> bool {
-        matches!(
-            self,
-            Analysis::Rates { .. }
-                | Analysis::Bursts { .. }
-                | Analysis::Loss
-                | Analysis::Rpc { .. }
-                | Analysis::Stack
-        )
+        kind(self.name()).is_some_and(|k| k.plots)
     }
 }
 

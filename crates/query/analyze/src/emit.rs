@@ -37,9 +37,15 @@ pub struct Request<'a> {
     pub scales_ns: &'a [i64],
 }
 
-/// The analyses `--emit-sql` covers: those whose whole answer is SQL.
-/// (`stack` joins results in Rust between its queries.)
-pub const KINDS: &[&str] = &["summary", "flows", "top", "loss", "rates", "bursts", "rpc"];
+/// The analyses `--emit-sql` covers: those whose whole answer is SQL
+/// ([`crate::answer::Kind::emits_sql`]).
+pub fn kinds() -> Vec<&'static str> {
+    crate::answer::KINDS
+        .iter()
+        .filter(|k| k.emits_sql)
+        .map(|k| k.name)
+        .collect()
+}
 
 /// The span the statements of analysis `kind` place their intervals over,
 /// as the analysis itself does: for `rates` its windows' span
@@ -155,7 +161,7 @@ pub fn statements(req: &Request, span: Option<(i64, i64)>) -> Result<Vec<Stateme
         other => {
             return Err(AnalyzeError::Usage(format!(
                 "--emit-sql covers {}, not {other}",
-                KINDS.join(", ")
+                kinds().join(", ")
             )));
         }
     })
@@ -178,9 +184,7 @@ pub fn restriction(
         parts.push(format!("ts_ns < {t}"));
     }
     if let Some(f) = filter {
-        parts.push(
-            crate::filter::to_sql(f, tunnelled).map_err(|e| AnalyzeError::Usage(e.to_string()))?,
-        );
+        parts.push(crate::filter::to_sql(f, tunnelled)?);
     }
     Ok((!parts.is_empty()).then(|| parts.join(" AND ")))
 }
@@ -297,7 +301,7 @@ mod tests {
 
     #[test]
     fn statements_stand_alone() {
-        for kind in KINDS {
+        for kind in kinds() {
             let sts = statements(&req(kind), Some((1_000, 5_000_000_000))).unwrap();
             assert!(!sts.is_empty());
             for st in &sts {

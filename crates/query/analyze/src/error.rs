@@ -19,9 +19,27 @@ pub enum AnalyzeError {
     Engine(String),
     #[error("{0}")]
     Usage(String),
+    /// The filter does not compile (libpcap's message) or does not
+    /// translate to the records' columns: the caller's to fix, not the
+    /// dataset's.
+    #[error("{0}")]
+    Filter(String),
+    /// The query was stopped before it finished: its time limit passed, or
+    /// whoever asked for it went away.
+    #[error("stopped: {0}")]
+    Interrupted(String),
 }
 
 impl AnalyzeError {
+    /// Whether the error is in what was asked (a filter, the SQL, a
+    /// setting) rather than in the dataset's files or the engine.
+    pub fn is_request_error(&self) -> bool {
+        matches!(
+            self,
+            AnalyzeError::Sql(_) | AnalyzeError::Usage(_) | AnalyzeError::Filter(_)
+        )
+    }
+
     pub(crate) fn from_arrow(e: datafusion::arrow::error::ArrowError) -> AnalyzeError {
         AnalyzeError::Engine(e.to_string())
     }
@@ -39,5 +57,11 @@ impl AnalyzeError {
             }
             _ => AnalyzeError::Engine(e.find_root().to_string()),
         }
+    }
+}
+
+impl From<crate::filter::FilterError> for AnalyzeError {
+    fn from(e: crate::filter::FilterError) -> Self {
+        AnalyzeError::Filter(e.to_string())
     }
 }

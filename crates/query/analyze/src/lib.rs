@@ -32,4 +32,4 @@ pub use analyses::{BurstScale, By, Table};
 /// The Arrow types of results, for callers that read them.
 pub use datafusion::arrow;
 pub use error::AnalyzeError;
-pub use session::{ScanReport, Session, TimeWindow};
+pub use session::{Interrupt, LimitedResult, ScanReport, Session, TimeWindow};

@@ -104,14 +104,46 @@ fn io(path: &Path, e: impl std::fmt::Display) -> AnalyzeError {
 
 /// Finds the frames and writes them to `opts.output`.
 pub fn read_frames(opts: &ReadOptions) -> Result<ReadReport, AnalyzeError> {
+    read_to(opts, PcapOut::new(&opts.output, None))
+}
+
+/// Finds the frames and writes them, as [`read_frames`] writes its file,
+/// to `sink` as they are read (`opts.output` only names it in errors); a
+/// sink that fails (a client gone away) stops the read.
+pub fn read_frames_into(
+    opts: &ReadOptions,
+    sink: Box<dyn Write + '_>,
+) -> Result<ReadReport, AnalyzeError> {
+    read_to(opts, PcapOut::new(&opts.output, Some(sink)))
+}
+
+/// Checks that `filter` compiles with libpcap for frames of `link` (an
+/// inner filter: for a bare IP packet), as [`read_frames`] compiles it: the
+/// error is libpcap's.
+pub fn check_filter(filter: &str, link: LinkType) -> Result<(), AnalyzeError> {
+    let (scope, expr) = split_scope(filter)?;
+    if expr.trim().is_empty() {
+        return Ok(());
+    }
+    let link = if scope == Scope::Inner {
+        LinkType::RAW
+    } else {
+        link
+    };
+    capture::filter::compile(expr, link, SNAPLEN)
+        .map(|_| ())
+        .map_err(|e| AnalyzeError::Filter(e.to_string()))
+}
+
+fn read_to(opts: &ReadOptions, mut out: PcapOut<'_>) -> Result<ReadReport, AnalyzeError> {
     let mut report = ReadReport::default();
-    let (scope, expr) = split_scope(&opts.filter).map_err(|e| usage(e.to_string()))?;
+    let (scope, expr) = split_scope(&opts.filter)?;
     // An inner filter is compiled once, for a bare IP packet; an outer one
     // per link type met. Compiled first, so that a bad one fails at once.
     let inner = match scope {
         Scope::Inner => Some(
             capture::filter::compile(expr, LinkType::RAW, SNAPLEN).map_err(|e| {
-                usage(format!(
+                AnalyzeError::Filter(format!(
                     "inner: {e}; an inner filter is read on the innermost IP packet, from \
                      its IP header on (no link layer)"
                 ))
@@ -122,7 +154,6 @@ pub fn read_frames(opts: &ReadOptions) -> Result<ReadReport, AnalyzeError> {
     let (cands, files) = find_candidates(opts, &mut report)?;
     report.candidates = cands.len() as u64;
     let mut frames = FrameSource::open(&cands, &files)?;
-    let mut out = PcapOut::new(&opts.output);
     let mut filters: HashMap<LinkType, capture::filter::Filter> = HashMap::new();
     let mut data = Vec::new();
     for c in &cands {
@@ -136,7 +167,7 @@ pub fn read_frames(opts: &ReadOptions) -> Result<ReadReport, AnalyzeError> {
                 Some(f) => f,
                 None => {
                     let f = capture::filter::compile(expr, link, SNAPLEN)
-                        .map_err(|e| usage(e.to_string()))?;
+                        .map_err(|e| AnalyzeError::Filter(e.to_string()))?;
                     filters.entry(link).or_insert(f)
                 }
             };
@@ -456,17 +487,22 @@ fn load_in_sequence(
 }
 
 /// The pcap being written: opened at the first frame (its link type is the
-/// file's), a `.part` name until complete.
+/// file's), a `.part` name until complete; or into a sink given.
 struct PcapOut<'a> {
     output: &'a ReadOutput,
+    sink: Option<Box<dyn Write + 'a>>,
+    /// Whether a `.part` file was made (to rename when complete).
+    rename: bool,
     link: Option<LinkType>,
-    writer: Option<PcapWriter<Box<dyn Write>>>,
+    writer: Option<PcapWriter<Box<dyn Write + 'a>>>,
 }
 
 impl<'a> PcapOut<'a> {
-    fn new(output: &'a ReadOutput) -> Self {
+    fn new(output: &'a ReadOutput, sink: Option<Box<dyn Write + 'a>>) -> Self {
         PcapOut {
             output,
+            sink,
+            rename: false,
             link: None,
             writer: None,
         }
@@ -481,9 +517,13 @@ impl<'a> PcapOut<'a> {
     }
 
     fn open(&mut self, link: LinkType) -> Result<(), AnalyzeError> {
-        let sink: Box<dyn Write> = match self.output {
-            ReadOutput::Stdout => Box::new(std::io::BufWriter::new(std::io::stdout().lock())),
-            ReadOutput::File(p) => {
+        let sink: Box<dyn Write + 'a> = match (self.sink.take(), self.output) {
+            (Some(given), _) => given,
+            (None, ReadOutput::Stdout) => {
+                Box::new(std::io::BufWriter::new(std::io::stdout().lock()))
+            }
+            (None, ReadOutput::File(p)) => {
+                self.rename = true;
                 let tmp = Self::part(p);
                 let f = std::fs::File::create(&tmp).map_err(|e| io(&tmp, e))?;
                 Box::new(std::io::BufWriter::with_capacity(1 << 20, f))
@@ -534,7 +574,7 @@ impl<'a> PcapOut<'a> {
         let mut sink = w.into_inner().map_err(|e| self.err(e))?;
         sink.flush().map_err(|e| self.err(e))?;
         drop(sink);
-        if let ReadOutput::File(p) = self.output {
+        if let (true, ReadOutput::File(p)) = (self.rename, self.output) {
             std::fs::rename(Self::part(p), p).map_err(|e| io(p, e))?;
         }
         Ok(())

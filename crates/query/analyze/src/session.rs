@@ -58,6 +58,21 @@ pub struct ScanReport {
     pub row_groups_read: u64,
 }
 
+/// Asked while a query runs (every few tens of ms): `Some(why)` stops it
+/// ([`AnalyzeError::Interrupted`]): a time limit, a client gone away.
+pub type Interrupt = Arc<dyn Fn() -> Option<String> + Send + Sync>;
+
+/// How often a running query asks its [`Interrupt`].
+const INTERRUPT_EVERY: std::time::Duration = std::time::Duration::from_millis(25);
+
+/// A read-only statement's result: at most the rows asked for.
+pub struct LimitedResult {
+    pub schema: SchemaRef,
+    pub batches: Vec<RecordBatch>,
+    /// Whether the statement had more rows than were kept.
+    pub truncated: bool,
+}
+
 /// One or more datasets, open for queries.
 pub struct Session {
     ctx: SessionContext,
@@ -69,6 +84,7 @@ pub struct Session {
     /// That filter as the SQL condition `packets` applies.
     filter_sql: Option<String>,
     threads: usize,
+    interrupt: Option<Interrupt>,
 }
 
 impl Session {
@@ -115,6 +131,7 @@ impl Session {
             filter: filter.map(str::to_string),
             filter_sql: None,
             threads,
+            interrupt: None,
         };
         session.filter_sql = session.bind()?;
         Ok(session)
@@ -182,10 +199,49 @@ impl Session {
         (a <= b).then_some((a, b))
     }
 
+    /// Makes every later query of this session stop, with
+    /// [`AnalyzeError::Interrupted`], once `interrupt` says why.
+    pub fn set_interrupt(&mut self, interrupt: Interrupt) {
+        self.interrupt = Some(interrupt);
+    }
+
+    /// Runs a query's future to its end, or until the interrupt stops it
+    /// (the task is aborted: DataFusion drops its streams and stops reading).
+    fn run<T: Send + 'static>(
+        &self,
+        fut: impl std::future::Future<Output = Result<T, AnalyzeError>> + Send + 'static,
+    ) -> Result<T, AnalyzeError> {
+        let Some(interrupt) = &self.interrupt else {
+            return self.runtime.block_on(fut);
+        };
+        if let Some(why) = interrupt() {
+            return Err(AnalyzeError::Interrupted(why));
+        }
+        let (tx, rx) = std::sync::mpsc::sync_channel(1);
+        let task = self.runtime.spawn(async move {
+            let _ = tx.send(fut.await);
+        });
+        loop {
+            match rx.recv_timeout(INTERRUPT_EVERY) {
+                Ok(r) => return r,
+                Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
+                    if let Some(why) = interrupt() {
+                        task.abort();
+                        return Err(AnalyzeError::Interrupted(why));
+                    }
+                }
+                Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
+                    return Err(AnalyzeError::Engine("the query's task failed".into()));
+                }
+            }
+        }
+    }
+
     /// Runs one SQL statement and collects its result.
     pub fn query(&self, sql: &str) -> Result<Vec<RecordBatch>, AnalyzeError> {
-        self.runtime.block_on(async {
-            let df = self.ctx.sql(sql).await.map_err(AnalyzeError::from_sql)?;
+        let (ctx, sql) = (self.ctx.clone(), sql.to_string());
+        self.run(async move {
+            let df = ctx.sql(&sql).await.map_err(AnalyzeError::from_sql)?;
             df.collect().await.map_err(AnalyzeError::from_sql)
         })
     }
@@ -196,11 +252,60 @@ impl Session {
         &self,
         sql: &str,
     ) -> Result<(SchemaRef, Vec<RecordBatch>), AnalyzeError> {
-        self.runtime.block_on(async {
-            let df = self.ctx.sql(sql).await.map_err(AnalyzeError::from_sql)?;
+        let (ctx, sql) = (self.ctx.clone(), sql.to_string());
+        self.run(async move {
+            let df = ctx.sql(&sql).await.map_err(AnalyzeError::from_sql)?;
             let schema: SchemaRef = Arc::new(df.schema().as_arrow().clone());
             let batches = df.collect().await.map_err(AnalyzeError::from_sql)?;
             Ok((schema, batches))
+        })
+    }
+
+    /// Runs one statement that may only read (a query: no DDL, no DML or
+    /// COPY, no SET or other statements) and keeps its first `max_rows` rows.
+    pub fn query_read_only(
+        &self,
+        sql: &str,
+        max_rows: usize,
+    ) -> Result<LimitedResult, AnalyzeError> {
+        use datafusion::prelude::SQLOptions;
+        let (ctx, sql) = (self.ctx.clone(), sql.to_string());
+        let options = SQLOptions::new()
+            .with_allow_ddl(false)
+            .with_allow_dml(false)
+            .with_allow_statements(false);
+        self.run(async move {
+            let df = ctx.sql_with_options(&sql, options).await.map_err(|e| {
+                match AnalyzeError::from_sql(e) {
+                    AnalyzeError::Sql(m) if m.contains("not supported") => {
+                        AnalyzeError::Sql(format!(
+                            "{m}; only queries run here (SELECT, WITH, EXPLAIN): the datasets are \
+                         read-only"
+                        ))
+                    }
+                    other => other,
+                }
+            })?;
+            let schema: SchemaRef = Arc::new(df.schema().as_arrow().clone());
+            let df = df
+                .limit(0, Some(max_rows.saturating_add(1)))
+                .map_err(AnalyzeError::from_sql)?;
+            let mut batches = df.collect().await.map_err(AnalyzeError::from_sql)?;
+            let mut left = max_rows;
+            let mut truncated = false;
+            for b in &mut batches {
+                if b.num_rows() > left {
+                    *b = b.slice(0, left);
+                    truncated = true;
+                }
+                left -= b.num_rows();
+            }
+            batches.retain(|b| b.num_rows() > 0);
+            Ok(LimitedResult {
+                schema,
+                batches,
+                truncated,
+            })
         })
     }
 
@@ -248,13 +353,14 @@ impl Session {
     ) -> Result<(Vec<RecordBatch>, ScanReport), AnalyzeError> {
         use datafusion::physical_plan::metrics::MetricValue;
         use datafusion::physical_plan::{ExecutionPlan, collect};
-        self.runtime.block_on(async {
-            let df = self.ctx.sql(sql).await.map_err(AnalyzeError::from_sql)?;
+        let (ctx, sql) = (self.ctx.clone(), sql.to_string());
+        self.run(async move {
+            let df = ctx.sql(&sql).await.map_err(AnalyzeError::from_sql)?;
             let plan = df
                 .create_physical_plan()
                 .await
                 .map_err(AnalyzeError::from_sql)?;
-            let batches = collect(plan.clone(), self.ctx.task_ctx())
+            let batches = collect(plan.clone(), ctx.task_ctx())
                 .await
                 .map_err(AnalyzeError::from_sql)?;
             let mut report = ScanReport::default();
@@ -326,10 +432,7 @@ impl Session {
         let filter_sql = match &self.filter {
             Some(f) => {
                 let tunnelled = crate::filter::depends_on_tunnels(f) && self.holds_tunnels()?;
-                Some(
-                    crate::filter::to_sql(f, tunnelled)
-                        .map_err(|e| AnalyzeError::Usage(e.to_string()))?,
-                )
+                Some(crate::filter::to_sql(f, tunnelled)?)
             }
             None => None,
         };
