@@ -53,16 +53,41 @@ pub fn http(
     for (n, v) in headers {
         req.push_str(&format!("{n}: {v}\r\n"));
     }
-    req.push_str(&format!("Content-Length: {}\r\n\r\n", body.len()));
+    req.push_str(&format!(
+        "Connection: close\r\nContent-Length: {}\r\n\r\n",
+        body.len()
+    ));
     s.write_all(req.as_bytes()).unwrap();
     s.write_all(body).unwrap();
+    // Read to the end of the body its Content-Length gives, else to the
+    // close (chromedriver keeps connections open whatever it says).
     let mut all = Vec::new();
-    s.read_to_end(&mut all).expect("read the response");
-    let split = all
-        .windows(4)
-        .position(|w| w == b"\r\n\r\n")
-        .expect("a response head");
-    let head = String::from_utf8_lossy(&all[..split]).to_ascii_lowercase();
+    let mut buf = [0u8; 65536];
+    let (split, head) = loop {
+        if let Some(split) = all.windows(4).position(|w| w == b"\r\n\r\n") {
+            break (
+                split,
+                String::from_utf8_lossy(&all[..split]).to_ascii_lowercase(),
+            );
+        }
+        let n = s.read(&mut buf).expect("read the response");
+        assert!(n > 0, "the connection closed before a response head");
+        all.extend_from_slice(&buf[..n]);
+    };
+    let length = head
+        .lines()
+        .find_map(|l| l.strip_prefix("content-length:"))
+        .and_then(|v| v.trim().parse::<usize>().ok());
+    loop {
+        if length.is_some_and(|len| all.len() >= split + 4 + len) {
+            break;
+        }
+        let n = s.read(&mut buf).expect("read the response");
+        if n == 0 {
+            break;
+        }
+        all.extend_from_slice(&buf[..n]);
+    }
     let status = head
         .split_whitespace()
         .nth(1)
@@ -113,8 +138,6 @@ pub fn enc(s: &str) -> String {
         })
         .collect()
 }
-
-const ELEMENT: &str = "element-6066-11e4-a07c-4f9f4d4c1a8f";
 
 /// Headless Chromium under chromedriver, one WebDriver session.
 pub struct Browser {
@@ -243,13 +266,29 @@ impl Browser {
         )
     }
 
+    /// The first element `css` selects: its id.
     pub fn find(&self, css: &str) -> String {
+        self.find_ref(css).1
+    }
+
+    /// The element reference (the object WebDriver passes around; an
+    /// SVG element comes back under another key than an HTML one) and id.
+    fn find_ref(&self, css: &str) -> (Value, String) {
         let v = self.cmd(
             "POST",
             "/element",
             json!({"using": "css selector", "value": css}),
         );
-        v[ELEMENT].as_str().unwrap().to_string()
+        let id = v
+            .as_object()
+            .and_then(|o| {
+                o.iter()
+                    .find(|(k, _)| k.starts_with("element-"))
+                    .and_then(|(_, id)| id.as_str())
+            })
+            .unwrap_or_else(|| panic!("no element {css}: {v}"))
+            .to_string();
+        (v, id)
     }
 
     pub fn click(&self, css: &str) {
@@ -306,7 +345,7 @@ impl Browser {
     /// Presses the mouse on `css` at `from` (a fraction of its width from
     /// its left edge), moves to `to` and releases it.
     pub fn drag(&self, css: &str, from: f64, to: f64) {
-        let id = self.find(css);
+        let (origin, _) = self.find_ref(css);
         let w = self
             .exec(
                 "return document.querySelector(arguments[0]).getBoundingClientRect().width;",
@@ -315,7 +354,6 @@ impl Browser {
             .as_f64()
             .unwrap();
         let x = |f: f64| ((f - 0.5) * w).round() as i64;
-        let origin = json!({ ELEMENT: id });
         self.cmd(
             "POST",
             "/actions",
