@@ -20,7 +20,7 @@ die() { printf 'error: %s\n' "$*" >&2; exit 1; }
 DEB_PACKAGES=(build-essential pkg-config curl ca-certificates git libpcap-dev
   clang libbpf-dev libelf-dev zlib1g-dev
   tcpdump tshark wireshark-common zstd lz4 gzip b3sum python3 python3-venv iproute2 util-linux fonts-dejavu-core
-  openjdk-17-jre-headless maven)
+  openjdk-17-jre-headless maven chromium chromium-driver)
 
 # Extra packages a script needs beyond these may be given as arguments.
 install_packages() {
