@@ -278,5 +278,32 @@ mod tests {
         assert!(parse_query("a=%zz").is_none());
         assert!(parse_query("a=%ff").is_none());
         assert_eq!(percent_decode("%2e%2E/").unwrap(), "../");
+        assert!(percent_decode("%").is_none() && percent_decode("%4").is_none());
+    }
+
+    /// Any bytes at all: an answer or `None`, never a panic; and what an
+    /// encoder makes of any text decodes back to it.
+    #[test]
+    fn any_input_decodes_or_is_refused() {
+        let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+        let mut next = || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        let alphabet = b"%=&+0123456789abcdefABCDEFxyz/.\xc3\xa9 \x00";
+        for _ in 0..20_000 {
+            let len = (next() % 24) as usize;
+            let bytes: Vec<u8> = (0..len)
+                .map(|_| alphabet[(next() % alphabet.len() as u64) as usize])
+                .collect();
+            let text = String::from_utf8_lossy(&bytes);
+            let _ = parse_query(&text);
+            if let Some(d) = percent_decode(&text) {
+                let encoded: String = d.bytes().map(|b| format!("%{b:02x}")).collect();
+                assert_eq!(percent_decode(&encoded).as_deref(), Some(d.as_str()));
+            }
+        }
     }
 }
