@@ -5,7 +5,8 @@
 # dataset and for a zoomed window (1 s in the middle) the time each part of
 # the page takes to answer (curl's time to the last byte, median of REPS);
 # then a pcap download of the 1-s window against `weir read` writing the
-# same window to a file, interleaved, medians; then the server's CPU while
+# same window to a file, interleaved, medians (the server at --nice 0 for
+# this run, as weir read runs: by default it runs at 10); then its CPU while
 # idle and while a live page polls it every second (its /proc/PID/stat
 # ticks over SECS seconds).
 #
@@ -17,7 +18,7 @@ FRAMES=${1:-2M} REPS=${2:-5} SECS=${3:-20}
 work=$(mktemp -d /tmp/weir-bench-serve.XXXXXX)
 srv=
 cleanup() {
-  [ -n "$srv" ] && kill "$srv" 2>/dev/null && wait "$srv" 2>/dev/null
+  if [ -n "$srv" ]; then kill "$srv" 2>/dev/null; wait "$srv" 2>/dev/null || true; fi
   rm -rf "$work"
 }
 trap cleanup EXIT
@@ -28,7 +29,7 @@ echo "# load before: $(uptime)"
 "$W" gen --model app -c "$FRAMES" --rate 200k --seed 7 -w "$work/trace.pcap" >/dev/null
 "$W" convert -q --index-sources "$work/trace.pcap" -o "$work/ds"
 "$W" info "$work/ds" | sed -n '1,6p' | sed 's/^/# /'
-"$W" serve "$work/ds" --listen 127.0.0.1:0 2>"$work/serve.log" &
+"$W" serve "$work/ds" --listen 127.0.0.1:0 --nice 0 2>"$work/serve.log" &
 srv=$!
 for _ in $(seq 300); do grep -q "listening on" "$work/serve.log" && break; sleep 0.1; done
 addr=$(sed -n 's|.*listening on http://\([^/]*\)/.*|\1|p' "$work/serve.log" | head -1)

@@ -34,6 +34,10 @@ pub struct ServeArgs {
     /// Cores each query uses.
     #[arg(short = 'j', long, default_value_t = 1, value_name = "N")]
     threads: usize,
+    /// The server's nice value (0-19): its queries yield to a capture on
+    /// the same machine.
+    #[arg(long, default_value_t = 10, value_name = "N", value_parser = clap::value_parser!(i32).range(0..=19))]
+    nice: i32,
 }
 
 pub fn run(a: ServeArgs) -> Result<ExitCode, String> {
@@ -48,7 +52,7 @@ pub fn run(a: ServeArgs) -> Result<ExitCode, String> {
             time_limit,
             max_queries: a.max_queries,
             query_threads: a.threads.max(1),
-            ..Default::default()
+            nice: a.nice,
         },
     };
     let n = opts.datasets.len();

@@ -269,6 +269,28 @@ fn api_answers_and_refuses() {
     let r = get(addr, "/api/overview");
     assert_eq!(r.status, 200, "{}", r.text());
     stop(srv);
+
+    // A query whose client goes away is stopped then, not at its limit.
+    let (mut srv, addr) = serve(&[d, "--time-limit", "10min", "--max-queries", "1"]);
+    {
+        use std::io::Write;
+        let mut c = std::net::TcpStream::connect(addr).unwrap();
+        write!(
+            c,
+            "POST /api/sql HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\n\
+             Content-Length: {}\r\n\r\n{body}",
+            body.len()
+        )
+        .unwrap();
+    }
+    assert!(
+        srv.wait_for_line("the client went away", Duration::from_secs(60)),
+        "{:?}",
+        srv.lines_seen()
+    );
+    let r = get(addr, "/api/overview");
+    assert_eq!(r.status, 200, "{}", r.text());
+    stop(srv);
 }
 
 /// The page in headless Chromium: it loads, zooms by a drag, shows

@@ -74,6 +74,10 @@ pub fn error_body(kind: &str, message: &str) -> String {
 /// Answers `req` on `stream`.
 pub fn handle(shared: &Shared, req: &Request, stream: &mut TcpStream) {
     if let Err(e) = route(shared, req, stream) {
+        if e.kind == "interrupted" {
+            // The operator sees what was stopped, and why.
+            eprintln!("weir serve: {} {}: {}", req.method, req.path, e.message);
+        }
         let mut extra = Vec::new();
         if e.kind == "auth" {
             extra.push(("WWW-Authenticate", "Bearer"));
