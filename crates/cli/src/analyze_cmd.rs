@@ -253,9 +253,15 @@ fn emit_sql(a: &AnalyzeArgs, datasets: &[PathBuf], rest: &[String]) -> Result<Ex
             analyze::emit::kinds().join(", ")
         ));
     };
-    let (what, filter_words) = match (kind.as_str(), args.split_first()) {
-        ("top", Some((w, rest))) => (Some(w.as_str()), rest),
-        ("top", None) => return Err("top what? hosts, ports or pairs".into()),
+    let takes_what = analyze::answer::kind(kind).is_some_and(|k| k.takes_what);
+    let (what, filter_words) = match args.split_first() {
+        Some((w, rest)) if takes_what => (Some(w.as_str()), rest),
+        None if takes_what => {
+            return Err(format!(
+                "{kind} what? {}",
+                analyze::answer::TOP_WHATS.join(", ")
+            ));
+        }
         _ => (None, args),
     };
     let filter = (!filter_words.is_empty()).then(|| filter_words.join(" "));
