@@ -93,7 +93,8 @@ pub fn check(opts: &ServeOptions) -> Result<(), String> {
         return Err("give one or more datasets: weir serve DATASET...".into());
     }
     for d in &opts.datasets {
-        store::Dataset::open(d).map_err(|e| format!("{}: {e}", d.display()))?;
+        // The store's error names the directory.
+        store::Dataset::open(d).map_err(|e| e.to_string())?;
     }
     if opts.limits.max_queries == 0 || opts.limits.max_rows == 0 {
         return Err("--max-queries and --max-rows must be at least 1".into());
