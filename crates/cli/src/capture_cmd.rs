@@ -328,7 +328,7 @@ fn print_summary(a: &CaptureArgs, report: &CaptureReport) {
         Ended::Count => "--count reached",
         Ended::Duration => "--duration over",
         Ended::Signal => "interrupted",
-        Ended::DiskFull => "the disk is full, --on-full stop",
+        Ended::DiskFull => "the disk is full (--on-full stop)",
     };
     println!(
         "weir capture: captured {} frames in {:.1} s (stopped: {ended})",

@@ -92,8 +92,9 @@ fn summary(
     } else {
         "in the dataset"
     };
+    // Said on a line of its own when an inner filter narrowed the records.
     let looked = if r.pushed_down {
-        format!("{within} whose records the inner filter's condition kept")
+        format!("{within}\n  (those the inner filter's condition on the records kept)")
     } else {
         within.to_string()
     };
