@@ -36,6 +36,6 @@ wait "$cap"
 head -1 /dev/shm/cq/gen.txt
 grep "weir capture:" /dev/shm/cq/out.txt | head -1
 grep -E "^(drops|pcap) " /dev/shm/cq/out.txt || true
-frames=$(grep -o "^weir capture: [0-9,]* frames" /dev/shm/cq/out.txt | head -1 | tr -dc 0-9)
+frames=$(grep -o "^weir capture: captured [0-9,]* frames" /dev/shm/cq/out.txt | head -1 | tr -dc 0-9)
 ticks=$(getconf CLK_TCK)
 echo "capturer CPU while sending: $(( (t1 - t0) * 1000 / ticks )) ms, $(( (t1 - t0) * 1000000000 / ticks / (frames + 1) )) ns per captured frame"

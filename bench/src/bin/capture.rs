@@ -499,7 +499,7 @@ fn numbers_on_line(text: &str, key: &str) -> Vec<u64> {
 /// Drops the capturer reported on exit.
 fn reported_drops(c: Capturer, out: &str, err: &str) -> Option<u64> {
     if c.is_weir() {
-        // "weir capture: N frames in T s (...); kernel saw K, dropped D; pcap staging dropped P"
+        // "  the kernel saw K frames and dropped D; pcap staging dropped P"
         let line = out.lines().find(|l| l.contains("kernel saw"))?;
         let after = |key: &str| {
             line.split(key)

@@ -1,10 +1,11 @@
 //! `weir analyze` and `weir sql`: wiring to the analyze crate.
 
+use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use analyze::answer::{Analysis, AnswerOptions, Settings, answer};
-use analyze::render::{Format, render};
+use analyze::render::{Format, Terminal, render, render_terminal};
 use analyze::{By, Session, TimeWindow};
 use clap::{Args, ValueEnum};
 
@@ -18,6 +19,14 @@ pub struct OutputArgs {
     /// Print CSV instead of a table.
     #[arg(long)]
     csv: bool,
+    /// In a terminal, print every column and row, as into a pipe (a table
+    /// for a terminal fits its width and shows the first and last rows).
+    #[arg(long)]
+    wide: bool,
+    /// Lay tables out for a terminal of N columns, wherever the output
+    /// goes (for tests and scripts).
+    #[arg(long, value_name = "N", hide = true)]
+    width: Option<usize>,
     /// Cores to use (default: all).
     #[arg(short = 'j', long, value_name = "N")]
     threads: Option<usize>,
@@ -39,6 +48,30 @@ impl OutputArgs {
         } else {
             Format::Table
         }
+    }
+
+    /// The terminal to lay tables out for: none for JSON, CSV, --wide or
+    /// a pipe; else --width, $COLUMNS or the terminal's own width.
+    fn terminal(&self, t0_ns: Option<i64>) -> Option<Terminal> {
+        if self.format() != Format::Table || self.wide {
+            return None;
+        }
+        let width = match self.width {
+            Some(w) => w,
+            None if std::io::stdout().is_terminal() => crate::units::terminal_width(),
+            None => return None,
+        };
+        Some(Terminal::new(width, t0_ns))
+    }
+
+    /// Prints `tables` as asked, for a terminal when it is one.
+    fn print(&self, tables: &[analyze::Table], session: &Session) -> Result<(), String> {
+        let text = match self.terminal(session.span_ns().map(|s| s.0)) {
+            Some(term) => render_terminal(tables, &term),
+            None => render(tables, self.format()),
+        };
+        print!("{}", text.map_err(|e| e.to_string())?);
+        Ok(())
     }
 }
 
@@ -65,22 +98,21 @@ pub struct AnalyzeArgs {
     /// JSON/CSV for flows); rpc: file handles (0: all; default 20).
     #[arg(long, value_name = "N")]
     limit: Option<usize>,
-    /// rates: window length.
-    #[arg(long, default_value = "1min", value_name = "D")]
-    every: String,
-    /// rates: sample length inside each window.
-    #[arg(long, default_value = "1s", value_name = "D")]
-    sample: String,
+    /// rates: window length (default: a round length giving 80-200
+    /// windows over the span).
+    #[arg(long, value_name = "D")]
+    every: Option<String>,
+    /// rates: sample length inside each window (default: a tenth of the
+    /// window, or 1s with an --every of whole seconds).
+    #[arg(long, value_name = "D")]
+    sample: Option<String>,
     /// rates, bursts, loss, stack, rpc: also draw the result into FILE (.svg or .png).
     #[arg(long, value_name = "FILE")]
     plot: Option<PathBuf>,
-    /// bursts: interval lengths.
-    #[arg(
-        long,
-        default_value = "100us,1ms,10ms,100ms,1s",
-        value_name = "D,D,..."
-    )]
-    scales: String,
+    /// bursts: interval lengths (default: powers of ten from the one
+    /// holding about ten frames to a tenth of the span).
+    #[arg(long, value_name = "D,D,...")]
+    scales: Option<String>,
     /// Print the analysis as SQL instead of running it: the statements,
     /// and the tables to bind for them, for Spark SQL or DuckDB over the
     /// same Parquet files (rates and bursts need the dataset: their
@@ -202,6 +234,9 @@ pub fn run_analyze(a: AnalyzeArgs) -> Result<ExitCode, String> {
     };
     let filter = (!filter_words.is_empty()).then(|| filter_words.join(" "));
     let format = a.out.format();
+    // Intervals not given are 0 (none) here and chosen from the span once
+    // the session is open (`choose_intervals`).
+    let (every_ns, sample_ns) = rate_args(&a)?;
     let settings = Settings {
         by: match a.by {
             ByArg::Bytes => By::Bytes,
@@ -209,12 +244,16 @@ pub fn run_analyze(a: AnalyzeArgs) -> Result<ExitCode, String> {
         },
         limit: a.limit,
         default_flows: if format == Format::Table { 20 } else { 0 },
-        every_ns: ns_of(parse_duration(&a.every).map_err(|e| format!("--every: {e}"))?),
-        sample_ns: ns_of(parse_duration(&a.sample).map_err(|e| format!("--sample: {e}"))?),
-        scales_ns: scales_ns(&a.scales)?,
+        every_ns: every_ns.unwrap_or(0),
+        sample_ns: sample_ns.unwrap_or(0),
+        scales_ns: match &a.scales {
+            Some(s) => scales_ns(s)?,
+            None => Vec::new(),
+        },
     };
     let analysis = Analysis::parse(kind, what, &settings).map_err(|e| e.to_string())?;
     let session = open(&datasets, &a.out, filter.as_deref())?;
+    let (analysis, chosen) = choose_intervals(analysis, &a, &session)?;
     let opts = AnswerOptions {
         packets_only: a.no_flows_table,
         for_json: format == Format::Json,
@@ -226,11 +265,104 @@ pub fn run_analyze(a: AnalyzeArgs) -> Result<ExitCode, String> {
     if a.verbose || matches!(analysis, Analysis::Stack) {
         eprintln!("{kind}: {}", answered.how);
     }
-    print!(
-        "{}",
-        render(&answered.tables, format).map_err(|e| e.to_string())?
-    );
+    if let Some(line) = chosen
+        && format == Format::Table
+    {
+        println!("{line}");
+    }
+    a.out.print(&answered.tables, &session)?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// --every and --sample as given (ns), each None when not.
+fn rate_args(a: &AnalyzeArgs) -> Result<(Option<i64>, Option<i64>), String> {
+    let every = a
+        .every
+        .as_deref()
+        .map(|e| {
+            parse_duration(e)
+                .map(ns_of)
+                .map_err(|e| format!("--every: {e}"))
+        })
+        .transpose()?;
+    let sample = a
+        .sample
+        .as_deref()
+        .map(|e| {
+            parse_duration(e)
+                .map(ns_of)
+                .map_err(|e| format!("--sample: {e}"))
+        })
+        .transpose()?;
+    Ok((every, sample))
+}
+
+/// rates' window and sample: as given; what is not given is chosen, the
+/// window from the span ([`analyze::analyses::default_rate_grid`]), the
+/// sample to fit the window (1 s in whole seconds, as before, else a
+/// tenth); the window for a given sample is the chosen one rounded up to
+/// a multiple of it. Without a span: a minute of one-second samples.
+fn rate_grid(given: (Option<i64>, Option<i64>), chosen: impl FnOnce() -> (i64, i64)) -> (i64, i64) {
+    const S: i64 = 1_000_000_000;
+    match given {
+        (Some(e), Some(s)) => (e, s),
+        (Some(e), None) if e % S == 0 => (e, S),
+        (Some(e), None) => (e, (e / 10).max(1)),
+        (None, Some(s)) => {
+            let e = chosen().0.max(s);
+            let s = s.max(1);
+            ((e + s - 1) / s * s, s)
+        }
+        (None, None) => chosen(),
+    }
+}
+
+/// Fills in the intervals rates and bursts were not given, and says what
+/// was chosen (a line to print above the table).
+fn choose_intervals(
+    analysis: Analysis,
+    a: &AnalyzeArgs,
+    session: &Session,
+) -> Result<(Analysis, Option<String>), String> {
+    use analyze::analyses::{default_burst_scales_for, default_rate_grid_for, rates_span};
+    use util::fmt::{human_duration, short_duration};
+    match analysis {
+        Analysis::Rates { .. } => {
+            let given = rate_args(a)?;
+            let (every_ns, sample_ns) = rate_grid(given, || default_rate_grid_for(session));
+            let line = (given.0.is_none()).then(|| {
+                let span = rates_span(session).map_or(0, |(f, l)| l - f);
+                format!(
+                    "windows of {}, samples of {}, over {} (--every and --sample choose)",
+                    short_duration(every_ns),
+                    short_duration(sample_ns),
+                    human_duration(span)
+                )
+            });
+            Ok((
+                Analysis::Rates {
+                    every_ns,
+                    sample_ns,
+                },
+                line,
+            ))
+        }
+        Analysis::Bursts { scales_ns } if scales_ns.is_empty() => {
+            let scales_ns = default_burst_scales_for(session);
+            let span = session.span_ns().map_or(0, |(f, l)| l - f);
+            let line = format!(
+                "intervals of {} over {} (--scales chooses)",
+                scales_ns
+                    .iter()
+                    .map(|&s| short_duration(s))
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                human_duration(span)
+            );
+            Ok((Analysis::Bursts { scales_ns }, Some(line)))
+        }
+        other => Ok((other, None)),
+    }
 }
 
 /// Parses --scales.
@@ -267,11 +399,11 @@ fn emit_sql(a: &AnalyzeArgs, datasets: &[PathBuf], rest: &[String]) -> Result<Ex
     let filter = (!filter_words.is_empty()).then(|| filter_words.join(" "));
     // An outer filter reads a tunnelled frame's outer header: whether the
     // datasets hold any decides its SQL (without datasets: none).
-    let (window, span, tunnelled) = if datasets.is_empty() {
+    let (window, span, tunnelled, session) = if datasets.is_empty() {
         if a.out.from.is_some() || a.out.to.is_some() {
             return Err("--from/--to need the dataset (give it before the analysis)".into());
         }
-        (TimeWindow::default(), None, false)
+        (TimeWindow::default(), None, false, None)
     } else {
         let session = open(datasets, &a.out, None)?;
         let tunnelled = filter
@@ -282,9 +414,27 @@ fn emit_sql(a: &AnalyzeArgs, datasets: &[PathBuf], rest: &[String]) -> Result<Ex
             session.window(),
             analyze::emit::span_for(kind, &session),
             tunnelled,
+            Some(session),
         )
     };
-    let scales = scales_ns(&a.scales)?;
+    let (scales, (every_ns, sample_ns)) = match &session {
+        Some(session) => (
+            match &a.scales {
+                Some(s) => scales_ns(s)?,
+                None => analyze::analyses::default_burst_scales_for(session),
+            },
+            rate_grid(rate_args(a)?, || {
+                analyze::analyses::default_rate_grid_for(session)
+            }),
+        ),
+        None => (
+            match &a.scales {
+                Some(s) => scales_ns(s)?,
+                None => analyze::analyses::default_burst_scales(None, 0),
+            },
+            rate_grid(rate_args(a)?, || analyze::analyses::default_rate_grid(None)),
+        ),
+    };
     let req = analyze::emit::Request {
         kind,
         what,
@@ -297,8 +447,8 @@ fn emit_sql(a: &AnalyzeArgs, datasets: &[PathBuf], rest: &[String]) -> Result<Ex
         } else {
             0
         }),
-        every_ns: ns_of(parse_duration(&a.every).map_err(|e| format!("--every: {e}"))?),
-        sample_ns: ns_of(parse_duration(&a.sample).map_err(|e| format!("--sample: {e}"))?),
+        every_ns,
+        sample_ns,
         scales_ns: &scales,
     };
     let statements = analyze::emit::statements(&req, span).map_err(|e| e.to_string())?;
@@ -341,9 +491,6 @@ pub fn run_sql(a: SqlArgs) -> Result<ExitCode, String> {
         schema,
         batches,
     };
-    print!(
-        "{}",
-        render(&[table], a.out.format()).map_err(|e| e.to_string())?
-    );
+    a.out.print(&[table], &session)?;
     Ok(ExitCode::SUCCESS)
 }

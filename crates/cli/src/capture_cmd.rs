@@ -325,16 +325,20 @@ fn print_second_json(s: &Second) {
 fn print_summary(a: &CaptureArgs, report: &CaptureReport) {
     let r = &report.live;
     let ended = match r.ended {
-        Ended::Count => "count reached",
-        Ended::Duration => "duration over",
+        Ended::Count => "--count reached",
+        Ended::Duration => "--duration over",
         Ended::Signal => "interrupted",
         Ended::DiskFull => "the disk is full (--on-full stop)",
     };
     println!(
-        "weir capture: {} frames in {:.1} s ({}); kernel saw {}, dropped {}; pcap staging dropped {}",
+        "weir capture: captured {} frames in {:.1} s (stopped: {ended})",
         group_digits(r.frames),
         r.elapsed.as_secs_f64(),
-        ended,
+    );
+    // Its words are what scripts (bench/) look for: "kernel saw",
+    // "dropped", "pcap staging dropped".
+    println!(
+        "  the kernel saw {} frames and dropped {}; pcap staging dropped {}",
         group_digits(r.kernel_seen),
         group_digits(r.kernel_drops),
         group_digits(r.pcap_drops)

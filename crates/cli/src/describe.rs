@@ -37,10 +37,10 @@ fn integrity(s: &mut String, i: &store::integrity::Integrity) {
     };
     let _ = writeln!(
         s,
-        "integrity  {} files chained, seal {} ({signed}; weir verify checks them)",
+        "integrity  {} files chained, {signed} (weir verify checks them)",
         i.live().len(),
-        i.seal
     );
+    let _ = writeln!(s, "seal       {}", i.seal);
 }
 
 /// Frames, time span, protocol mix and parse errors.
@@ -55,13 +55,7 @@ fn counts(s: &mut String, m: &Manifest) {
     );
     match &m.time_span {
         Some(t) => {
-            let _ = writeln!(
-                s,
-                "span       {} .. {} ({:.3} s)",
-                t.first,
-                t.last,
-                t.duration_s()
-            );
+            let _ = writeln!(s, "span       {}", span_text(t.first_ns, t.last_ns));
         }
         None => {
             let _ = writeln!(s, "span       (no frames)");
@@ -92,6 +86,22 @@ fn counts(s: &mut String, m: &Manifest) {
             list.join(", ")
         );
     }
+}
+
+/// `2026-11-27 10:49:51.123456 to 10:49:55.123456 UTC (4.000 s)`: the
+/// date once when both ends share it, to the microsecond.
+pub fn span_text(first_ns: i64, last_ns: i64) -> String {
+    let short = |ns: i64| {
+        let t = store::time::format_ns(ns);
+        (t[..10].to_string(), t[11..26].to_string())
+    };
+    let (d0, t0) = short(first_ns);
+    let (d1, t1) = short(last_ns);
+    let end = if d0 == d1 { t1 } else { format!("{d1} {t1}") };
+    format!(
+        "{d0} {t0} to {end} UTC ({:.3} s)",
+        (last_ns - first_ns) as f64 / 1e9
+    )
 }
 
 /// Drops the capturing system reported, and a live capture's own.

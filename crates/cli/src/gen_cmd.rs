@@ -449,20 +449,22 @@ fn print_report(r: &TxReport, model: Model, rate: Option<f64>, batch: usize, jso
         return;
     }
     println!(
-        "weir gen: sent {} frames ({} bytes) in {:.3} s: {:.4} Mpps, {:.4} Gb/s",
+        "weir gen: sent {} frames ({} bytes) in {:.3} s",
         group_digits(r.frames),
         group_digits(r.bytes),
         r.elapsed.as_secs_f64(),
-        r.pps() / 1e6,
-        r.gbps()
     );
     println!(
-        "  on {} by {} (batch {batch}), ended by {}, {} retries; Gb/s counts frame bytes \
-         without FCS ({:.4} Gb/s with FCS, preamble and gap)",
+        "  {:.4} Mpps, {:.4} Gb/s of frames ({:.4} Gb/s with FCS, preamble and gap)",
+        r.pps() / 1e6,
+        r.gbps(),
+        r.wire_gbps()
+    );
+    println!(
+        "  on {} by {} (batch {batch}), ended by {}, {} retries",
         r.interface,
         r.method,
         r.ended_by.as_str(),
         group_digits(r.retries),
-        r.wire_gbps()
     );
 }

@@ -229,7 +229,14 @@ fn convert(a: ConvertArgs) -> Result<ExitCode, String> {
     })
     .map_err(|e| e.to_string())?;
     if !a.quiet {
-        println!("weir convert: dataset {}", a.output.display());
+        let m = &report.manifest;
+        println!(
+            "weir convert: wrote {} frames from {} file{} into the dataset {}",
+            util::fmt::group_digits(m.counts.frames),
+            m.sources.len(),
+            if m.sources.len() == 1 { "" } else { "s" },
+            a.output.display()
+        );
         print!("{}", describe::describe(&report.manifest));
     }
     for e in &report.source_errors {

@@ -62,34 +62,69 @@ pub fn run(a: ReadArgs) -> Result<ExitCode, String> {
     };
     let r = read_frames(&opts).map_err(|e| e.to_string())?;
     if !a.quiet {
-        eprintln!(
-            "weir read: {} frames to {} ({} candidates in the window{}{}); read {} of packet \
-             records, {} row groups read, {} skipped by their statistics",
-            group_digits(r.written),
-            match &output {
-                ReadOutput::Stdout => "standard output".to_string(),
-                ReadOutput::File(p) => p.display().to_string(),
-            },
-            group_digits(r.candidates),
-            if r.pushed_down {
-                " that the inner filter's condition on the records kept"
-            } else {
-                ""
-            },
-            if r.unreachable > 0 {
-                let note: String = [r.retention_note, r.lost_note]
-                    .into_iter()
-                    .flatten()
-                    .map(|n| format!("; {n}"))
-                    .collect();
-                format!(", {} records without a frame{note}", r.unreachable)
-            } else {
-                String::new()
-            },
-            human_bytes(r.scan.bytes_scanned),
-            r.scan.row_groups_read,
-            r.scan.row_groups_pruned,
-        );
+        let windowed = opts.window.from_ns.is_some() || opts.window.to_ns.is_some();
+        eprint!("{}", summary(&r, &opts.filter, windowed, &output));
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// What a read did, in a few short lines: what was written where, what
+/// the filter kept of what, what had no frame and why, and what reading
+/// the records cost.
+fn summary(
+    r: &analyze::read::ReadReport,
+    filter: &str,
+    windowed: bool,
+    output: &ReadOutput,
+) -> String {
+    let plural = |n: u64| if n == 1 { "" } else { "s" };
+    let to = match output {
+        ReadOutput::Stdout => "standard output".to_string(),
+        ReadOutput::File(p) => p.display().to_string(),
+    };
+    let mut s = format!(
+        "weir read: wrote {} frame{} to {to}\n",
+        group_digits(r.written),
+        plural(r.written)
+    );
+    let within = if windowed {
+        "in the time window"
+    } else {
+        "in the dataset"
+    };
+    // Said on a line of its own when an inner filter narrowed the records.
+    let looked = if r.pushed_down {
+        format!("{within}\n  (those the inner filter's condition on the records kept)")
+    } else {
+        within.to_string()
+    };
+    if filter.trim().is_empty() {
+        s += &format!(
+            "  no filter: all {} frames {looked}\n",
+            group_digits(r.candidates)
+        );
+    } else {
+        s += &format!(
+            "  {filter:?} matched {} of the {} frames {looked}\n",
+            group_digits(r.written),
+            group_digits(r.candidates)
+        );
+    }
+    if r.unreachable > 0 {
+        s += &format!(
+            "  skipped {} record{} whose frame is not in the dataset\n",
+            group_digits(r.unreachable),
+            plural(r.unreachable)
+        );
+        for n in [&r.retention_note, &r.lost_note].into_iter().flatten() {
+            s += &format!("  ({n})\n");
+        }
+    }
+    s += &format!(
+        "  read {} of packet records: {} row groups, {} skipped by their statistics\n",
+        human_bytes(r.scan.bytes_scanned),
+        r.scan.row_groups_read,
+        r.scan.row_groups_pruned
+    );
+    s
 }

@@ -64,6 +64,26 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
     Ok(bytes.round() as u64)
 }
 
+/// The width of the terminal on standard output: $COLUMNS when set (as
+/// shells do for their children), else what the terminal says, else 80.
+pub fn terminal_width() -> usize {
+    if let Some(w) = std::env::var("COLUMNS")
+        .ok()
+        .and_then(|c| c.trim().parse::<usize>().ok())
+        .filter(|&w| w > 0)
+    {
+        return w;
+    }
+    let mut size: libc::winsize = unsafe { std::mem::zeroed() };
+    // SAFETY: TIOCGWINSZ fills the winsize it is given, on our own stdout.
+    let r = unsafe { libc::ioctl(libc::STDOUT_FILENO, libc::TIOCGWINSZ, &mut size) };
+    if r == 0 && size.ws_col > 0 {
+        size.ws_col as usize
+    } else {
+        80
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -83,10 +83,10 @@ fn weir_read(ds: &Path, filter: &str, out: &Path) -> (Vec<Frame>, String) {
     (frames_of(out), r.stderr())
 }
 
-/// The candidates weir read says it read.
+/// The candidates weir read says it read: "matched N of the M frames".
 fn candidates(said: &str) -> usize {
-    let before = said.split(" candidates").next().unwrap();
-    let n = before.rsplit('(').next().unwrap().replace(',', "");
+    let after = said.split(" of the ").nth(1).unwrap_or_default();
+    let n = after.split(' ').next().unwrap().replace(',', "");
     n.parse().unwrap_or_else(|_| panic!("{said}"))
 }
 

@@ -51,6 +51,31 @@ pub fn human_duration(ns: i64) -> String {
     }
 }
 
+/// A round length as people write it (50 ms, 100 us, 15 s, 10 min, 6 h);
+/// other lengths as [`human_duration`] gives them.
+pub fn short_duration(ns: i64) -> String {
+    for (unit, name) in [
+        (86_400_000_000_000, "d"),
+        (3_600_000_000_000, "h"),
+        (60_000_000_000, "min"),
+        (1_000_000_000, "s"),
+        (1_000_000, "ms"),
+        (1_000, "us"),
+    ] {
+        if ns >= unit {
+            // Whole, or with up to three decimals (1.5 ms, not 1500 us).
+            let v = ns as f64 / unit as f64;
+            let text = format!("{v}");
+            if ns % (unit / 1000).max(1) == 0 && text.split('.').nth(1).is_none_or(|d| d.len() <= 3)
+            {
+                return format!("{text} {name}");
+            }
+            break;
+        }
+    }
+    human_duration(ns)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -70,5 +95,10 @@ mod tests {
         assert_eq!(si(3.5e9), "3.5 G");
         assert_eq!(human_duration(1_500_000), "1.500 ms");
         assert_eq!(human_duration(999), "999 ns");
+        assert_eq!(short_duration(50_000_000), "50 ms");
+        assert_eq!(short_duration(900_000_000_000), "15 min");
+        assert_eq!(short_duration(1_500_000), "1.5 ms");
+        assert_eq!(short_duration(1_000_000_001), "1.000 s");
+        assert_eq!(short_duration(999), "999 ns");
     }
 }

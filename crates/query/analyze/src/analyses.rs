@@ -214,6 +214,101 @@ pub fn rates_span(session: &Session) -> Option<(i64, i64)> {
     (first <= last).then_some((first, last))
 }
 
+/// Lengths an analysis picks among when not told one: 1, 2 and 5 times a
+/// power of ten up to 500 ms, then lengths a clock reads (15 s, 1 min,
+/// 15 min, 1 h, 6 h, 1 day, a week).
+pub fn round_lengths_ns() -> Vec<i64> {
+    const S: i64 = 1_000_000_000;
+    let mut out = Vec::new();
+    let mut p = 1_000; // 1 µs
+    while p < S {
+        out.extend([p, 2 * p, 5 * p]);
+        p *= 10;
+    }
+    out.extend(
+        [
+            1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 21_600, 43_200, 86_400,
+            172_800, 604_800,
+        ]
+        .map(|k| k * S),
+    );
+    out
+}
+
+/// Windows `rates` aims for when it picks the window itself: at most this
+/// many, and (lengths being at most 2.5 times apart) more than 2/5 of it.
+pub const DEFAULT_RATE_WINDOWS: i64 = 200;
+
+/// `rates`' window and sample when not told: the shortest round window
+/// (at least 10 µs) that makes at most [`DEFAULT_RATE_WINDOWS`] windows
+/// over `span`, and samples a tenth of it. Without a span: a minute of
+/// one-second samples.
+pub fn default_rate_grid(span: Option<(i64, i64)>) -> (i64, i64) {
+    let Some((first, last)) = span else {
+        return (60_000_000_000, 1_000_000_000);
+    };
+    let lengths = round_lengths_ns();
+    let every = lengths
+        .iter()
+        .copied()
+        .filter(|&e| e >= 10_000)
+        .find(|&e| (last - first.div_euclid(e) * e) / e < DEFAULT_RATE_WINDOWS)
+        .unwrap_or(lengths[lengths.len() - 1]);
+    (every, every / 10)
+}
+
+/// [`default_rate_grid`] over the span `rates` reports on in `session`.
+pub fn default_rate_grid_for(session: &Session) -> (i64, i64) {
+    default_rate_grid(rates_span(session))
+}
+
+/// `bursts`' scales when not told: powers of ten from the first that
+/// holds about ten frames on average (at least 1 µs) up to a tenth of the
+/// span, at most six; a single scale when the span is too short for that.
+pub fn default_burst_scales(span: Option<(i64, i64)>, frames: u64) -> Vec<i64> {
+    let Some((first, last)) = span else {
+        return vec![1_000_000, 10_000_000, 100_000_000, 1_000_000_000];
+    };
+    let len = (last - first).max(1);
+    let gap = len / frames.max(1) as i64;
+    let decades: Vec<i64> = (3..=14).map(|k| 10i64.pow(k)).collect();
+    let finest = decades
+        .iter()
+        .copied()
+        .find(|&d| d >= 10 * gap)
+        .unwrap_or(decades[decades.len() - 1]);
+    let coarsest = decades
+        .iter()
+        .copied()
+        .rev()
+        .find(|&d| d <= len / 10)
+        .unwrap_or(decades[0]);
+    if finest > coarsest {
+        return vec![coarsest];
+    }
+    decades
+        .into_iter()
+        .filter(|&d| d >= finest && d <= coarsest)
+        .take(6)
+        .collect()
+}
+
+/// [`default_burst_scales`] for the span of `session`; the frames in the
+/// window are estimated from the manifests' counts (no scan).
+pub fn default_burst_scales_for(session: &Session) -> Vec<i64> {
+    let span = session.span_ns();
+    let frames: u64 = session
+        .manifests()
+        .iter()
+        .map(|(_, m)| m.counts.frames)
+        .sum();
+    let share = match (span, session.data_span_ns()) {
+        (Some((a, b)), Some((c, d))) if d > c => (b - a) as f64 / (d - c) as f64,
+        _ => 1.0,
+    };
+    default_burst_scales(span, (frames as f64 * share.min(1.0)) as u64)
+}
+
 /// How `rates --every E --sample S` places its windows and samples over a
 /// span: windows on whole multiples of E (minutes at :00), samples of S
 /// inside them.
@@ -799,6 +894,35 @@ mod tests {
         let s = fill("a ${x} b ${y}", &[("x", "1".into()), ("y", "2".into())]).unwrap();
         assert_eq!(s, "a 1 b 2");
         assert!(fill("a ${z}", &[("x", "1".into())]).is_err());
+    }
+
+    #[test]
+    fn defaults_follow_the_span_and_the_frame_rate() {
+        const MS: i64 = 1_000_000;
+        const S: i64 = 1_000 * MS;
+        let t = 1_767_225_600 * S + 123 * MS;
+        // 4 s: windows of 50 ms (81 of them, the first and last partial)
+        // and samples of 5 ms.
+        assert_eq!(default_rate_grid(Some((t, t + 4 * S))), (50 * MS, 5 * MS));
+        // An hour: 30 s windows, 3 s samples. A day: 10 minutes.
+        assert_eq!(default_rate_grid(Some((t, t + 3600 * S))), (30 * S, 3 * S));
+        assert_eq!(default_rate_grid(Some((t, t + 86_400 * S))).0, 600 * S);
+        for len in [MS, 7 * S, 1000 * S, 3 * 86_400 * S] {
+            let (every, sample) = default_rate_grid(Some((t, t + len)));
+            let g = RateGrid::new((t, t + len), every, sample).unwrap();
+            assert!((80..=200).contains(&g.windows), "{len}: {g:?}");
+        }
+        assert_eq!(default_rate_grid(None), (60 * S, S));
+        // 600 k frames in 4 s: 100 µs (about 15 frames) to 100 ms.
+        assert_eq!(
+            default_burst_scales(Some((t, t + 4 * S)), 600_000),
+            vec![MS / 10, MS, 10 * MS, 100 * MS]
+        );
+        // 30 frames in 3 s: one scale.
+        assert_eq!(
+            default_burst_scales(Some((t, t + 3 * S)), 30),
+            vec![100 * MS]
+        );
     }
 
     #[test]

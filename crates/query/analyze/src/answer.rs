@@ -290,7 +290,7 @@ pub fn answer(
         Analysis::Loss => {
             let (t, by) = analyses::loss(session)?;
             if let Some(p) = plot {
-                crate::plot::loss(&t, p)?;
+                crate::plot::loss(&t, session.span_ns(), p)?;
             }
             Ok(Answer {
                 tables: vec![t],
@@ -306,7 +306,7 @@ pub fn answer(
                 // Windows where frames were dropped are marked, so that
                 // loss is not read as silence.
                 let (loss, _) = analyses::loss(session)?;
-                crate::plot::rates(&t, &loss, *every_ns, p)?;
+                crate::plot::rates(&t, &loss, *every_ns, analyses::rates_span(session), p)?;
             }
             Ok(Answer {
                 tables: vec![t],
@@ -316,7 +316,7 @@ pub fn answer(
         Analysis::Bursts { scales_ns } => {
             let (b, by) = analyses::bursts(session, scales_ns)?;
             if let Some(p) = plot {
-                crate::plot::bursts(&b, p)?;
+                crate::plot::bursts(&b, session.span_ns(), p)?;
             }
             Ok(Answer {
                 tables: analyses::burst_tables(&b, opts.for_json)?,
@@ -326,7 +326,7 @@ pub fn answer(
         Analysis::Rpc { handles } => {
             let r = crate::rpc::rpc(session, *handles, plot.is_some())?;
             if let Some(p) = plot {
-                crate::plot::rpc(&r.samples, p)?;
+                crate::plot::rpc(&r.samples, session.span_ns(), p)?;
             }
             Ok(Answer {
                 tables: vec![r.procedures, r.latency, r.clients, r.handles],
@@ -336,7 +336,7 @@ pub fn answer(
         Analysis::Stack => {
             let s = crate::stack::stack(session, 6)?;
             if let Some(p) = plot {
-                crate::plot::stack(&s, p)?;
+                crate::plot::stack(&s, session.span_ns(), p)?;
             }
             let mut tables = vec![s.sockets, s.delays];
             if opts.for_json {

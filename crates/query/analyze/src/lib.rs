@@ -26,6 +26,7 @@ pub mod rpc;
 mod rpc_pass;
 pub mod session;
 pub mod stack;
+mod terminal;
 pub mod udf;
 
 pub use analyses::{BurstScale, By, Table};

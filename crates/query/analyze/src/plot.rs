@@ -1,6 +1,11 @@
-//! Plots of `rates`, `bursts` and `loss` as SVG or PNG (plotters). Text is
-//! laid out (both formats) and drawn (PNG) with DejaVu Sans from the
-//! system (Debian: fonts-dejavu-core), found at run time.
+//! Plots of `rates`, `bursts`, `loss`, `stack` and `rpc` as SVG or PNG
+//! (plotters). Text is laid out (both formats) and drawn (PNG) with DejaVu
+//! Sans from the system (Debian: fonts-dejavu-core), found at run time.
+//!
+//! Every figure is titled with what it shows and the span it covers;
+//! time axes count seconds from the first frame of that span and end
+//! with it; a logarithmic axis labels only the values it can hold (no
+//! zero); dropped frames are shaded where they happened.
 
 use std::path::Path;
 
@@ -13,7 +18,7 @@ use plotters::prelude::*;
 
 use crate::analyses::{BurstScale, Table};
 use crate::error::AnalyzeError;
-use util::fmt::{human_duration, si};
+use util::fmt::{human_duration, short_duration, si};
 
 const SIZE: (u32, u32) = (1100, 760);
 const FONTS: &[&str] = &[
@@ -69,12 +74,30 @@ struct Panel {
     series: Vec<Series>,
     /// Stretches of x to shade, and what they mean.
     bands: Option<(String, Vec<(f64, f64)>)>,
+    /// The x axis's range when it is not the data's (a time axis: the
+    /// span analysed).
+    x_range: Option<(f64, f64)>,
 }
 
-/// Panels in a grid of (rows, columns).
+/// Panels in a grid of (rows, columns), under a title.
 struct Figure {
+    title: String,
     grid: (usize, usize),
     panels: Vec<Panel>,
+}
+
+/// The title of a figure: what it shows, and over which span (the first
+/// frame's time, UTC, and the length).
+pub fn title(what: &str, span: Option<(i64, i64)>) -> String {
+    match span {
+        Some((first, last)) => {
+            let t = store::time::format_ns(first);
+            // To the millisecond: 2026-01-01 00:00:00.123
+            let t = format!("{} {}", &t[..10], &t[11..23]);
+            format!("{what}: {t} UTC + {}", human_duration(last - first))
+        }
+        None => format!("{what} (no frames)"),
+    }
 }
 
 fn draw_figure<DB: DrawingBackend>(
@@ -85,6 +108,9 @@ where
     DB::ErrorType: 'static,
 {
     root.fill(&WHITE).map_err(err)?;
+    let root = root
+        .titled(&fig.title, ("sans-serif", 22).into_font().color(&BLACK))
+        .map_err(err)?;
     for (area, panel) in root.split_evenly(fig.grid).iter().zip(&fig.panels) {
         lines(area, panel)?;
     }
@@ -151,6 +177,7 @@ where
         log,
         series,
         bands,
+        x_range,
     } = panel;
     let log = *log;
     let pts = series.iter().flat_map(|s| s.2.iter()).filter(|p| {
@@ -165,6 +192,9 @@ where
     }
     if x0 > x1 {
         (x0, x1, y0, y1) = (0.0, 1.0, 0.0, 1.0);
+    }
+    if let Some((a, b)) = *x_range {
+        (x0, x1) = (a, b);
     }
     if x1 <= x0 {
         x1 = x0 + 1.0;
@@ -187,8 +217,8 @@ where
                 .configure_mesh()
                 .x_desc(x_desc.as_str())
                 .y_desc(y_desc.as_str())
-                .x_label_formatter(&|v| si(*v))
-                .y_label_formatter(&|v| si(*v))
+                .x_label_formatter(&|v| axis_label(*v, log.0))
+                .y_label_formatter(&|v| axis_label(*v, log.1))
                 .draw()
                 .map_err(err)?;
             if let Some((name, spans)) = bands {
@@ -270,13 +300,41 @@ fn panel(title: &str, x: &str, y: &str, log: (bool, bool)) -> Panel {
         log,
         series: Vec::new(),
         bands: None,
+        x_range: None,
     }
 }
 
-/// Seconds from the first value of the `start_ns` column.
-fn seconds(table: &Table) -> Result<Vec<f64>, AnalyzeError> {
+/// A tick's label: SI-prefixed; on a logarithmic axis a value below one
+/// keeps its digits (0.001, not "0": a log axis has no zero).
+fn axis_label(v: f64, log: bool) -> String {
+    if log && v > 0.0 && v < 1.0 {
+        let digits = (-v.log10()).ceil() as usize + 1;
+        let text = format!("{v:.digits$}");
+        let text = text.trim_end_matches('0').trim_end_matches('.');
+        return if digits > 5 {
+            format!("{v:.0e}")
+        } else {
+            text.to_string()
+        };
+    }
+    si(v)
+}
+
+/// The x axis of time plots: seconds after the span's first frame.
+const SECONDS_AXIS: &str = "time, s after the first frame";
+
+/// The time axis's range: the span, in seconds from its first frame.
+fn span_range(span: Option<(i64, i64)>) -> Option<(f64, f64)> {
+    span.map(|(a, b)| (0.0, ((b - a) as f64 / 1e9).max(1e-6)))
+}
+
+/// Seconds from `t0` (the span's first frame; else the column's first
+/// value) of the `start_ns` column.
+fn seconds(table: &Table, t0: Option<i64>) -> Result<Vec<f64>, AnalyzeError> {
     let t = column(table, "start_ns")?;
-    let t0 = t.first().copied().unwrap_or(0.0);
+    let t0 = t0
+        .map(|t| t as f64)
+        .unwrap_or_else(|| t.first().copied().unwrap_or(0.0));
     Ok(t.iter().map(|v| (v - t0) / 1e9).collect())
 }
 
@@ -285,29 +343,39 @@ fn against(x: &[f64], y: Vec<f64>) -> Vec<(f64, f64)> {
 }
 
 /// The rate a column of `table` gives each window of `every_ns`, as steps:
-/// the window's value from its start to its end (x in seconds from the
-/// first window), two points a window.
-fn steps(table: &Table, column_name: &str, every_ns: i64) -> Result<Vec<(f64, f64)>, AnalyzeError> {
-    let x = seconds(table)?;
+/// the window's value from its start to its end (x in seconds from `t0`,
+/// else the first window; cut to `range`), two points a window.
+fn steps(
+    table: &Table,
+    column_name: &str,
+    every_ns: i64,
+    t0: Option<i64>,
+    range: Option<(f64, f64)>,
+) -> Result<Vec<(f64, f64)>, AnalyzeError> {
+    let x = seconds(table, t0)?;
     let width = every_ns as f64 / 1e9;
     let y = column(table, column_name)?;
+    let (lo, hi) = range.unwrap_or((f64::MIN, f64::MAX));
     Ok(x.iter()
         .zip(y)
-        .flat_map(|(&x, y)| [(x, y), (x + width, y)])
+        .flat_map(|(&x, y)| [(x.clamp(lo, hi), y), ((x + width).clamp(lo, hi), y)])
         .collect())
 }
 
-/// The windows of `rates` (x in seconds from the first, as [`steps`])
-/// in which the stats table (`loss`) counts dropped frames, at any stage.
+/// The windows of `rates` (x in seconds from `t0`, else the first window,
+/// as [`steps`]) in which the stats table (`loss`) counts dropped frames,
+/// at any stage.
 fn drop_windows(
     rates: &Table,
     loss: &Table,
     every_ns: i64,
+    t0: Option<i64>,
 ) -> Result<Vec<(f64, f64)>, AnalyzeError> {
     let starts = column(rates, "start_ns")?;
-    let Some(&t0) = starts.first() else {
+    let Some(&first) = starts.first() else {
         return Ok(Vec::new());
     };
+    let t0 = t0.map_or(first, |t| t as f64);
     let seconds = column(loss, "start_ns")?;
     let mut dropped = vec![0.0; seconds.len()];
     for k in ["kernel_drops", "pcap_drops"] {
@@ -332,18 +400,43 @@ fn drop_windows(
 }
 
 /// `rates`: frames/s and bits/s per window (least, mean, greatest) as
-/// steps over seconds from the first window (an empty window is a step at
-/// zero), with the windows where frames were dropped (`loss`, from the
-/// stats table) shaded, so that loss is not read as silence.
-pub fn rates(table: &Table, loss: &Table, every_ns: i64, path: &Path) -> Result<(), AnalyzeError> {
-    let x_desc = "time, seconds from the first window";
-    let drops = drop_windows(table, loss, every_ns)?;
+/// steps over seconds from the span's first frame (an empty window is a
+/// step at zero), the axis ending with the span, with the windows where
+/// frames were dropped (`loss`, from the stats table) shaded, so that
+/// loss is not read as silence.
+pub fn rates(
+    table: &Table,
+    loss: &Table,
+    every_ns: i64,
+    span: Option<(i64, i64)>,
+    path: &Path,
+) -> Result<(), AnalyzeError> {
+    save(path, &rates_figure(table, loss, every_ns, span)?)
+}
+
+fn rates_figure(
+    table: &Table,
+    loss: &Table,
+    every_ns: i64,
+    span: Option<(i64, i64)>,
+) -> Result<Figure, AnalyzeError> {
+    let x_desc = SECONDS_AXIS;
+    let t0 = span.map(|s| s.0);
+    let range = span_range(span);
+    let drops: Vec<(f64, f64)> = drop_windows(table, loss, every_ns, t0)?
+        .into_iter()
+        .map(|(a, b)| match range {
+            Some((lo, hi)) => (a.clamp(lo, hi), b.clamp(lo, hi)),
+            None => (a, b),
+        })
+        .collect();
     let mut panels = Vec::new();
     for (unit, title, y) in [
         ("fps", "frames per second", "frames/s"),
         ("bps", "bits per second", "bits/s"),
     ] {
         let mut p = panel(title, x_desc, y, (false, false));
+        p.x_range = range;
         for (k, name, color) in [
             ("max", "greatest sample", MAX_C),
             ("mean", "mean", MEAN_C),
@@ -352,7 +445,7 @@ pub fn rates(table: &Table, loss: &Table, every_ns: i64, path: &Path) -> Result<
             p.series.push((
                 name.into(),
                 color,
-                steps(table, &format!("{k}_{unit}"), every_ns)?,
+                steps(table, &format!("{k}_{unit}"), every_ns, t0, range)?,
             ));
         }
         if !drops.is_empty() {
@@ -360,18 +453,40 @@ pub fn rates(table: &Table, loss: &Table, every_ns: i64, path: &Path) -> Result<
         }
         panels.push(p);
     }
-    save(
-        path,
-        &Figure {
-            grid: (2, 1),
-            panels,
-        },
-    )
+    Ok(Figure {
+        title: title(
+            &format!(
+                "Rates per {} window ({} samples)",
+                short_duration(every_ns),
+                short_duration(every_ns / samples_per_window(table)),
+            ),
+            span,
+        ),
+        grid: (2, 1),
+        panels,
+    })
+}
+
+/// Samples per window: the most any window of the table has (1 when the
+/// table has none).
+fn samples_per_window(table: &Table) -> i64 {
+    column(table, "samples")
+        .ok()
+        .and_then(|v| v.iter().copied().filter(|x| x.is_finite()).reduce(f64::max))
+        .map_or(1, |m| (m as i64).max(1))
 }
 
 /// `bursts`: for each time scale, the share of intervals whose rate is
 /// higher than x (log-log CCDF).
-pub fn bursts(scales: &[BurstScale], path: &Path) -> Result<(), AnalyzeError> {
+pub fn bursts(
+    scales: &[BurstScale],
+    span: Option<(i64, i64)>,
+    path: &Path,
+) -> Result<(), AnalyzeError> {
+    save(path, &bursts_figure(scales, span))
+}
+
+fn bursts_figure(scales: &[BurstScale], span: Option<(i64, i64)>) -> Figure {
     let y = "share of intervals with a higher rate";
     let mut fps = panel(
         "frame rate, by interval length",
@@ -383,28 +498,46 @@ pub fn bursts(scales: &[BurstScale], path: &Path) -> Result<(), AnalyzeError> {
     for (k, s) in scales.iter().enumerate() {
         let color = PALETTE[k % PALETTE.len()];
         fps.series
-            .push((human_duration(s.scale_ns), color, s.ccdf_fps.clone()));
+            .push((short_duration(s.scale_ns), color, s.ccdf_fps.clone()));
         bps.series
-            .push((human_duration(s.scale_ns), color, s.ccdf_bps.clone()));
+            .push((short_duration(s.scale_ns), color, s.ccdf_bps.clone()));
     }
-    save(
-        path,
-        &Figure {
-            grid: (1, 2),
-            panels: vec![fps, bps],
-        },
-    )
+    Figure {
+        title: title("Bursts: rates over intervals of each length", span),
+        grid: (1, 2),
+        panels: vec![fps, bps],
+    }
 }
 
-/// `loss`: per second, frames seen, captured and dropped by each stage.
-pub fn loss(table: &Table, path: &Path) -> Result<(), AnalyzeError> {
-    let x = seconds(table)?;
+/// `loss`: per second, frames seen, captured and dropped by each stage,
+/// the seconds with drops shaded.
+pub fn loss(table: &Table, span: Option<(i64, i64)>, path: &Path) -> Result<(), AnalyzeError> {
+    save(path, &loss_figure(table, span)?)
+}
+
+fn loss_figure(table: &Table, span: Option<(i64, i64)>) -> Result<Figure, AnalyzeError> {
+    let x = seconds(table, span.map(|s| s.0))?;
     let mut p = panel(
         "frames per second by stage",
-        "seconds from the first",
-        "frames",
+        SECONDS_AXIS,
+        "frames/s",
         (false, false),
     );
+    let mut dropped = vec![0.0; x.len()];
+    for k in ["kernel_drops", "pcap_drops"] {
+        for (d, v) in dropped.iter_mut().zip(column(table, k)?) {
+            *d += if v.is_finite() { v } else { 0.0 };
+        }
+    }
+    let drop_seconds: Vec<(f64, f64)> = x
+        .iter()
+        .zip(&dropped)
+        .filter(|(_, d)| **d > 0.0)
+        .map(|(&x, _)| (x, x + 1.0))
+        .collect();
+    if !drop_seconds.is_empty() {
+        p.bands = Some(("seconds with drops".into(), drop_seconds));
+    }
     for (k, name, color) in [
         ("kernel_seen", "seen by the kernel", PALETTE[0]),
         ("captured", "captured", PALETTE[2]),
@@ -421,7 +554,7 @@ pub fn loss(table: &Table, path: &Path) -> Result<(), AnalyzeError> {
     if level.iter().any(|l| l.is_finite()) {
         let mut c = panel(
             "pcap compression: level chosen (0 = stored) and MB/s written",
-            "seconds from the first",
+            SECONDS_AXIS,
             "zstd level / MB/s ÷ 100",
             (false, false),
         );
@@ -435,13 +568,11 @@ pub fn loss(table: &Table, path: &Path) -> Result<(), AnalyzeError> {
         ));
         panels.push(c);
     }
-    save(
-        path,
-        &Figure {
-            grid: (panels.len(), 1),
-            panels,
-        },
-    )
+    Ok(Figure {
+        title: title("Capture: frames seen, captured and dropped", span),
+        grid: (panels.len(), 1),
+        panels,
+    })
 }
 
 /// `stack`: congestion window and smoothed RTT over time of the busiest
@@ -471,6 +602,7 @@ fn ccdf_us(sorted: &[i64]) -> Vec<(f64, f64)> {
 /// `rpc --plot`: the latency CCDF of the busiest procedures.
 pub fn rpc(
     samples: &std::collections::BTreeMap<String, Vec<i64>>,
+    span: Option<(i64, i64)>,
     path: &Path,
 ) -> Result<(), AnalyzeError> {
     let mut latency = panel(
@@ -491,14 +623,19 @@ pub fn rpc(
     save(
         path,
         &Figure {
+            title: title("RPC: response times of the busiest procedures", span),
             grid: (1, 1),
             panels: vec![latency],
         },
     )
 }
 
-pub fn stack(s: &crate::stack::StackAnalysis, path: &Path) -> Result<(), AnalyzeError> {
-    let x_desc = "seconds from the first event";
+pub fn stack(
+    s: &crate::stack::StackAnalysis,
+    span: Option<(i64, i64)>,
+    path: &Path,
+) -> Result<(), AnalyzeError> {
+    let x_desc = "time, s after the first event";
     let mut cwnd = panel(
         "congestion window (segments)",
         x_desc,
@@ -506,6 +643,7 @@ pub fn stack(s: &crate::stack::StackAnalysis, path: &Path) -> Result<(), Analyze
         (false, false),
     );
     let mut rtt = panel("smoothed RTT", x_desc, "srtt, µs", (false, false));
+    cwnd.y_desc = "snd_cwnd, segments".into();
     let mut delay = panel(
         "application write to device transmit",
         "delay, µs",
@@ -547,6 +685,10 @@ pub fn stack(s: &crate::stack::StackAnalysis, path: &Path) -> Result<(), Analyze
     save(
         path,
         &Figure {
+            title: title(
+                "Stack: TCP state and send delays of the busiest sockets",
+                span,
+            ),
             grid: (3, 1),
             panels: vec![cwnd, rtt, delay],
         },
@@ -589,7 +731,7 @@ mod tests {
             ),
         ]);
         assert_eq!(
-            steps(&rates, "mean_fps", 2 * S).unwrap(),
+            steps(&rates, "mean_fps", 2 * S, None, None).unwrap(),
             vec![
                 (0.0, 5.0),
                 (2.0, 5.0),
@@ -606,8 +748,121 @@ mod tests {
             ("pcap_drops", Arc::new(UInt64Array::from(vec![0, 3]))),
         ]);
         assert_eq!(
-            drop_windows(&rates, &loss, 2 * S).unwrap(),
+            drop_windows(&rates, &loss, 2 * S, None).unwrap(),
             vec![(2.0, 4.0)]
         );
+        // From the span's first frame at 11 s, cut to the span's 4 s.
+        assert_eq!(
+            steps(&rates, "mean_fps", 2 * S, Some(11 * S), Some((0.0, 4.0))).unwrap()[..2],
+            [(0.0, 5.0), (1.0, 5.0)]
+        );
+        assert_eq!(
+            drop_windows(&rates, &loss, 2 * S, Some(11 * S)).unwrap(),
+            vec![(1.0, 3.0)]
+        );
+    }
+
+    /// A rates figure over 4 s from 11 s with frames dropped in the
+    /// second from 13 s, drawn as PNG and into memory.
+    #[test]
+    fn rates_png_has_its_size_title_lines_and_drops_where_they_were() {
+        const S: i64 = 1_000_000_000;
+        let starts: Vec<i64> = (0..9).map(|k| 10 * S + k * S / 2).collect();
+        let f = |v: f64| -> ArrayRef { Arc::new(Float64Array::from(vec![v; 9])) };
+        let rates = table(vec![
+            ("start_ns", Arc::new(Int64Array::from(starts))),
+            ("samples", Arc::new(Int64Array::from(vec![5; 9]))),
+            ("min_fps", f(100.0)),
+            ("mean_fps", f(200.0)),
+            ("max_fps", f(300.0)),
+            ("min_bps", f(1e6)),
+            ("mean_bps", f(2e6)),
+            ("max_bps", f(3e6)),
+        ]);
+        let loss = table(vec![
+            (
+                "start_ns",
+                Arc::new(Int64Array::from(vec![11 * S, 12 * S, 13 * S, 14 * S])),
+            ),
+            (
+                "kernel_drops",
+                Arc::new(UInt64Array::from(vec![0, 0, 7, 0])),
+            ),
+            ("pcap_drops", Arc::new(UInt64Array::from(vec![0, 0, 0, 0]))),
+        ]);
+        let span = Some((11 * S, 15 * S));
+        let fig = rates_figure(&rates, &loss, S / 2, span).unwrap();
+        assert_eq!(
+            fig.title,
+            "Rates per 500 ms window (100 ms samples): 1970-01-01 00:00:11.000 UTC + 4.000 s"
+        );
+        // The PNG: its header says 1100 x 760.
+        let dir = std::env::temp_dir().join(format!("weir-plot-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let png = dir.join("rates.png");
+        save(&png, &fig).unwrap();
+        let bytes = std::fs::read(&png).unwrap();
+        std::fs::remove_dir_all(&dir).unwrap();
+        assert_eq!(&bytes[..8], b"\x89PNG\r\n\x1a\n");
+        let be = |o: usize| u32::from_be_bytes(bytes[o..o + 4].try_into().unwrap());
+        assert_eq!((be(16), be(20)), SIZE);
+        // The same figure in memory, pixel by pixel (RGB).
+        let (w, h) = (SIZE.0 as usize, SIZE.1 as usize);
+        let mut buf = vec![0u8; w * h * 3];
+        draw_figure(
+            &BitMapBackend::with_buffer(&mut buf, SIZE).into_drawing_area(),
+            &fig,
+        )
+        .unwrap();
+        let px = |x: usize, y: usize| {
+            let o = (y * w + x) * 3;
+            (buf[o], buf[o + 1], buf[o + 2])
+        };
+        assert_eq!(px(0, 0), (255, 255, 255), "white background");
+        // The title: dark text in the top 40 rows.
+        let dark = (0..40)
+            .flat_map(|y| (0..w).map(move |x| (x, y)))
+            .filter(|&(x, y)| {
+                let (r, g, b) = px(x, y);
+                r < 100 && g < 100 && b < 100
+            })
+            .count();
+        assert!(dark > 200, "{dark} dark pixels in the title band");
+        // The greatest sample's line is drawn, in its red.
+        let red = (0..h)
+            .flat_map(|y| (0..w).map(move |x| (x, y)))
+            .filter(|&(x, y)| px(x, y) == (MAX_C.0, MAX_C.1, MAX_C.2))
+            .count();
+        assert!(red > 500, "{red} red pixels");
+        // The shading of the drops: in a row low in the top panel, only
+        // between 2 s and 3 s of the 4 s axis (the second from 13 s).
+        let band = |(r, g, b): (u8, u8, u8)| {
+            r == 255 && (g as i32 - 216).abs() <= 2 && (b as i32 - 182).abs() <= 2
+        };
+        let y = 40 + (h - 40) / 2 - 70;
+        let cols: Vec<usize> = (0..w).filter(|&x| band(px(x, y))).collect();
+        assert!(!cols.is_empty(), "no shading in row {y}");
+        let (first, last) = (cols[0], cols[cols.len() - 1]);
+        // The plot area runs from about 12 + 80 px to w - 12 px.
+        let at = |s: f64| 92.0 + (w as f64 - 104.0) * s / 4.0;
+        assert!(
+            (first as f64 - at(2.0)).abs() < 15.0,
+            "{first} vs {}",
+            at(2.0)
+        );
+        assert!(
+            (last as f64 - at(3.0)).abs() < 15.0,
+            "{last} vs {}",
+            at(3.0)
+        );
+    }
+
+    #[test]
+    fn log_axes_label_no_zero() {
+        assert_eq!(axis_label(0.001, true), "0.001");
+        assert_eq!(axis_label(0.1, true), "0.1");
+        assert_eq!(axis_label(1e-7, true), "1e-7");
+        assert_eq!(axis_label(1000.0, true), "1 k");
+        assert_eq!(axis_label(0.0, false), "0");
     }
 }

@@ -5,6 +5,12 @@
 //! `*after_ns` (offsets), durations; `*_fps`
 //! and `*_bps` rates get SI prefixes; `*tcp_flags` are shown as letters.
 //! JSON and CSV keep the raw numbers.
+//!
+//! A table for a terminal ([`render_terminal`]) is shorter still: it fits
+//! the terminal's width by leaving out the columns that matter least, puts
+//! a flow's addresses and ports in one `a:p → b:q`, gives times as seconds
+//! from the first frame and numbers with their units, and shows the first
+//! and last rows of a long table. Into a pipe, tables stay complete.
 
 use std::fmt::Write as _;
 
@@ -16,6 +22,7 @@ use util::fmt::{human_duration, si};
 
 use crate::analyses::Table;
 use crate::error::AnalyzeError;
+pub use crate::terminal::{Terminal, render_terminal};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Format {
@@ -115,7 +122,7 @@ fn csv(t: &Table) -> Result<String, AnalyzeError> {
 
 /// How a column is shown to people.
 #[derive(Clone, Copy, PartialEq, Eq)]
-enum Kind {
+pub(crate) enum Kind {
     Time,
     Duration,
     Rate,
@@ -123,7 +130,7 @@ enum Kind {
     Plain,
 }
 
-fn kind_of(name: &str, ty: &DataType) -> Kind {
+pub(crate) fn kind_of(name: &str, ty: &DataType) -> Kind {
     let int = matches!(ty, DataType::Int64 | DataType::UInt64);
     if int
         && (name == "duration_ns"
@@ -219,7 +226,7 @@ fn text_table(t: &Table) -> Result<String, AnalyzeError> {
     Ok(out)
 }
 
-fn int_at(a: &dyn Array, r: usize) -> Option<i64> {
+pub(crate) fn int_at(a: &dyn Array, r: usize) -> Option<i64> {
     match a.data_type() {
         DataType::Int64 => Some(a.as_primitive::<Int64Type>().value(r)),
         DataType::UInt64 => Some(a.as_primitive::<UInt64Type>().value(r) as i64),
@@ -228,7 +235,7 @@ fn int_at(a: &dyn Array, r: usize) -> Option<i64> {
     }
 }
 
-fn float_at(a: &dyn Array, r: usize) -> Option<f64> {
+pub(crate) fn float_at(a: &dyn Array, r: usize) -> Option<f64> {
     match a.data_type() {
         DataType::Float64 => Some(a.as_primitive::<Float64Type>().value(r)),
         _ => int_at(a, r).map(|v| v as f64),

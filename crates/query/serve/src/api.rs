@@ -480,8 +480,20 @@ impl Ctx<'_> {
                 .collect::<Result<_, _>>()
                 .map_err(|_| api_err(400, "usage", format!("scales_ns={v}: give ns,ns,...")))?;
         }
-        let analysis = Analysis::parse(name, self.req.param("what"), &settings)?;
         let (session, _slot) = self.session(&sel)?;
+        // Intervals the page does not give are chosen from the selection's
+        // span, as `weir analyze` chooses them.
+        if self.param_i64("every_ns")?.is_none() {
+            let (every_ns, sample_ns) = analyze::analyses::default_rate_grid_for(&session);
+            settings.every_ns = every_ns;
+            if self.param_i64("sample_ns")?.is_none() {
+                settings.sample_ns = sample_ns;
+            }
+        }
+        if self.req.param("scales_ns").is_none_or(str::is_empty) {
+            settings.scales_ns = analyze::analyses::default_burst_scales_for(&session);
+        }
+        let analysis = Analysis::parse(name, self.req.param("what"), &settings)?;
         let answered = answer(&session, &analysis, &AnswerOptions::default())?;
         let max = self.shared.limits.max_rows;
         let tables = answered
