@@ -18,7 +18,7 @@ use capture::Interface;
 use capture::bpf::SocketProgram;
 use capture::filter::Filter;
 use capture::ring::{
-    Fanout, KernelStats, RingError, RingOptions, RxRing, SocketFilter, kernel_stats,
+    Fanout, KernelStats, RingError, RingOptions, RingSocket, RxRing, SocketFilter, kernel_stats,
 };
 use capture::shard::{self, Shard, Verdict};
 use pcapio::retention::{RemovedFile, Retention};
@@ -34,6 +34,8 @@ use wire::LinkType;
 
 use crate::stats::FrameStats;
 use crate::worker::{FrameMeta, Worker, WorkerOptions};
+
+mod rings;
 
 /// Where the pcap sink writes.
 #[derive(Clone, Debug)]
@@ -134,6 +136,8 @@ struct Slot {
     /// The program that deals the interface's frames to its rings
     /// (`--fanout flow` with several rings).
     fanout: Option<Arc<SocketProgram>>,
+    /// The full-size ring to come, when the worker starts on a first ring.
+    handover: Option<Arc<rings::Handover>>,
 }
 
 /// Rings opened and filters attached: the privileged part. Drop privileges
@@ -141,6 +145,13 @@ struct Slot {
 pub struct Opened {
     opts: LiveOptions,
     slots: Vec<Slot>,
+    /// Full-size rings to set up once the capture records.
+    growths: Vec<rings::Growth>,
+    /// The programs fanout groups deal by, held for the whole capture: a
+    /// program's table of itself (which it runs again through for each
+    /// encapsulation) is emptied by the kernel once no descriptor of it is
+    /// open, and tunnelled frames would then be dealt by their outer flow.
+    fanout_programs: Vec<Arc<SocketProgram>>,
     libpcap: String,
     /// What opening settled for, to tell the user (not a problem with
     /// the data).
@@ -149,7 +160,10 @@ pub struct Opened {
 
 /// Opens every ring (all of an interface's rings in one fanout group) with
 /// the filter attached. A bad filter, a missing permission or a refused ring
-/// size is reported here, before any traffic is taken.
+/// size is reported here, before any traffic is taken. Where the full-size
+/// ring is large, each worker's ring is a small first one, and the socket
+/// of the full-size ring is made here (the privileged step) to be set up
+/// once the capture records ([`rings`]).
 pub fn open(mut opts: LiveOptions) -> Result<Opened, LiveError> {
     let mut notes = Vec::new();
     if opts.interfaces.is_empty() {
@@ -158,8 +172,11 @@ pub fn open(mut opts: LiveOptions) -> Result<Opened, LiveError> {
         ));
     }
     let workers = opts.workers_per_iface.max(1);
-    let mut slots: Vec<Slot> = Vec::new();
-    for (k, iface) in opts.interfaces.iter().enumerate() {
+    let first = rings::first_ring(opts.ring);
+    // First every interface's programs, then the rings: weir's fanout
+    // program refused on one interface means the kernel's hash on all.
+    let mut plans: Vec<IfacePlan> = Vec::new();
+    for iface in &opts.interfaces {
         let link = iface.link_type().ok_or_else(|| {
             LiveError::Usage(format!(
                 "{}: weir does not capture on this kind of interface yet (ARPHRD {}); Ethernet, \
@@ -180,7 +197,7 @@ pub fn open(mut opts: LiveOptions) -> Result<Opened, LiveError> {
                     iface: iface.name.clone(),
                     message,
                 };
-                Some(
+                Some(Arc::new(
                     shard::load(
                         link,
                         Verdict::Keep(s),
@@ -188,16 +205,32 @@ pub fn open(mut opts: LiveOptions) -> Result<Opened, LiveError> {
                         "weir_shard",
                     )
                     .map_err(fail)?,
-                )
+                ))
             }
             None => None,
         };
         // Several rings: weir's flow hash deals the frames, unless the
         // kernel's is asked for, or (unasked) the process may not load it.
+        // With first rings, the group deals among them, then among the
+        // full-size rings that join after them.
+        let n = workers as u32;
+        let verdicts = match first {
+            Some(_) => (
+                Verdict::FanoutAmong { rings: n, first: 0 },
+                Some(Verdict::FanoutAmong { rings: n, first: n }),
+            ),
+            None => (Verdict::Fanout, None),
+        };
         let fanout = match opts.fanout {
             FanoutBy::Flow | FanoutBy::Auto if workers > 1 => {
-                match shard::load(link, Verdict::Fanout, None, "weir_fanout") {
-                    Ok(p) => Some(Arc::new(p)),
+                let loaded = shard::load(link, verdicts.0, None, "weir_fanout").and_then(|p| {
+                    let then = (verdicts.1)
+                        .map(|v| shard::load(link, v, None, "weir_fanout_full"))
+                        .transpose()?;
+                    Ok((Arc::new(p), then.map(Arc::new)))
+                });
+                match loaded {
+                    Ok(p) => Some(p),
                     Err(message) if opts.fanout == FanoutBy::Auto => {
                         notes.push(format!(
                             "{}: the workers share frames by the kernel's flow hash, not weir's: \
@@ -206,8 +239,8 @@ pub fn open(mut opts: LiveOptions) -> Result<Opened, LiveError> {
                             iface.name
                         ));
                         opts.fanout = FanoutBy::Kernel;
-                        for slot in &mut slots {
-                            slot.fanout = None;
+                        for plan in &mut plans {
+                            plan.fanout = None;
                         }
                         None
                     }
@@ -221,20 +254,70 @@ pub fn open(mut opts: LiveOptions) -> Result<Opened, LiveError> {
             }
             _ => None,
         };
-        let socket_filter = match (&program, &filter) {
-            (Some(p), _) => Some(SocketFilter::Program(p)),
+        plans.push(IfacePlan {
+            link,
+            filter,
+            program,
+            fanout,
+        });
+    }
+    let mut slots: Vec<Slot> = Vec::new();
+    let mut growths: Vec<rings::Growth> = Vec::new();
+    let fanout_programs: Vec<Arc<SocketProgram>> = (plans.iter())
+        .filter_map(|p| p.fanout.as_ref())
+        .flat_map(|(a, b)| std::iter::once(a.clone()).chain(b.clone()))
+        .collect();
+    for (k, (iface, plan)) in opts.interfaces.iter().zip(plans).enumerate() {
+        let socket_filter = match (&plan.program, &plan.filter) {
+            (Some(p), _) => Some(SocketFilter::Program(p.as_ref())),
             (None, Some(f)) => Some(SocketFilter::Classic(&f.program)),
             (None, None) => None,
         };
+        // A larger ring follows where the group can be told to deal to it:
+        // one ring (a group of its own), or weir's flow hash over several
+        // (the kernel's hash cannot be told).
+        let deal_to = match (first, &plan.fanout) {
+            (Some(_), _) if workers == 1 => Some(rings::DealTo::Member(1)),
+            (Some(_), Some((_, Some(then)))) => Some(rings::DealTo::Program(then.clone())),
+            _ => None,
+        };
+        let ring = match (&deal_to, first) {
+            (Some(_), Some(f)) => f,
+            _ => opts.ring,
+        };
+        let mut sockets = Vec::new();
         for _ in 0..workers {
-            let ring = RxRing::open(iface, opts.ring, socket_filter, opts.promiscuous)?;
+            let r = RxRing::open(iface, ring, socket_filter, opts.promiscuous)?;
+            let handover = match deal_to {
+                Some(_) => {
+                    let h = Arc::new(rings::Handover::new());
+                    sockets.push((RingSocket::new(iface, opts.promiscuous)?, h.clone()));
+                    Some(h)
+                }
+                None => None,
+            };
             slots.push(Slot {
-                ring,
+                ring: r,
                 worker: slots.len() as u16,
                 iface: k as u16,
-                link,
+                link: plan.link,
                 counters: Arc::new(Counters::default()),
-                fanout: fanout.clone(),
+                fanout: plan.fanout.as_ref().map(|(p, _)| p.clone()),
+                handover,
+            });
+        }
+        if let Some(deal_to) = deal_to {
+            growths.push(rings::Growth {
+                iface: iface.name.clone(),
+                index: k,
+                sockets,
+                ring: opts.ring,
+                filter: rings::OwnedFilter {
+                    classic: plan.filter.map(|f| f.program),
+                    program: plan.program,
+                },
+                deal_to,
+                group: None,
             });
         }
     }
@@ -244,9 +327,22 @@ pub fn open(mut opts: LiveOptions) -> Result<Opened, LiveError> {
     Ok(Opened {
         opts,
         slots,
+        growths,
+        fanout_programs,
         notes,
         libpcap: capture::filter::libpcap_version(),
     })
+}
+
+/// What opening settled for on one interface, before its rings open.
+struct IfacePlan {
+    link: LinkType,
+    filter: Option<Filter>,
+    /// The shard program (with the filter in it), when there is one.
+    program: Option<Arc<SocketProgram>>,
+    /// weir's fanout program, and the one that deals to the full-size
+    /// rings when first rings come before them.
+    fanout: Option<(Arc<SocketProgram>, Option<Arc<SocketProgram>>)>,
 }
 
 /// Once a second while the capture runs.
@@ -299,7 +395,8 @@ pub struct LiveReport {
 }
 
 struct WorkerOut {
-    ring: RxRing,
+    /// The ring read last, and any it took over from.
+    rings: Vec<RxRing>,
     records: Option<crate::worker::WorkerDone>,
     spool: Option<JoinHandle<SpoolReport>>,
     error: Option<String>,
@@ -339,6 +436,8 @@ impl Opened {
         let Opened {
             opts,
             slots,
+            growths,
+            fanout_programs: _held_until_the_end,
             libpcap,
             notes: _,
         } = self;
@@ -377,8 +476,9 @@ impl Opened {
             retention,
             published: Default::default(),
             disk: disk.clone(),
+            grow_warnings: Default::default(),
         };
-        let handles = live.start_workers(slots)?;
+        let handles = live.start_workers(slots, growths)?;
         on_ready();
         // Time counts from here: setting up (writing gigabytes of staging,
         // slow when memory must first be reclaimed) must not eat into
@@ -421,6 +521,9 @@ impl Opened {
         if let Some(e) = done.first_error.take() {
             done.warnings.push(e);
         }
+        done.warnings.extend(std::mem::take(
+            &mut *live.grow_warnings.lock().unwrap_or_else(|e| e.into_inner()),
+        ));
         let elapsed = sampler.started.elapsed();
         // Whatever ended the capture, the last stats file and the manifest
         // get the reserve's space.
@@ -512,6 +615,8 @@ struct Watched {
     worker: u16,
     iface: u16,
     fd: i32,
+    /// The full-size ring that takes over, once it is set up.
+    handover: Option<Arc<rings::Handover>>,
     counters: Arc<Counters>,
 }
 
@@ -521,8 +626,21 @@ impl Watched {
             worker: s.worker,
             iface: s.iface,
             fd: s.ring.raw_fd(),
+            handover: s.handover.clone(),
             counters: s.counters.clone(),
         }
+    }
+
+    /// The kernel's counters of the worker's rings since the last read.
+    fn kernel_stats(&self) -> KernelStats {
+        let mut k = kernel_stats(self.fd).unwrap_or_default();
+        if let Some(fd) = self.handover.as_ref().and_then(|h| h.fd()) {
+            let more = kernel_stats(fd).unwrap_or_default();
+            k.packets += more.packets;
+            k.drops += more.drops;
+            k.freezes += more.freezes;
+        }
+        k
     }
 }
 
@@ -598,6 +716,8 @@ struct Live<'a> {
     /// Files finished while the capture runs, for its manifest.
     published: crate::worker::Published,
     disk: DiskWatch,
+    /// What went wrong setting up the full-size rings.
+    grow_warnings: Arc<std::sync::Mutex<Vec<String>>>,
 }
 
 /// The stats loop's counts: each worker's at the last second, and the
@@ -779,7 +899,11 @@ struct CaptureEnd {
 impl Live<'_> {
     /// Sets up every worker's sinks, starts the rings (one fanout group per
     /// interface, when it has several rings) and the worker threads.
-    fn start_workers(&self, slots: Vec<Slot>) -> Result<Vec<JoinHandle<WorkerOut>>, LiveError> {
+    fn start_workers(
+        &self,
+        slots: Vec<Slot>,
+        mut growths: Vec<rings::Growth>,
+    ) -> Result<Vec<JoinHandle<WorkerOut>>, LiveError> {
         let opts = self.opts;
         let rings = slots.len();
         // A step that fails stops what the steps before it started: the
@@ -798,16 +922,38 @@ impl Live<'_> {
         let mut groups: Vec<Option<Fanout>> = vec![None; opts.interfaces.len()];
         let fan = opts.workers_per_iface > 1;
         let started = ctxs.iter_mut().try_for_each(|ctx| {
-            let group =
-                groups[ctx.slot.iface as usize].get_or_insert_with(|| match &ctx.slot.fanout {
+            let first = ctx.slot.handover.is_some();
+            let group = groups[ctx.slot.iface as usize].get_or_insert_with(|| {
+                match &ctx.slot.fanout {
                     Some(p) => Fanout::by_program(p),
+                    // One first ring: a group of its own, that its
+                    // full-size ring joins.
+                    None if first && !fan => Fanout::to_first(),
                     None => Fanout::new(),
-                });
-            ctx.slot.ring.start(fan.then_some(group))
+                }
+            });
+            ctx.slot.ring.start((fan || first).then_some(group))
         });
         if let Err(e) = started {
             abandon(ctxs);
             return Err(e.into());
+        }
+        // The full-size rings are set up while the capture records.
+        for g in &mut growths {
+            g.group = groups[g.index];
+        }
+        if !growths.is_empty() {
+            let (stop, warnings) = (self.stop_flag.clone(), self.grow_warnings.clone());
+            // Not waited for: a capture shorter than the set-up ends
+            // without it (it sees the stop flag, or that the workers
+            // ended, and hands nothing over).
+            let grower = std::thread::Builder::new()
+                .name("weir-rings".into())
+                .spawn(move || rings::grow(growths, &stop, &warnings));
+            if let Err(e) = grower {
+                abandon(ctxs);
+                return Err(LiveError::Thread(e));
+            }
         }
         let mut handles = Vec::new();
         for ctx in ctxs {
@@ -857,6 +1003,7 @@ impl Live<'_> {
             _ => None,
         };
         Ok(WorkerCtx {
+            handover: slot.handover.clone(),
             slot,
             spool,
             records,
@@ -1131,7 +1278,7 @@ fn join_workers(handles: Vec<JoinHandle<WorkerOut>>) -> Result<Joined, LiveError
             j.pcap_write_lost += report.frames_lost;
             j.pcap_files.extend(report.files);
         }
-        j.rings.push(out.ring);
+        j.rings.extend(out.rings);
     }
     match panicked {
         Some(e) => Err(e),
@@ -1354,7 +1501,7 @@ fn sample(
         ];
         let d: Vec<u64> = cur.iter().zip(p.iter()).map(|(a, b)| a - b).collect();
         *p = cur;
-        let k = kernel_stats(w.fd).unwrap_or_default();
+        let k = w.kernel_stats();
         kernel_total.packets += k.packets;
         kernel_total.drops += k.drops;
         kernel_total.freezes += k.freezes;
@@ -1401,6 +1548,8 @@ fn sample(
 
 struct WorkerCtx {
     slot: Slot,
+    /// The full-size ring to come.
+    handover: Option<Arc<rings::Handover>>,
     spool: Option<(Spool, JoinHandle<SpoolReport>)>,
     records: Option<Worker>,
     disk: DiskWatch,
@@ -1413,6 +1562,7 @@ struct WorkerCtx {
 fn run_worker(ctx: WorkerCtx) -> WorkerOut {
     let WorkerCtx {
         mut slot,
+        handover,
         spool,
         mut records,
         disk,
@@ -1448,15 +1598,36 @@ fn run_worker(ctx: WorkerCtx) -> WorkerOut {
     let (worker_id, iface, link) = (slot.worker, slot.iface, slot.link);
     let _ = worker_id;
     let mut door_closed = false;
-    let ring_blocks = slot.ring.options().block_count;
+    let mut ring_blocks = slot.ring.options().block_count;
+    // The full-size ring the group deals to now, read once the first ring
+    // is drained; and the rings read before, still checked now and then
+    // for a last block the kernel handed over late.
+    let mut next_ring: Option<RxRing> = None;
+    let mut retired: Vec<RxRing> = Vec::new();
+    // Drain what a ring holds, not what keeps arriving: under steady
+    // traffic the ring would never be empty.
+    let close_door = |ring: &RxRing, error: &mut Option<String>| match ring.stop_receiving() {
+        Ok(()) => true,
+        Err(e) => {
+            error.get_or_insert(format!("{}: closing the ring: {e}", ring.iface()));
+            false
+        }
+    };
     loop {
+        if next_ring.is_none()
+            && let Some(r) = handover.as_ref().and_then(|h| h.take())
+        {
+            if door_closed && !close_door(&r, &mut error) {
+                retired.push(r);
+                break;
+            }
+            next_ring = Some(r);
+        }
         let stopping = stop.load(Ordering::Relaxed);
         if stopping && !door_closed {
-            // Drain what the ring holds, not what keeps arriving: under
-            // steady traffic the ring would never be empty.
             door_closed = true;
-            if let Err(e) = slot.ring.stop_receiving() {
-                error.get_or_insert(format!("{}: closing the ring: {e}", slot.ring.iface()));
+            let next_ok = next_ring.as_ref().is_none_or(|r| close_door(r, &mut error));
+            if !next_ok || !close_door(&slot.ring, &mut error) {
                 break;
             }
         }
@@ -1472,12 +1643,14 @@ fn run_worker(ctx: WorkerCtx) -> WorkerOut {
             // most half full, so that records never lose a frame to pcap.
             s.set_patient(records.is_none() || slot.ring.blocks_ready() * 2 <= ring_blocks);
         }
-        let timeout = if stopping {
-            retire
-        } else {
-            Duration::from_millis(100)
+        let timeout = match (&next_ring, stopping) {
+            // The last partial block of a ring the group no longer deals
+            // to comes when the kernel's retire timer fires.
+            (Some(_), _) => retire * 4,
+            (None, true) => retire,
+            (None, false) => Duration::from_millis(100),
         };
-        let result = slot.ring.next_block(timeout, |f| {
+        let mut on_frame = |f: capture::RxFrame<'_>| {
             if let Some(l) = limit
                 && claimed.fetch_add(1, Ordering::Relaxed) >= l
             {
@@ -1524,7 +1697,15 @@ fn run_worker(ctx: WorkerCtx) -> WorkerOut {
                     recording = Some(false);
                 }
             }
-        });
+        };
+        let result = slot.ring.next_block(timeout, &mut on_frame);
+        // A ring read before: a block it handed over late (rare: the
+        // kernel's retire timer ran later than the wait above).
+        for r in &mut retired {
+            if r.blocks_ready() > 0 {
+                let _ = r.next_block(Duration::ZERO, &mut on_frame);
+            }
+        }
         c.frames.fetch_add(frames, Ordering::Relaxed);
         c.bytes.fetch_add(bytes, Ordering::Relaxed);
         c.hw_timestamps.fetch_add(hw, Ordering::Relaxed);
@@ -1546,6 +1727,14 @@ fn run_worker(ctx: WorkerCtx) -> WorkerOut {
                 break;
             }
         };
+        if got == 0
+            && let Some(r) = next_ring.take()
+        {
+            // The first ring is drained: from here on, the full-size one.
+            retired.push(std::mem::replace(&mut slot.ring, r));
+            ring_blocks = slot.ring.options().block_count;
+            continue;
+        }
         if last_tick.elapsed() >= Duration::from_millis(200) {
             last_tick = Instant::now();
             if let Some(w) = records.as_mut()
@@ -1565,9 +1754,23 @@ fn run_worker(ctx: WorkerCtx) -> WorkerOut {
             }
         }
         if stopping && got == 0 {
-            break;
+            // A full-size ring handed over before this worker said it is
+            // ending is drained too.
+            match handover.as_ref().and_then(|h| h.close()) {
+                Some(r) if close_door(&r, &mut error) => next_ring = Some(r),
+                Some(r) => {
+                    retired.push(r);
+                    break;
+                }
+                None => break,
+            }
         }
     }
+    // No ring will be handed over once this worker has ended.
+    if let Some(r) = handover.as_ref().and_then(|h| h.close()) {
+        retired.push(r);
+    }
+    retired.extend(next_ring);
     if let Some(s) = spool.take() {
         s.finish();
     }
@@ -1590,8 +1793,9 @@ fn run_worker(ctx: WorkerCtx) -> WorkerOut {
         }
         None => None,
     };
+    retired.push(slot.ring);
     WorkerOut {
-        ring: slot.ring,
+        rings: retired,
         records,
         spool: spool_handle,
         error,
