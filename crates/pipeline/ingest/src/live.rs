@@ -80,6 +80,11 @@ pub struct LiveOptions {
     /// A copy of every record to each worker's tap (`--kafka`).
     pub taps: Option<crate::worker::Taps>,
     pub command: String,
+    /// The process keeps its privileges while it captures (root, no
+    /// `-Z`): the program that deals to the full-size rings is loaded once
+    /// the capture records, not before (the kernel's verifier takes tens
+    /// of milliseconds over it, hundreds on a loaded machine).
+    pub keeps_privileges: bool,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -223,8 +228,9 @@ pub fn open(mut opts: LiveOptions) -> Result<Opened, LiveError> {
         };
         let fanout = match opts.fanout {
             FanoutBy::Flow | FanoutBy::Auto if workers > 1 => {
+                let now = verdicts.1.filter(|_| !opts.keeps_privileges);
                 let loaded = shard::load(link, verdicts.0, None, "weir_fanout").and_then(|p| {
-                    let then = (verdicts.1)
+                    let then = now
                         .map(|v| shard::load(link, v, None, "weir_fanout_full"))
                         .transpose()?;
                     Ok((Arc::new(p), then.map(Arc::new)))
@@ -279,6 +285,10 @@ pub fn open(mut opts: LiveOptions) -> Result<Opened, LiveError> {
         let deal_to = match (first, &plan.fanout) {
             (Some(_), _) if workers == 1 => Some(rings::DealTo::Member(1)),
             (Some(_), Some((_, Some(then)))) => Some(rings::DealTo::Program(then.clone())),
+            (Some(_), Some((_, None))) => Some(rings::DealTo::Load {
+                link: plan.link,
+                rings: workers as u32,
+            }),
             _ => None,
         };
         let ring = match (&deal_to, first) {
@@ -477,6 +487,7 @@ impl Opened {
             published: Default::default(),
             disk: disk.clone(),
             grow_warnings: Default::default(),
+            late_programs: Default::default(),
         };
         let handles = live.start_workers(slots, growths)?;
         on_ready();
@@ -718,6 +729,8 @@ struct Live<'a> {
     disk: DiskWatch,
     /// What went wrong setting up the full-size rings.
     grow_warnings: Arc<std::sync::Mutex<Vec<String>>>,
+    /// Fanout programs loaded while capturing, held to its end.
+    late_programs: Arc<std::sync::Mutex<Vec<Arc<SocketProgram>>>>,
 }
 
 /// The stats loop's counts: each worker's at the last second, and the
@@ -944,12 +957,13 @@ impl Live<'_> {
         }
         if !growths.is_empty() {
             let (stop, warnings) = (self.stop_flag.clone(), self.grow_warnings.clone());
+            let held = self.late_programs.clone();
             // Not waited for: a capture shorter than the set-up ends
             // without it (it sees the stop flag, or that the workers
             // ended, and hands nothing over).
             let grower = std::thread::Builder::new()
                 .name("weir-rings".into())
-                .spawn(move || rings::grow(growths, &stop, &warnings));
+                .spawn(move || rings::grow(growths, &stop, &warnings, &held));
             if let Err(e) = grower {
                 abandon(ctxs);
                 return Err(LiveError::Thread(e));

@@ -21,7 +21,8 @@ use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use capture::bpf::SocketProgram;
-use capture::ring::{Fanout, RingError, RingOptions, RingSocket, RxRing, SocketFilter};
+use capture::ring::{Fanout, RingOptions, RingSocket, RxRing, SocketFilter};
+use capture::shard::{self, Verdict};
 
 /// Bytes of the ring each worker starts on when its full ring is larger:
 /// a few tens of milliseconds to set up even from cold memory.
@@ -144,6 +145,9 @@ pub(crate) enum DealTo {
     Member(u32),
     /// By this program (weir's flow hash over the new rings).
     Program(Arc<SocketProgram>),
+    /// By weir's flow hash over the new rings, the program loaded when
+    /// they are ready (the process keeps its privileges).
+    Load { link: wire::LinkType, rings: u32 },
 }
 
 /// One interface's full-size rings to set up, in its workers' order.
@@ -162,12 +166,17 @@ pub(crate) struct Growth {
 /// Sets up every interface's full-size rings and hands them over; what
 /// went wrong (the capture goes on with its first rings) goes to
 /// `warnings`. Stops early once `stop` is set.
-pub(crate) fn grow(growths: Vec<Growth>, stop: &AtomicBool, warnings: &Mutex<Vec<String>>) {
+pub(crate) fn grow(
+    growths: Vec<Growth>,
+    stop: &AtomicBool,
+    warnings: &Mutex<Vec<String>>,
+    held: &Mutex<Vec<Arc<SocketProgram>>>,
+) {
     for g in growths {
         let handovers: Vec<Arc<Handover>> = g.sockets.iter().map(|(_, h)| h.clone()).collect();
         let iface = g.iface.clone();
         let ring = g.ring;
-        match grow_one(g, stop) {
+        match grow_one(g, stop, held) {
             Ok(()) => {}
             Err(e) => {
                 for h in &handovers {
@@ -193,7 +202,12 @@ pub(crate) fn grow(growths: Vec<Growth>, stop: &AtomicBool, warnings: &Mutex<Vec
 }
 
 /// One interface: `Err(None)` when it stopped early (the capture ended).
-fn grow_one(g: Growth, stop: &AtomicBool) -> Result<(), Option<RingError>> {
+/// A program it loads goes to `held`, which the capture keeps to its end.
+fn grow_one(
+    g: Growth,
+    stop: &AtomicBool,
+    held: &Mutex<Vec<Arc<SocketProgram>>>,
+) -> Result<(), Option<String>> {
     let Growth {
         sockets,
         ring,
@@ -222,16 +236,35 @@ fn grow_one(g: Growth, stop: &AtomicBool) -> Result<(), Option<RingError>> {
             Ok(r) => r,
             Err(e) => {
                 park(rings);
-                return Err(Some(e));
+                return Err(Some(e.to_string()));
             }
         };
         if let Err(e) = r.start_standby(&mut group, filter.get()) {
             park(rings);
-            return Err(Some(e));
+            return Err(Some(e.to_string()));
         }
         handover.fd.store(r.raw_fd(), Ordering::Release);
         rings.push((r, handover));
     }
+    let deal_to = match deal_to {
+        DealTo::Load { link, rings: n } => {
+            let v = Verdict::FanoutAmong { rings: n, first: n };
+            match shard::load(link, v, None, "weir_fanout_full") {
+                Ok(p) => {
+                    let p = Arc::new(p);
+                    held.lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .push(p.clone());
+                    DealTo::Program(p)
+                }
+                Err(e) => {
+                    park(rings);
+                    return Err(Some(format!("loading weir's fanout program: {e}")));
+                }
+            }
+        }
+        d => d,
+    };
     // Every worker's lock held: either every worker is still reading its
     // first ring (and will take the new one), or one has ended and the
     // group keeps dealing to the first rings.
@@ -242,9 +275,11 @@ fn grow_one(g: Growth, stop: &AtomicBool) -> Result<(), Option<RingError>> {
     } else {
         match (rings.first(), &deal_to) {
             (None, _) => return Ok(()),
-            (Some((first, _)), DealTo::Member(k)) => first.deal_all_to(*k).map_err(Some),
-            (Some((first, _)), DealTo::Program(p)) => first.deal_by(p).map_err(Some),
+            (Some((first, _)), DealTo::Member(k)) => first.deal_all_to(*k),
+            (Some((first, _)), DealTo::Program(p)) => first.deal_by(p),
+            (Some(_), DealTo::Load { .. }) => unreachable!("loaded above"),
         }
+        .map_err(|e| Some(e.to_string()))
     };
     let ok = dealt.is_ok();
     for ((r, _), s) in rings.into_iter().zip(guards.iter_mut()) {
