@@ -53,7 +53,8 @@ pub struct CaptureArgs {
     #[arg(long, value_parser = parse_duration, default_value = "10s", value_name = "D")]
     records_every: Duration,
     /// Receive ring per worker, in KiB as for tcpdump (default: a quarter
-    /// of a second at 10 Gb/s, bounded by free memory).
+    /// of a second at 10 Gb/s, bounded by free memory). A large ring is
+    /// set up while capturing on a 16Mi one, so recording starts at once.
     #[arg(short = 'B', long = "buffer-size", value_name = "KIB")]
     buffer_kib: Option<u64>,
     /// Size of one ring block (the kernel hands frames over a block at a
@@ -73,8 +74,8 @@ pub struct CaptureArgs {
     /// Memory staging full frames for the pcap writers, all workers
     /// together (frames are dropped and counted when it is full). Default:
     /// an eighth of the memory available, from 256Mi up to 4Gi. Each
-    /// worker's first 64Mi is ready before capture starts; the rest is
-    /// added in the background at idle priority.
+    /// worker's first 8Mi is ready before capture starts; more is added
+    /// only while the writer falls behind, and given back after.
     #[arg(long = "buffer", alias = "staging", value_parser = parse_size, value_name = "SIZE")]
     buffer: Option<u64>,
     /// Compress pcap files off the capture path: none, lz4, zstd,

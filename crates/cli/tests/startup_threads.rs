@@ -158,6 +158,7 @@ fn in_namespace(ns: &str) {
         },
         taps: None,
         command: "startup_threads".into(),
+        keeps_privileges: false,
     };
     let opened = live::open(opts).expect("open the rings");
     let ds = store::Dataset::create_with_manifest(&dir, false, &opened.manifest()).unwrap();

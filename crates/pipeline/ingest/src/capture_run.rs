@@ -179,6 +179,10 @@ pub fn capture(
         worker,
         taps: stream.as_ref().map(|s| s.taps()),
         command: opts.command.clone(),
+        // Root keeps its privileges unless -Z names a user
+        // (`capture::privilege::drop_capabilities` leaves root as it is).
+        // SAFETY: geteuid cannot fail.
+        keeps_privileges: opts.user.is_none() && unsafe { libc::geteuid() } == 0,
     };
     let opened = live::open(live_opts).map_err(|e| e.to_string())?;
     for note in opened.notes() {

@@ -18,7 +18,7 @@ use capture::Interface;
 use capture::bpf::SocketProgram;
 use capture::filter::Filter;
 use capture::ring::{
-    Fanout, KernelStats, RingError, RingOptions, RxRing, SocketFilter, kernel_stats,
+    Fanout, KernelStats, RingError, RingOptions, RingSocket, RxRing, SocketFilter, kernel_stats,
 };
 use capture::shard::{self, Shard, Verdict};
 use pcapio::retention::{RemovedFile, Retention};
@@ -34,6 +34,17 @@ use wire::LinkType;
 
 use crate::stats::FrameStats;
 use crate::worker::{FrameMeta, Worker, WorkerOptions};
+
+mod disk;
+mod manifest;
+mod rings;
+mod sampler;
+mod worker_loop;
+
+use disk::*;
+use manifest::*;
+use sampler::*;
+use worker_loop::*;
 
 /// Where the pcap sink writes.
 #[derive(Clone, Debug)]
@@ -78,6 +89,11 @@ pub struct LiveOptions {
     /// A copy of every record to each worker's tap (`--kafka`).
     pub taps: Option<crate::worker::Taps>,
     pub command: String,
+    /// The process keeps its privileges while it captures (root, no
+    /// `-Z`): the program that deals to the full-size rings is loaded once
+    /// the capture records, not before (the kernel's verifier takes tens
+    /// of milliseconds over it, hundreds on a loaded machine).
+    pub keeps_privileges: bool,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -134,6 +150,8 @@ struct Slot {
     /// The program that deals the interface's frames to its rings
     /// (`--fanout flow` with several rings).
     fanout: Option<Arc<SocketProgram>>,
+    /// The full-size ring to come, when the worker starts on a first ring.
+    handover: Option<Arc<rings::Handover>>,
 }
 
 /// Rings opened and filters attached: the privileged part. Drop privileges
@@ -141,6 +159,13 @@ struct Slot {
 pub struct Opened {
     opts: LiveOptions,
     slots: Vec<Slot>,
+    /// Full-size rings to set up once the capture records.
+    growths: Vec<rings::Growth>,
+    /// The programs fanout groups deal by, held for the whole capture: a
+    /// program's table of itself (which it runs again through for each
+    /// encapsulation) is emptied by the kernel once no descriptor of it is
+    /// open, and tunnelled frames would then be dealt by their outer flow.
+    fanout_programs: Vec<Arc<SocketProgram>>,
     libpcap: String,
     /// What opening settled for, to tell the user (not a problem with
     /// the data).
@@ -149,7 +174,10 @@ pub struct Opened {
 
 /// Opens every ring (all of an interface's rings in one fanout group) with
 /// the filter attached. A bad filter, a missing permission or a refused ring
-/// size is reported here, before any traffic is taken.
+/// size is reported here, before any traffic is taken. Where the full-size
+/// ring is large, each worker's ring is a small first one, and the socket
+/// of the full-size ring is made here (the privileged step) to be set up
+/// once the capture records ([`rings`]).
 pub fn open(mut opts: LiveOptions) -> Result<Opened, LiveError> {
     let mut notes = Vec::new();
     if opts.interfaces.is_empty() {
@@ -158,8 +186,11 @@ pub fn open(mut opts: LiveOptions) -> Result<Opened, LiveError> {
         ));
     }
     let workers = opts.workers_per_iface.max(1);
-    let mut slots: Vec<Slot> = Vec::new();
-    for (k, iface) in opts.interfaces.iter().enumerate() {
+    let first = rings::first_ring(opts.ring);
+    // First every interface's programs, then the rings: weir's fanout
+    // program refused on one interface means the kernel's hash on all.
+    let mut plans: Vec<IfacePlan> = Vec::new();
+    for iface in &opts.interfaces {
         let link = iface.link_type().ok_or_else(|| {
             LiveError::Usage(format!(
                 "{}: weir does not capture on this kind of interface yet (ARPHRD {}); Ethernet, \
@@ -180,7 +211,7 @@ pub fn open(mut opts: LiveOptions) -> Result<Opened, LiveError> {
                     iface: iface.name.clone(),
                     message,
                 };
-                Some(
+                Some(Arc::new(
                     shard::load(
                         link,
                         Verdict::Keep(s),
@@ -188,16 +219,33 @@ pub fn open(mut opts: LiveOptions) -> Result<Opened, LiveError> {
                         "weir_shard",
                     )
                     .map_err(fail)?,
-                )
+                ))
             }
             None => None,
         };
         // Several rings: weir's flow hash deals the frames, unless the
         // kernel's is asked for, or (unasked) the process may not load it.
+        // With first rings, the group deals among them, then among the
+        // full-size rings that join after them.
+        let n = workers as u32;
+        let verdicts = match first {
+            Some(_) => (
+                Verdict::FanoutAmong { rings: n, first: 0 },
+                Some(Verdict::FanoutAmong { rings: n, first: n }),
+            ),
+            None => (Verdict::Fanout, None),
+        };
         let fanout = match opts.fanout {
             FanoutBy::Flow | FanoutBy::Auto if workers > 1 => {
-                match shard::load(link, Verdict::Fanout, None, "weir_fanout") {
-                    Ok(p) => Some(Arc::new(p)),
+                let now = verdicts.1.filter(|_| !opts.keeps_privileges);
+                let loaded = shard::load(link, verdicts.0, None, "weir_fanout").and_then(|p| {
+                    let then = now
+                        .map(|v| shard::load(link, v, None, "weir_fanout_full"))
+                        .transpose()?;
+                    Ok((Arc::new(p), then.map(Arc::new)))
+                });
+                match loaded {
+                    Ok(p) => Some(p),
                     Err(message) if opts.fanout == FanoutBy::Auto => {
                         notes.push(format!(
                             "{}: the workers share frames by the kernel's flow hash, not weir's: \
@@ -206,8 +254,8 @@ pub fn open(mut opts: LiveOptions) -> Result<Opened, LiveError> {
                             iface.name
                         ));
                         opts.fanout = FanoutBy::Kernel;
-                        for slot in &mut slots {
-                            slot.fanout = None;
+                        for plan in &mut plans {
+                            plan.fanout = None;
                         }
                         None
                     }
@@ -221,20 +269,74 @@ pub fn open(mut opts: LiveOptions) -> Result<Opened, LiveError> {
             }
             _ => None,
         };
-        let socket_filter = match (&program, &filter) {
-            (Some(p), _) => Some(SocketFilter::Program(p)),
+        plans.push(IfacePlan {
+            link,
+            filter,
+            program,
+            fanout,
+        });
+    }
+    let mut slots: Vec<Slot> = Vec::new();
+    let mut growths: Vec<rings::Growth> = Vec::new();
+    let fanout_programs: Vec<Arc<SocketProgram>> = (plans.iter())
+        .filter_map(|p| p.fanout.as_ref())
+        .flat_map(|(a, b)| std::iter::once(a.clone()).chain(b.clone()))
+        .collect();
+    for (k, (iface, plan)) in opts.interfaces.iter().zip(plans).enumerate() {
+        let socket_filter = match (&plan.program, &plan.filter) {
+            (Some(p), _) => Some(SocketFilter::Program(p.as_ref())),
             (None, Some(f)) => Some(SocketFilter::Classic(&f.program)),
             (None, None) => None,
         };
+        // A larger ring follows where the group can be told to deal to it:
+        // one ring (a group of its own), or weir's flow hash over several
+        // (the kernel's hash cannot be told).
+        let deal_to = match (first, &plan.fanout) {
+            (Some(_), _) if workers == 1 => Some(rings::DealTo::Member(1)),
+            (Some(_), Some((_, Some(then)))) => Some(rings::DealTo::Program(then.clone())),
+            (Some(_), Some((_, None))) => Some(rings::DealTo::Load {
+                link: plan.link,
+                rings: workers as u32,
+            }),
+            _ => None,
+        };
+        let ring = match (&deal_to, first) {
+            (Some(_), Some(f)) => f,
+            _ => opts.ring,
+        };
+        let mut sockets = Vec::new();
         for _ in 0..workers {
-            let ring = RxRing::open(iface, opts.ring, socket_filter, opts.promiscuous)?;
+            let r = RxRing::open(iface, ring, socket_filter, opts.promiscuous)?;
+            let handover = match deal_to {
+                Some(_) => {
+                    let h = Arc::new(rings::Handover::new());
+                    sockets.push((RingSocket::new(iface, opts.promiscuous)?, h.clone()));
+                    Some(h)
+                }
+                None => None,
+            };
             slots.push(Slot {
-                ring,
+                ring: r,
                 worker: slots.len() as u16,
                 iface: k as u16,
-                link,
+                link: plan.link,
                 counters: Arc::new(Counters::default()),
-                fanout: fanout.clone(),
+                fanout: plan.fanout.as_ref().map(|(p, _)| p.clone()),
+                handover,
+            });
+        }
+        if let Some(deal_to) = deal_to {
+            growths.push(rings::Growth {
+                iface: iface.name.clone(),
+                index: k,
+                sockets,
+                ring: opts.ring,
+                filter: rings::OwnedFilter {
+                    classic: plan.filter.map(|f| f.program),
+                    program: plan.program,
+                },
+                deal_to,
+                group: None,
             });
         }
     }
@@ -244,9 +346,22 @@ pub fn open(mut opts: LiveOptions) -> Result<Opened, LiveError> {
     Ok(Opened {
         opts,
         slots,
+        growths,
+        fanout_programs,
         notes,
         libpcap: capture::filter::libpcap_version(),
     })
+}
+
+/// What opening settled for on one interface, before its rings open.
+struct IfacePlan {
+    link: LinkType,
+    filter: Option<Filter>,
+    /// The shard program (with the filter in it), when there is one.
+    program: Option<Arc<SocketProgram>>,
+    /// weir's fanout program, and the one that deals to the full-size
+    /// rings when first rings come before them.
+    fanout: Option<(Arc<SocketProgram>, Option<Arc<SocketProgram>>)>,
 }
 
 /// Once a second while the capture runs.
@@ -298,13 +413,6 @@ pub struct LiveReport {
     pub warnings: Vec<String>,
 }
 
-struct WorkerOut {
-    ring: RxRing,
-    records: Option<crate::worker::WorkerDone>,
-    spool: Option<JoinHandle<SpoolReport>>,
-    error: Option<String>,
-}
-
 impl Opened {
     /// Interfaces and rings, for messages.
     /// What opening settled for (weir's fanout program refused, the
@@ -339,6 +447,8 @@ impl Opened {
         let Opened {
             opts,
             slots,
+            growths,
+            fanout_programs: _held_until_the_end,
             libpcap,
             notes: _,
         } = self;
@@ -377,8 +487,10 @@ impl Opened {
             retention,
             published: Default::default(),
             disk: disk.clone(),
+            grow_warnings: Default::default(),
+            late_programs: Default::default(),
         };
-        let handles = live.start_workers(slots)?;
+        let handles = live.start_workers(slots, growths)?;
         on_ready();
         // Time counts from here: setting up (writing gigabytes of staging,
         // slow when memory must first be reclaimed) must not eat into
@@ -421,6 +533,9 @@ impl Opened {
         if let Some(e) = done.first_error.take() {
             done.warnings.push(e);
         }
+        done.warnings.extend(std::mem::take(
+            &mut *live.grow_warnings.lock().unwrap_or_else(|e| e.into_inner()),
+        ));
         let elapsed = sampler.started.elapsed();
         // Whatever ended the capture, the last stats file and the manifest
         // get the reserve's space.
@@ -507,25 +622,6 @@ impl Opened {
     }
 }
 
-/// A worker's ring and counters, as the stats loop reads them.
-struct Watched {
-    worker: u16,
-    iface: u16,
-    fd: i32,
-    counters: Arc<Counters>,
-}
-
-impl Watched {
-    fn of(s: &Slot) -> Watched {
-        Watched {
-            worker: s.worker,
-            iface: s.iface,
-            fd: s.ring.raw_fd(),
-            counters: s.counters.clone(),
-        }
-    }
-}
-
 /// The pcap files' retention, when there is a limit.
 fn retention_of(opts: &LiveOptions) -> Option<Arc<Retention>> {
     opts.pcap
@@ -568,23 +664,6 @@ fn unread_frames(
     unread
 }
 
-/// Space a capture holds in its dataset's directory: enough for every
-/// writer's last block and footer and the manifest. `--on-full stop` gives
-/// it back when the disk fills, so that every file can close; `--on-full
-/// drop` keeps it until the workers are done (files that cannot be written
-/// are given up and counted instead), so that the last stats rows and the
-/// final manifest always have room, however long the disk stays full.
-const SPACE_RESERVE: usize = 4 << 20;
-
-/// `--on-full drop`: the writers resume once the dataset's file system has
-/// this much free again, room for a records row group or a stats file, so
-/// that a writer does not start a file only to give it up at once.
-const RESUME_FREE: u64 = SPACE_RESERVE as u64;
-
-/// `--on-full drop`: stats rows held in memory (per worker) while the disk
-/// is full, written when space returns; older ones are dropped and counted.
-const STATS_HELD_SECONDS: usize = 3600;
-
 /// What a running capture's steps share.
 struct Live<'a> {
     opts: &'a LiveOptions,
@@ -598,157 +677,10 @@ struct Live<'a> {
     /// Files finished while the capture runs, for its manifest.
     published: crate::worker::Published,
     disk: DiskWatch,
-}
-
-/// The stats loop's counts: each worker's at the last second, and the
-/// totals since the start.
-struct Sampler {
-    watched: Vec<Watched>,
-    prev: Vec<[u64; 8]>,
-    /// Rows sampled while the disk is full (`--on-full drop`), oldest first.
-    held: std::collections::VecDeque<StatsRow>,
-    held_limit: usize,
-    /// Stats rows that could not be written.
-    stats_lost: u64,
-    kernel_total: KernelStats,
-    started: Instant,
-    stats: Option<StatsWriter>,
-    /// Stats files finished early (the disk filled).
-    stats_files: Vec<String>,
-    stats_tap: Option<crate::worker::StatsTap>,
-    totals: Second,
-    disk: DiskWatch,
-}
-
-impl Sampler {
-    fn sample(&mut self) -> Result<Second, LiveError> {
-        let mut rows = Vec::new();
-        let mut second = sample(
-            &self.watched,
-            &mut self.prev,
-            &mut self.kernel_total,
-            self.started,
-            &mut rows,
-            self.stats_tap.as_deref(),
-            &mut self.totals,
-        )?;
-        if self.stats.is_some() && self.disk.dropping() {
-            // Kept until space returns: rows are small, and loss is data.
-            for r in rows {
-                if self.held.len() >= self.held_limit {
-                    self.held.pop_front();
-                    self.stats_lost += 1;
-                }
-                self.held.push_back(r);
-            }
-        } else if let Some(s) = self.stats.as_mut() {
-            let mut queue: std::collections::VecDeque<StatsRow> = std::mem::take(&mut self.held);
-            queue.extend(rows);
-            let mut give_up = false;
-            while let Some(r) = queue.pop_front() {
-                match s.push(r) {
-                    // A row that met a full disk stays in the writer, for
-                    // its next flush.
-                    Ok(()) => {}
-                    Err(e) if e.is_disk_full() => {
-                        self.disk.hit();
-                        give_up = !self.disk.drop;
-                        break;
-                    }
-                    Err(e) => return Err(e.into()),
-                }
-            }
-            if give_up {
-                // --on-full stop: no more stats; close what there is, with
-                // the space the reserve gives back.
-                self.stats_lost += queue.len() as u64;
-                queue.clear();
-                if let Some(s) = self.stats.take() {
-                    let (files, failed) = s.finish_or_give_up();
-                    self.stats_files.extend(files);
-                    self.stats_lost += failed.map_or(0, |(_, n)| n);
-                }
-            }
-            self.held = queue;
-        }
-        second.disk_full = self.disk.dropping();
-        Ok(second)
-    }
-}
-
-/// The disk filling under any writer but the pcap spool (which watches its
-/// own writes): a flag, and the reserve. With `--on-full stop` the stats
-/// loop ends the capture on the flag and the reserve is given back at once
-/// so that every file can close; with `--on-full drop` the writers drop
-/// and count while the flag is set, and the stats loop clears it once a
-/// second if space has returned.
-#[derive(Clone, Default)]
-struct DiskWatch {
-    full: Arc<AtomicBool>,
-    reserve: Option<Arc<store::dataset::SpaceReserve>>,
-    /// `--on-full drop`.
-    drop: bool,
-    /// The dataset, whose file system's free space says when to resume.
-    dir: Option<PathBuf>,
-}
-
-impl DiskWatch {
-    fn hit(&self) {
-        self.full.store(true, Ordering::SeqCst);
-        if !self.drop {
-            self.release();
-        }
-    }
-
-    fn release(&self) {
-        if let Some(r) = &self.reserve {
-            r.release();
-        }
-    }
-
-    fn is_full(&self) -> bool {
-        self.full.load(Ordering::SeqCst)
-    }
-
-    /// `--on-full drop` and the disk is full: drop and count.
-    fn dropping(&self) -> bool {
-        self.drop && self.is_full()
-    }
-
-    /// `--on-full drop`, once a second: space has returned when the file
-    /// system has [`RESUME_FREE`] free; the writers then resume.
-    fn recheck(&self) {
-        if self.dropping()
-            && (self.dir.as_deref())
-                .and_then(free_bytes)
-                .is_some_and(|b| b >= RESUME_FREE)
-        {
-            self.full.store(false, Ordering::SeqCst);
-        }
-    }
-}
-
-/// Bytes an unprivileged writer may still use on the file system of `dir`.
-fn free_bytes(dir: &std::path::Path) -> Option<u64> {
-    use std::os::unix::ffi::OsStrExt;
-    let c = std::ffi::CString::new(dir.as_os_str().as_bytes()).ok()?;
-    let mut st = std::mem::MaybeUninit::<libc::statvfs>::uninit();
-    // SAFETY: a NUL-terminated path and a buffer statvfs fills on success.
-    if unsafe { libc::statvfs(c.as_ptr(), st.as_mut_ptr()) } != 0 {
-        return None;
-    }
-    // SAFETY: statvfs returned 0, so it filled `st`.
-    let st = unsafe { st.assume_init() };
-    // The casts widen on 32-bit targets, where these fields are narrower.
-    #[allow(clippy::unnecessary_cast)]
-    Some((st.f_bavail as u64).saturating_mul(st.f_frsize as u64))
-}
-
-/// Flows-table slices the workers lost, together.
-fn flow_slices_lost(watched: &[Watched]) -> u64 {
-    (watched.iter())
-        .map(|w| w.counters.flow_slices_lost.load(Ordering::Relaxed))
-        .sum()
+    /// What went wrong setting up the full-size rings.
+    grow_warnings: Arc<std::sync::Mutex<Vec<String>>>,
+    /// Fanout programs loaded while capturing, held to its end.
+    late_programs: Arc<std::sync::Mutex<Vec<Arc<SocketProgram>>>>,
 }
 
 /// What the workers and their pcap writers handed back.
@@ -779,7 +711,11 @@ struct CaptureEnd {
 impl Live<'_> {
     /// Sets up every worker's sinks, starts the rings (one fanout group per
     /// interface, when it has several rings) and the worker threads.
-    fn start_workers(&self, slots: Vec<Slot>) -> Result<Vec<JoinHandle<WorkerOut>>, LiveError> {
+    fn start_workers(
+        &self,
+        slots: Vec<Slot>,
+        mut growths: Vec<rings::Growth>,
+    ) -> Result<Vec<JoinHandle<WorkerOut>>, LiveError> {
         let opts = self.opts;
         let rings = slots.len();
         // A step that fails stops what the steps before it started: the
@@ -798,16 +734,39 @@ impl Live<'_> {
         let mut groups: Vec<Option<Fanout>> = vec![None; opts.interfaces.len()];
         let fan = opts.workers_per_iface > 1;
         let started = ctxs.iter_mut().try_for_each(|ctx| {
-            let group =
-                groups[ctx.slot.iface as usize].get_or_insert_with(|| match &ctx.slot.fanout {
+            let first = ctx.slot.handover.is_some();
+            let group = groups[ctx.slot.iface as usize].get_or_insert_with(|| {
+                match &ctx.slot.fanout {
                     Some(p) => Fanout::by_program(p),
+                    // One first ring: a group of its own, that its
+                    // full-size ring joins.
+                    None if first && !fan => Fanout::to_first(),
                     None => Fanout::new(),
-                });
-            ctx.slot.ring.start(fan.then_some(group))
+                }
+            });
+            ctx.slot.ring.start((fan || first).then_some(group))
         });
         if let Err(e) = started {
             abandon(ctxs);
             return Err(e.into());
+        }
+        // The full-size rings are set up while the capture records.
+        for g in &mut growths {
+            g.group = groups[g.index];
+        }
+        if !growths.is_empty() {
+            let (stop, warnings) = (self.stop_flag.clone(), self.grow_warnings.clone());
+            let held = self.late_programs.clone();
+            // Not waited for: a capture shorter than the set-up ends
+            // without it (it sees the stop flag, or that the workers
+            // ended, and hands nothing over).
+            let grower = std::thread::Builder::new()
+                .name("weir-rings".into())
+                .spawn(move || rings::grow(growths, &stop, &warnings, &held));
+            if let Err(e) = grower {
+                abandon(ctxs);
+                return Err(LiveError::Thread(e));
+            }
         }
         let mut handles = Vec::new();
         for ctx in ctxs {
@@ -857,6 +816,7 @@ impl Live<'_> {
             _ => None,
         };
         Ok(WorkerCtx {
+            handover: slot.handover.clone(),
             slot,
             spool,
             records,
@@ -1064,14 +1024,6 @@ impl Live<'_> {
     }
 }
 
-/// How many files the running manifest last listed.
-#[derive(Clone, Copy, Default, PartialEq, Eq)]
-struct Announced {
-    packets: usize,
-    pcap: usize,
-    removed: usize,
-}
-
 /// Workers set up but not started, given up (a later step failed): each
 /// pcap writer is told to end (its channel closes) and waited for.
 fn abandon(ctxs: Vec<WorkerCtx>) {
@@ -1131,7 +1083,7 @@ fn join_workers(handles: Vec<JoinHandle<WorkerOut>>) -> Result<Joined, LiveError
             j.pcap_write_lost += report.frames_lost;
             j.pcap_files.extend(report.files);
         }
-        j.rings.push(out.ring);
+        j.rings.extend(out.rings);
     }
     match panicked {
         Some(e) => Err(e),
@@ -1144,456 +1096,4 @@ fn wall_ns() -> i64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_nanos() as i64)
-}
-
-/// The manifest's entries for pcap files, by id.
-fn pcap_entries(files: &[PcapFileInfo]) -> Vec<PcapFileEntry> {
-    let mut pcap: Vec<PcapFileEntry> = files
-        .iter()
-        .map(|f| PcapFileEntry {
-            id: f.id,
-            path: format!("{}/{}", store::dataset::PCAP_DIR, f.name),
-            frames: f.frames,
-            bytes: f.bytes,
-            ts_first: f.ts_first,
-            ts_last: f.ts_last,
-            stored_bytes: (!f.methods.is_empty()).then_some(f.stored_bytes),
-            methods: f.methods.clone(),
-            digest: f.digest,
-        })
-        .collect();
-    pcap.sort_by_key(|f| f.id);
-    pcap
-}
-
-/// The manifest's entries for pcap files retention removed.
-fn removed_entries(removed: &[RemovedFile]) -> Vec<RemovedPcapEntry> {
-    removed
-        .iter()
-        .map(|f| RemovedPcapEntry {
-            id: f.id,
-            path: format!("{}/{}", store::dataset::PCAP_DIR, f.name),
-            frames: f.frames,
-            stored_bytes: f.stored_bytes,
-            ts_first: f.ts_first,
-            ts_last: f.ts_last,
-            reason: f.reason.clone(),
-            overwritten_by: f
-                .overwritten_by
-                .as_ref()
-                .map(|n| format!("{}/{n}", store::dataset::PCAP_DIR)),
-        })
-        .collect()
-}
-
-/// The manifest of a running capture: its finished files, and the time
-/// span and frames they hold (still `ended_by: running`).
-fn running_manifest(
-    mut m: Manifest,
-    mut packets: Vec<store::PacketFileSummary>,
-    pcap: &[PcapFileInfo],
-    removed: &[RemovedFile],
-) -> Manifest {
-    packets.sort_by(|a, b| a.path.cmp(&b.path));
-    let gone: std::collections::HashSet<u32> = removed.iter().map(|f| f.id).collect();
-    let kept: Vec<PcapFileInfo> = pcap
-        .iter()
-        .filter(|f| !gone.contains(&f.id))
-        .cloned()
-        .collect();
-    let mut lo = packets.iter().filter_map(|f| f.ts_min).min();
-    let mut hi = packets.iter().filter_map(|f| f.ts_max).max();
-    for f in &kept {
-        lo = lo.into_iter().chain(f.ts_first).min();
-        hi = hi.into_iter().chain(f.ts_last).max();
-    }
-    m.time_span = lo.zip(hi).map(|(a, b)| TimeSpan::new(a, b));
-    let rows: u64 = packets.iter().map(|f| f.rows).sum();
-    let frames: u64 = kept.iter().map(|f| f.frames).sum();
-    m.counts.frames = if packets.is_empty() { frames } else { rows };
-    m.files.packets = packets;
-    m.files.pcap = pcap_entries(&kept);
-    m.files.pcap_removed = removed_entries(removed);
-    m
-}
-
-/// The manifest of a capture before anything is known of its traffic:
-/// written when the capture starts (ended_by "running"), so that a dataset
-/// whose capture was killed still says how it was made, and completed at
-/// the end (or by `weir recover`).
-fn base_manifest(opts: &LiveOptions, libpcap: &str, workers: u32) -> Manifest {
-    Manifest {
-        interfaces: opts
-            .interfaces
-            .iter()
-            .map(|i| {
-                let link = i.link_type().unwrap_or(LinkType::ETHERNET);
-                InterfaceEntry {
-                    source: 0,
-                    link_type: link.0,
-                    link_name: link.name().to_string(),
-                    name: Some(i.name.clone()),
-                    description: None,
-                    snaplen: opts.snaplen,
-                    ts_units_per_sec: 1_000_000_000,
-                    dropped: None,
-                    received: None,
-                }
-            })
-            .collect(),
-        run: Some(RunInfo {
-            command: opts.command.clone(),
-            workers,
-            elapsed_s: 0.0,
-            frames_per_s: 0.0,
-        }),
-        capture: Some(CaptureInfo {
-            workers_per_interface: opts.workers_per_iface as u32,
-            snaplen: opts.snaplen,
-            filter: opts.filter.clone(),
-            ring_bytes: opts.ring.total() as u64,
-            promiscuous: opts.promiscuous,
-            libpcap: libpcap.to_string(),
-            sinks: [
-                opts.pcap.as_ref().map(|_| "pcap"),
-                opts.records.then_some("records"),
-                Some("stats"),
-            ]
-            .into_iter()
-            .flatten()
-            .map(str::to_string)
-            .collect(),
-            rotate_bytes: opts.pcap.as_ref().and_then(|p| p.rotate_bytes),
-            rotate_seconds: opts
-                .pcap
-                .as_ref()
-                .and_then(|p| p.rotate)
-                .map(|d| d.as_secs_f64()),
-            ended_by: "running".to_string(),
-            compress: opts.pcap.as_ref().map(|p| p.codec.to_string()),
-            direct_io: false,
-            max_disk_bytes: opts.pcap.as_ref().and_then(|p| p.max_disk),
-            fanout: (opts.workers_per_iface > 1).then(|| opts.fanout.describe().to_string()),
-            shard: opts.shard.map(|s| ShardInfo {
-                index: s.index,
-                count: s.count,
-                hash: "weir flow hash v1 (wire::flow); share = flow_hash % count, frames \
-                       without a flow hash in share 0"
-                    .to_string(),
-            }),
-            max_age_seconds: opts
-                .pcap
-                .as_ref()
-                .and_then(|p| p.max_age)
-                .map(|d| d.as_secs_f64()),
-        }),
-        ..Manifest::new("capture", "kernel", opts.worker.writer.order)
-    }
-}
-
-fn totals_bytes(watched: &[Watched]) -> u64 {
-    (watched.iter())
-        .map(|w| w.counters.bytes.load(Ordering::Relaxed))
-        .sum()
-}
-
-fn span(st: &FrameStats, pcap: &[PcapFileInfo]) -> (Option<i64>, Option<i64>) {
-    let mut first = (st.frames > 0).then_some(st.ts_min);
-    let mut last = (st.frames > 0).then_some(st.ts_max);
-    for f in pcap {
-        if let Some(t) = f.ts_first {
-            first = Some(first.map_or(t, |x| x.min(t)));
-        }
-        if let Some(t) = f.ts_last {
-            last = Some(last.map_or(t, |x| x.max(t)));
-        }
-    }
-    (first, last)
-}
-
-/// Reads every worker's counters and the kernel's, writes a stats row per
-/// worker, and sums them for the caller.
-/// What a stats tap is called as.
-type StatsTapFn = dyn Fn(&[StatsRow]) + Send + Sync;
-
-fn sample(
-    watched: &[Watched],
-    prev: &mut [[u64; 8]],
-    kernel_total: &mut KernelStats,
-    started: Instant,
-    stats_rows: &mut Vec<StatsRow>,
-    stats_tap: Option<&StatsTapFn>,
-    totals: &mut Second,
-) -> Result<Second, LiveError> {
-    let now = store::time::now_ns();
-    let second_start = now - now.rem_euclid(1_000_000_000);
-    let mut out = Second {
-        elapsed: started.elapsed(),
-        ..Default::default()
-    };
-    let mut rows = Vec::new();
-    for (w, p) in watched.iter().zip(prev.iter_mut()) {
-        let c = &w.counters;
-        let cur = [
-            c.frames.load(Ordering::Relaxed),
-            c.bytes.load(Ordering::Relaxed),
-            c.pcap_frames.load(Ordering::Relaxed),
-            // Dropped at staging, plus staged but lost to a failed write.
-            c.pcap_drops.load(Ordering::Relaxed)
-                + c.spool
-                    .get()
-                    .map_or(0, |x| x.frames_lost.load(Ordering::Relaxed)),
-            c.records.load(Ordering::Relaxed),
-            c.spool
-                .get()
-                .map_or(0, |s| s.bytes_in.load(Ordering::Relaxed)),
-            c.spool
-                .get()
-                .map_or(0, |s| s.bytes_out.load(Ordering::Relaxed)),
-            c.records_drops.load(Ordering::Relaxed),
-        ];
-        let d: Vec<u64> = cur.iter().zip(p.iter()).map(|(a, b)| a - b).collect();
-        *p = cur;
-        let k = kernel_stats(w.fd).unwrap_or_default();
-        kernel_total.packets += k.packets;
-        kernel_total.drops += k.drops;
-        kernel_total.freezes += k.freezes;
-        out.frames += d[0];
-        out.bytes += d[1];
-        out.pcap_drops += d[3];
-        out.records_drops += d[7];
-        out.kernel_drops += k.drops;
-        rows.push(StatsRow {
-            ts_ns: second_start,
-            worker: w.worker,
-            iface: w.iface,
-            frames: d[0],
-            bytes: d[1],
-            kernel_packets: k.packets,
-            kernel_drops: k.drops,
-            kernel_freezes: k.freezes,
-            pcap_frames: d[2],
-            pcap_drops: d[3],
-            records: d[4],
-            records_drops: d[7],
-            ring_backlog: c.ring_backlog.load(Ordering::Relaxed) as u32,
-            pcap_backlog: c.pcap_backlog.load(Ordering::Relaxed) as u32,
-            pcap_bytes: d[5],
-            pcap_stored_bytes: d[6],
-            pcap_level: c.spool.get().and_then(|s| s.method()).map(|m| m.code()),
-            stack: None,
-        });
-    }
-    if let Some(t) = stats_tap {
-        t(&rows);
-    }
-    *stats_rows = rows;
-    totals.total_frames += out.frames;
-    totals.total_kernel_drops += out.kernel_drops;
-    totals.total_pcap_drops += out.pcap_drops;
-    totals.total_records_drops += out.records_drops;
-    out.total_frames = totals.total_frames;
-    out.total_kernel_drops = totals.total_kernel_drops;
-    out.total_pcap_drops = totals.total_pcap_drops;
-    out.total_records_drops = totals.total_records_drops;
-    Ok(out)
-}
-
-struct WorkerCtx {
-    slot: Slot,
-    spool: Option<(Spool, JoinHandle<SpoolReport>)>,
-    records: Option<Worker>,
-    disk: DiskWatch,
-    stop: Arc<AtomicBool>,
-    claimed: Arc<AtomicU64>,
-    limit: Option<u64>,
-}
-
-/// The per-worker loop: blocks from the ring, frames to the sinks.
-fn run_worker(ctx: WorkerCtx) -> WorkerOut {
-    let WorkerCtx {
-        mut slot,
-        spool,
-        mut records,
-        disk,
-        stop,
-        claimed,
-        limit,
-    } = ctx;
-    // A records error ends the capture; a full disk also gives the reserve
-    // back, so that this worker's file (and the others') can still close.
-    // With --on-full drop the worker has given its file up (counted) and
-    // goes on, dropping records until space returns.
-    let failed = |e: StoreError, error: &mut Option<String>| {
-        if e.is_disk_full() {
-            disk.hit();
-            if disk.drop {
-                return;
-            }
-        }
-        error.get_or_insert(e.to_string());
-        stop.store(true, Ordering::Relaxed);
-    };
-    // Frames that got no record: the disk was full, or records failed.
-    let mut records_skipped = 0u64;
-    let (mut spool, spool_handle) = match spool {
-        Some((s, h)) => (Some(s), Some(h)),
-        None => (None, None),
-    };
-    let retire = Duration::from_millis(slot.ring.options().retire_ms as u64 * 2 + 5);
-    let mut vlan_buf: Vec<u8> = Vec::with_capacity(1 << 16);
-    let mut error: Option<String> = None;
-    let mut last_tick = Instant::now();
-    let c = slot.counters.clone();
-    let (worker_id, iface, link) = (slot.worker, slot.iface, slot.link);
-    let _ = worker_id;
-    let mut door_closed = false;
-    let ring_blocks = slot.ring.options().block_count;
-    loop {
-        let stopping = stop.load(Ordering::Relaxed);
-        if stopping && !door_closed {
-            // Drain what the ring holds, not what keeps arriving: under
-            // steady traffic the ring would never be empty.
-            door_closed = true;
-            if let Err(e) = slot.ring.stop_receiving() {
-                error.get_or_insert(format!("{}: closing the ring: {e}", slot.ring.iface()));
-                break;
-            }
-        }
-        let (mut frames, mut bytes, mut staged, mut hw) = (0u64, 0u64, 0u64, 0u64);
-        // Read once a block, at its first frame (not before the wait for
-        // it): a frame's path does not touch shared state, and a block that
-        // arrives after space returned is recorded.
-        let healthy = error.is_none();
-        let mut recording: Option<bool> = None;
-        if let Some(s) = spool.as_mut() {
-            // A frame may wait in the ring for the pcap writer rather than
-            // be dropped from pcap; with records, only while the ring is at
-            // most half full, so that records never lose a frame to pcap.
-            s.set_patient(records.is_none() || slot.ring.blocks_ready() * 2 <= ring_blocks);
-        }
-        let timeout = if stopping {
-            retire
-        } else {
-            Duration::from_millis(100)
-        };
-        let result = slot.ring.next_block(timeout, |f| {
-            if let Some(l) = limit
-                && claimed.fetch_add(1, Ordering::Relaxed) >= l
-            {
-                stop.store(true, Ordering::Relaxed);
-                return;
-            }
-            frames += 1;
-            hw += f.hw_timestamp as u64;
-            // A tag the device took off goes back in, as libpcap does.
-            let (data, wire_len) = match f.vlan {
-                Some((tci, tpid)) if f.data.len() >= 12 => {
-                    vlan_buf.clear();
-                    vlan_buf.extend_from_slice(&f.data[..12]);
-                    vlan_buf.extend_from_slice(&tpid.to_be_bytes());
-                    vlan_buf.extend_from_slice(&tci.to_be_bytes());
-                    vlan_buf.extend_from_slice(&f.data[12..]);
-                    (&vlan_buf[..], f.wire_len + 4)
-                }
-                _ => (f.data, f.wire_len),
-            };
-            bytes += wire_len as u64;
-            let pcap = match spool.as_mut() {
-                Some(s) => {
-                    let p = s.append(f.ts_ns, wire_len, data);
-                    staged += p.is_some() as u64;
-                    p
-                }
-                None => None,
-            };
-            if let Some(w) = records.as_mut() {
-                if !*recording.get_or_insert_with(|| healthy && !disk.dropping()) {
-                    records_skipped += 1;
-                    return;
-                }
-                let meta = FrameMeta {
-                    ts_ns: f.ts_ns,
-                    wire_len,
-                    link,
-                    iface,
-                    pcap,
-                };
-                if let Err(e) = w.frame(meta, data) {
-                    failed(e, &mut error);
-                    recording = Some(false);
-                }
-            }
-        });
-        c.frames.fetch_add(frames, Ordering::Relaxed);
-        c.bytes.fetch_add(bytes, Ordering::Relaxed);
-        c.hw_timestamps.fetch_add(hw, Ordering::Relaxed);
-        if let Some(s) = &spool {
-            c.pcap_frames.fetch_add(staged, Ordering::Relaxed);
-            c.pcap_drops.store(s.dropped, Ordering::Relaxed);
-        }
-        if let Some(w) = &records {
-            c.records.fetch_add(frames, Ordering::Relaxed);
-            c.records_drops
-                .store(w.rows_lost() + records_skipped, Ordering::Relaxed);
-            c.flow_slices_lost
-                .store(w.flow_slices_lost(), Ordering::Relaxed);
-        }
-        let got = match result {
-            Ok(n) => n,
-            Err(e) => {
-                error.get_or_insert(format!("{}: reading the ring: {e}", slot.ring.iface()));
-                break;
-            }
-        };
-        if last_tick.elapsed() >= Duration::from_millis(200) {
-            last_tick = Instant::now();
-            if let Some(w) = records.as_mut()
-                && error.is_none()
-                && let Err(e) = w.tick()
-            {
-                failed(e, &mut error);
-            }
-            c.ring_backlog
-                .store(slot.ring.blocks_ready() as u64, Ordering::Relaxed);
-            if let Some(s) = spool.as_mut() {
-                // Light traffic: do not let staged frames sit in memory,
-                // nor a file stay open past its time.
-                s.flush_block();
-                s.close_if_due(wall_ns());
-                c.pcap_backlog.store(s.backlog() as u64, Ordering::Relaxed);
-            }
-        }
-        if stopping && got == 0 {
-            break;
-        }
-    }
-    if let Some(s) = spool.take() {
-        s.finish();
-    }
-    // The last file closes here, so that one the disk has no room for is
-    // given up and counted like any other.
-    if let Some(w) = records.as_mut() {
-        if let Err(e) = w.close() {
-            failed(e, &mut error);
-        }
-        c.records_drops
-            .store(w.rows_lost() + records_skipped, Ordering::Relaxed);
-        c.flow_slices_lost
-            .store(w.flow_slices_lost(), Ordering::Relaxed);
-    }
-    let records = match records.take().map(|w| w.finish()) {
-        Some(Ok(r)) => Some(r),
-        Some(Err(e)) => {
-            failed(e, &mut error);
-            None
-        }
-        None => None,
-    };
-    WorkerOut {
-        ring: slot.ring,
-        records,
-        spool: spool_handle,
-        error,
-    }
 }

@@ -21,6 +21,7 @@ pub mod ring;
 
 pub use filter::{Filter, FilterError, compile as compile_filter};
 pub use ring::{
-    Fanout, FanoutBy, KernelStats, RingError, RingOptions, RxFrame, RxRing, SocketFilter,
+    Fanout, FanoutBy, KernelStats, RingError, RingOptions, RingSocket, RxFrame, RxRing,
+    SocketFilter,
 };
 pub use shard::Shard;

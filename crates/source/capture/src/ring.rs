@@ -104,6 +104,10 @@ pub struct Fanout {
     /// The eBPF program that deals frames (PACKET_FANOUT_EBPF), if not the
     /// kernel's own flow hash (PACKET_FANOUT_HASH).
     program: Option<RawFd>,
+    /// Every frame to this member (PACKET_FANOUT_CBPF, a one-instruction
+    /// classic program): a group of one ring that a larger ring takes over
+    /// from later ([`RxRing::deal_all_to`]).
+    member: Option<u32>,
 }
 
 impl Fanout {
@@ -122,6 +126,19 @@ impl Fanout {
         Fanout {
             id: None,
             program: Some(program.raw_fd()),
+            member: None,
+        }
+    }
+
+    /// A group no ring has joined yet that deals every frame to its first
+    /// member, until told otherwise. It does not reassemble fragments (a
+    /// group that deals by flow does, to keep a datagram's fragments on
+    /// one ring): what its ring receives is what a ring alone would.
+    pub fn to_first() -> Fanout {
+        Fanout {
+            id: None,
+            program: None,
+            member: Some(0),
         }
     }
 
@@ -129,6 +146,16 @@ impl Fanout {
     pub fn id(&self) -> Option<u16> {
         self.id
     }
+}
+
+/// A classic program that returns `k` for every frame.
+fn constant_program(k: u32) -> [libc::sock_filter; 1] {
+    [libc::sock_filter {
+        code: (libc::BPF_RET | libc::BPF_K) as u16,
+        jt: 0,
+        jf: 0,
+        k,
+    }]
 }
 
 /// What the kernel counted for one socket since the last read (the
@@ -194,45 +221,56 @@ pub enum SocketFilter<'a> {
     Program(&'a SocketProgram),
 }
 
-/// A receive ring on one interface.
-pub struct RxRing {
+/// A packet socket made (the step that needs CAP_NET_RAW) whose ring is
+/// not set up yet: setting up a large ring takes the kernel a while when
+/// its free memory is cold, so a capture may do it after it has started
+/// recording on a small one, with privileges already given up.
+pub struct RingSocket {
     fd: OwnedFd,
-    map: *mut u8,
-    map_len: usize,
-    opts: RingOptions,
-    next: usize,
     iface: String,
     ifindex: u32,
     promiscuous: bool,
 }
 
-// SAFETY: the ring's memory is only touched through &mut self (one owner
-// thread); the pointer is to a shared mapping that stays valid until drop.
-unsafe impl Send for RxRing {}
-
-const TPACKET_V3: libc::c_int = 2;
-
-impl RxRing {
-    /// Opens a socket for `iface` with a ring of `opts` and `filter`
-    /// attached. It receives nothing until [`RxRing::start`]; `promiscuous`
-    /// is applied there.
-    pub fn open(
-        iface: &Interface,
-        opts: RingOptions,
-        filter: Option<SocketFilter<'_>>,
-        promiscuous: bool,
-    ) -> Result<RxRing, RingError> {
+impl RingSocket {
+    /// A socket for `iface` that receives nothing yet.
+    pub fn new(iface: &Interface, promiscuous: bool) -> Result<RingSocket, RingError> {
         let name = iface.name.clone();
-        let setup = |what| setup_error(&name, what);
-        // Protocol 0: the socket receives nothing until it is bound below,
-        // after the ring and the filter are in place.
+        // Protocol 0: the socket receives nothing until it is bound, after
+        // the ring and the filter are in place.
         let fd = packet_socket_unbound().map_err(|e| {
             if e.raw_os_error() == Some(libc::EPERM) {
                 RingError::Permission
             } else {
-                setup("socket")(e)
+                setup_error(&name, "socket")(e)
             }
         })?;
+        Ok(RingSocket {
+            fd,
+            iface: name,
+            ifindex: iface.index,
+            promiscuous,
+        })
+    }
+
+    /// The socket, for reading its counters from another thread.
+    pub fn raw_fd(&self) -> RawFd {
+        self.fd.as_raw_fd()
+    }
+
+    /// Sets up a ring of `opts` on the socket and attaches `filter`.
+    pub fn set_up(
+        self,
+        opts: RingOptions,
+        filter: Option<SocketFilter<'_>>,
+    ) -> Result<RxRing, RingError> {
+        let RingSocket {
+            fd,
+            iface: name,
+            ifindex,
+            promiscuous,
+        } = self;
+        let setup = |what| setup_error(&name, what);
         setsockopt(&fd, libc::SOL_PACKET, libc::PACKET_VERSION, &TPACKET_V3)
             .map_err(setup("PACKET_VERSION TPACKET_V3"))?;
         // Ask for hardware timestamps; the kernel falls back to its own
@@ -265,7 +303,7 @@ impl RxRing {
             opts,
             next: 0,
             iface: name.clone(),
-            ifindex: iface.index,
+            ifindex,
             promiscuous,
         };
         match filter {
@@ -279,6 +317,38 @@ impl RxRing {
         }
         Ok(ring)
     }
+}
+
+/// A receive ring on one interface.
+pub struct RxRing {
+    fd: OwnedFd,
+    map: *mut u8,
+    map_len: usize,
+    opts: RingOptions,
+    next: usize,
+    iface: String,
+    ifindex: u32,
+    promiscuous: bool,
+}
+
+// SAFETY: the ring's memory is only touched through &mut self (one owner
+// thread); the pointer is to a shared mapping that stays valid until drop.
+unsafe impl Send for RxRing {}
+
+const TPACKET_V3: libc::c_int = 2;
+
+impl RxRing {
+    /// Opens a socket for `iface` with a ring of `opts` and `filter`
+    /// attached. It receives nothing until [`RxRing::start`]; `promiscuous`
+    /// is applied there.
+    pub fn open(
+        iface: &Interface,
+        opts: RingOptions,
+        filter: Option<SocketFilter<'_>>,
+        promiscuous: bool,
+    ) -> Result<RxRing, RingError> {
+        RingSocket::new(iface, promiscuous)?.set_up(opts, filter)
+    }
 
     /// Binds the ring to its interface, so frames start to arrive, and
     /// joins `fanout` (one per interface, shared by its rings) if given.
@@ -287,41 +357,113 @@ impl RxRing {
     /// every frame: the first microseconds may hold a frame twice, never
     /// none.
     pub fn start(&mut self, fanout: Option<&mut Fanout>) -> Result<(), RingError> {
-        let setup = |what| setup_error(&self.iface, what);
-        bind_to(&self.fd, self.ifindex).map_err(setup("bind"))?;
+        bind_to(&self.fd, self.ifindex).map_err(setup_error(&self.iface, "bind"))?;
         if let Some(group) = fanout {
-            let kind = match group.program {
-                Some(_) => libc::PACKET_FANOUT_EBPF,
-                None => libc::PACKET_FANOUT_HASH,
-            };
-            let mode = (kind | libc::PACKET_FANOUT_FLAG_DEFRAG) as libc::c_int;
-            match group.id {
-                Some(id) => {
-                    let arg = libc::c_int::from(id) | (mode << 16);
-                    setsockopt(&self.fd, libc::SOL_PACKET, libc::PACKET_FANOUT, &arg)
-                        .map_err(setup("joining the fanout group"))?;
+            self.join(group)?;
+        }
+        self.promiscuous_on()?;
+        // Counters start from the moment the ring is live.
+        let _ = self.kernel_stats();
+        Ok(())
+    }
+
+    /// Starts a ring that is to take over from another in `group` (which
+    /// has started): it joins the group without seeing a frame first (a
+    /// ring bound outside a group sees every frame until it joins), then
+    /// takes `filter`. It receives what the group deals it, nothing until
+    /// the group's program is changed to deal to it
+    /// ([`RxRing::deal_all_to`], [`RxRing::deal_by`]).
+    pub fn start_standby(
+        &mut self,
+        group: &mut Fanout,
+        filter: Option<SocketFilter<'_>>,
+    ) -> Result<(), RingError> {
+        let setup = |what| setup_error(&self.iface, what);
+        attach_filter(&self.fd, &constant_program(0)).map_err(setup("attaching a filter"))?;
+        bind_to(&self.fd, self.ifindex).map_err(setup("bind"))?;
+        self.join(group)?;
+        self.promiscuous_on()?;
+        match filter {
+            Some(SocketFilter::Classic(f)) => {
+                attach_filter(&self.fd, f).map_err(setup("attaching the filter"))?
+            }
+            Some(SocketFilter::Program(p)) => p
+                .attach(&self.fd)
+                .map_err(setup("attaching the shard filter"))?,
+            // Every frame whole: a program that keeps everything in place
+            // of the one that kept nothing.
+            None => attach_filter(&self.fd, &constant_program(u32::MAX))
+                .map_err(setup("attaching a filter"))?,
+        }
+        let _ = self.kernel_stats();
+        Ok(())
+    }
+
+    /// The group this ring is in (made with [`Fanout::to_first`]) deals
+    /// every frame to its member `k` (counted from 0 in the order they
+    /// joined) from now on. When this returns, no frame is on its way to
+    /// another member.
+    pub fn deal_all_to(&self, k: u32) -> Result<(), RingError> {
+        let prog = constant_program(k);
+        let fprog = libc::sock_fprog {
+            len: 1,
+            filter: prog.as_ptr() as *mut libc::sock_filter,
+        };
+        setsockopt(&self.fd, libc::SOL_PACKET, libc::PACKET_FANOUT_DATA, &fprog).map_err(
+            setup_error(&self.iface, "changing the fanout group's program"),
+        )
+    }
+
+    /// The group this ring is in (made with [`Fanout::by_program`]) deals
+    /// frames by `program` from now on. When this returns, no frame is on
+    /// its way to a member the old program chose.
+    pub fn deal_by(&self, program: &SocketProgram) -> Result<(), RingError> {
+        let fd: libc::c_int = program.raw_fd();
+        setsockopt(&self.fd, libc::SOL_PACKET, libc::PACKET_FANOUT_DATA, &fd).map_err(setup_error(
+            &self.iface,
+            "changing the fanout group's program",
+        ))
+    }
+
+    /// Joins `group`, making it if no ring has joined yet.
+    fn join(&self, group: &mut Fanout) -> Result<(), RingError> {
+        let setup = |what| setup_error(&self.iface, what);
+        let mode = match (group.program, group.member) {
+            (Some(_), _) => libc::PACKET_FANOUT_EBPF | libc::PACKET_FANOUT_FLAG_DEFRAG,
+            (None, Some(_)) => libc::PACKET_FANOUT_CBPF,
+            (None, None) => libc::PACKET_FANOUT_HASH | libc::PACKET_FANOUT_FLAG_DEFRAG,
+        } as libc::c_int;
+        match group.id {
+            Some(id) => {
+                let arg = libc::c_int::from(id) | (mode << 16);
+                setsockopt(&self.fd, libc::SOL_PACKET, libc::PACKET_FANOUT, &arg)
+                    .map_err(setup("joining the fanout group"))?;
+            }
+            None => {
+                let unique = libc::PACKET_FANOUT_FLAG_UNIQUEID as libc::c_int;
+                let arg = (mode | unique) << 16;
+                setsockopt(&self.fd, libc::SOL_PACKET, libc::PACKET_FANOUT, &arg)
+                    .map_err(setup("making a fanout group (PACKET_FANOUT_FLAG_UNIQUEID)"))?;
+                // The low 16 bits are the id the kernel chose.
+                let got: libc::c_int = getsockopt(&self.fd, libc::SOL_PACKET, libc::PACKET_FANOUT)
+                    .map_err(setup("reading the fanout group's id"))?;
+                group.id = Some((got & 0xffff) as u16);
+                // Until the program is in, the kernel deals every frame
+                // to the first ring: no other has joined yet.
+                if let Some(fd) = group.program {
+                    setsockopt(&self.fd, libc::SOL_PACKET, libc::PACKET_FANOUT_DATA, &fd).map_err(
+                        setup("giving the fanout group its program (PACKET_FANOUT_DATA)"),
+                    )?;
                 }
-                None => {
-                    let unique = libc::PACKET_FANOUT_FLAG_UNIQUEID as libc::c_int;
-                    let arg = (mode | unique) << 16;
-                    setsockopt(&self.fd, libc::SOL_PACKET, libc::PACKET_FANOUT, &arg)
-                        .map_err(setup("making a fanout group (PACKET_FANOUT_FLAG_UNIQUEID)"))?;
-                    // The low 16 bits are the id the kernel chose.
-                    let got: libc::c_int =
-                        getsockopt(&self.fd, libc::SOL_PACKET, libc::PACKET_FANOUT)
-                            .map_err(setup("reading the fanout group's id"))?;
-                    group.id = Some((got & 0xffff) as u16);
-                    // Until the program is in, the kernel deals every frame
-                    // to the first ring: no other has joined yet.
-                    if let Some(fd) = group.program {
-                        setsockopt(&self.fd, libc::SOL_PACKET, libc::PACKET_FANOUT_DATA, &fd)
-                            .map_err(setup(
-                                "giving the fanout group its program (PACKET_FANOUT_DATA)",
-                            ))?;
-                    }
+                if let Some(k) = group.member {
+                    self.deal_all_to(k)?;
                 }
             }
         }
+        Ok(())
+    }
+
+    fn promiscuous_on(&self) -> Result<(), RingError> {
         if self.promiscuous {
             // SAFETY: packet_mreq is plain data.
             let mut mreq: libc::packet_mreq = unsafe { std::mem::zeroed() };
@@ -333,10 +475,8 @@ impl RxRing {
                 libc::PACKET_ADD_MEMBERSHIP,
                 &mreq,
             )
-            .map_err(setup("promiscuous mode"))?;
+            .map_err(setup_error(&self.iface, "promiscuous mode"))?;
         }
-        // Counters start from the moment the ring is live.
-        let _ = self.kernel_stats();
         Ok(())
     }
 
@@ -359,13 +499,7 @@ impl RxRing {
     /// not the ring's: the kernel counts them neither as received nor as
     /// dropped.
     pub fn stop_receiving(&self) -> io::Result<()> {
-        let keep_nothing = [libc::sock_filter {
-            code: (libc::BPF_RET | libc::BPF_K) as u16,
-            jt: 0,
-            jf: 0,
-            k: 0,
-        }];
-        attach_filter(&self.fd, &keep_nothing)
+        attach_filter(&self.fd, &constant_program(0))
     }
 
     /// The kernel's counters since the last read.

@@ -139,9 +139,22 @@ pub enum Verdict {
     /// in the socket buffer's protocol, VLAN tags the device took in its
     /// metadata), so the program starts there.
     Fanout,
+    /// As [`Verdict::Fanout`], for a group of `rings` rings that a second
+    /// set of rings joins and takes over from: `first` plus the ring
+    /// [`fanout_ring`] of `rings` gives, so that a group of the first set
+    /// then the second deals to the first set with `first` 0 and to the
+    /// second with `first` equal to `rings`, each flow to the same worker.
+    FanoutAmong { rings: u32, first: u32 },
     /// 0 (drop) for frames of other shares; frames of this share go on to
     /// the tcpdump filter if any, else are kept whole.
     Keep(Shard),
+}
+
+impl Verdict {
+    /// A fanout group's program, run before a socket sees the frame.
+    fn deals(self) -> bool {
+        matches!(self, Verdict::Fanout | Verdict::FanoutAmong { .. })
+    }
 }
 
 // Stack slots (8 bytes each) of the parsed fields.
@@ -277,7 +290,7 @@ pub fn program(
     a.alu64_imm(Alu::Mov, R7, 0);
     a.load(Size::W, R8, R6, SKB_LEN);
     match link {
-        LinkType::ETHERNET if verdict == Verdict::Fanout => {
+        LinkType::ETHERNET if verdict.deals() => {
             a.load(Size::W, R1, R6, SKB_PKT_TYPE);
             a.jump_imm(Cond::Eq, R1, PACKET_OUTGOING, l.eth);
             a.load(Size::W, R0, R6, SKB_PROTOCOL);
@@ -331,6 +344,14 @@ pub fn program(
             a.load_u64(R1, FANOUT_MIX);
             a.alu64_reg(Alu::Mul, R0, R1);
             a.alu64_imm(Alu::Rsh, R0, 32);
+            a.exit();
+        }
+        Verdict::FanoutAmong { rings, first } => {
+            a.load_u64(R1, FANOUT_MIX);
+            a.alu64_reg(Alu::Mul, R0, R1);
+            a.alu64_imm(Alu::Rsh, R0, 32);
+            a.alu64_imm(Alu::Mod, R0, rings.max(1) as i32);
+            a.alu64_imm(Alu::Add, R0, first as i32);
             a.exit();
         }
         Verdict::Keep(shard) => {

@@ -64,6 +64,8 @@ fn decoded_hash(link: LinkType, frame: &[u8]) -> u32 {
 struct Kernel {
     socket: std::collections::HashMap<u16, SocketProgram>,
     fanout: Option<SocketProgram>,
+    /// The program of a group's second set of 3 rings (first 3).
+    among: Option<SocketProgram>,
 }
 
 impl Kernel {
@@ -89,6 +91,17 @@ impl Kernel {
             Err(e) => panic!("{e}: {:02x?}", &frame[..frame.len().min(40)]),
         }
     }
+
+    /// The ring the program of a group's second set of three rings deals
+    /// a received Ethernet frame to (3 to 5), as [`Kernel::received_hash`].
+    fn received_among(&mut self, frame: &[u8]) -> Option<u32> {
+        let prog = self.among.get_or_insert_with(|| {
+            let v = Verdict::FanoutAmong { rings: 3, first: 3 };
+            shard::load(LinkType::ETHERNET, v, None, "weir_fanout_b")
+                .unwrap_or_else(|e| panic!("{e}"))
+        });
+        prog.test_run_received(frame).ok()
+    }
 }
 
 fn mismatch(kernel: &mut Kernel, link: LinkType, frame: &[u8]) -> Option<String> {
@@ -99,11 +112,13 @@ fn mismatch(kernel: &mut Kernel, link: LinkType, frame: &[u8]) -> Option<String>
     let received = (link == LinkType::ETHERNET && frame.len() > 14)
         .then(|| kernel.received_hash(frame))
         .flatten();
-    let received_ok = received.is_none_or(|r| r == shard::fanout_value(want));
+    let among = received.and_then(|_| kernel.received_among(frame));
+    let received_ok = received.is_none_or(|r| r == shard::fanout_value(want))
+        && among.is_none_or(|r| r == 3 + shard::fanout_ring(want, 3));
     (got != want || !received_ok).then(|| {
         format!(
-            "link {} len {}: kernel {got:#x} (received by the fanout program {received:x?}) \
-             decoder {want:#x} {:02x?}",
+            "link {} len {}: kernel {got:#x} (received by the fanout program {received:x?}, \
+             dealt to ring {among:?} of 3..6) decoder {want:#x} {:02x?}",
             link.0,
             frame.len(),
             &frame[..frame.len().min(96)]

@@ -216,6 +216,7 @@ impl Drop for Spool {
         // It stops at its next block; waited for, so that a spool given up
         // (a capture that failed to start) leaves no thread running.
         if let Some(g) = self.grower.take() {
+            g.thread().unpark();
             let _ = g.join();
         }
     }
@@ -225,31 +226,36 @@ impl Drop for Spool {
 /// just emptied is the next one filled, while it is still in the cache. A
 /// first-in-first-out pool would cycle through all of staging memory and
 /// make both copies of every frame miss the cache. Blocks added while the
-/// pool grows go to the bottom, behind the warm ones.
+/// pool grows go to the bottom, behind the warm ones, and the bottom ones
+/// are given back first.
 #[derive(Clone)]
 struct FreeBlocks {
     list: Arc<(Mutex<VecDeque<Vec<u8>>>, Condvar)>,
-    /// Blocks made so far, free or not.
+    /// Blocks made so far and not given back, free or not.
     made: Arc<AtomicUsize>,
+    /// The most there may be (`--buffer`).
+    max: usize,
 }
 
 impl FreeBlocks {
-    fn new(capacity: usize) -> FreeBlocks {
+    fn new(max: usize) -> FreeBlocks {
         FreeBlocks {
-            list: Arc::new((
-                Mutex::new(VecDeque::with_capacity(capacity)),
-                Condvar::new(),
-            )),
+            list: Arc::new((Mutex::new(VecDeque::with_capacity(max)), Condvar::new())),
             made: Arc::new(AtomicUsize::new(0)),
+            max,
         }
     }
     fn lock(&self) -> std::sync::MutexGuard<'_, VecDeque<Vec<u8>>> {
         self.list.0.lock().unwrap_or_else(|e| e.into_inner())
     }
-    fn take(&self) -> Option<Vec<u8>> {
-        self.lock().pop_back()
+    /// A free block, and how many are left free.
+    fn take(&self) -> (Option<Vec<u8>>, usize) {
+        let mut list = self.lock();
+        let b = list.pop_back();
+        (b, list.len())
     }
-    /// A free block, waiting up to `limit` for the writer to return one.
+    /// A free block, waiting up to `limit` for the writer to return one
+    /// (or the pool to grow).
     fn take_within(&self, limit: Duration) -> Option<Vec<u8>> {
         let deadline = Instant::now() + limit;
         let mut list = self.lock();
@@ -281,6 +287,17 @@ impl FreeBlocks {
         drop(list);
         self.list.1.notify_one();
     }
+    /// Takes the coldest free block out of the pool for good, if more than
+    /// `keep` are made and it is free.
+    fn remove_cold(&self, keep: usize) -> Option<Vec<u8>> {
+        let mut list = self.lock();
+        if self.made() <= keep {
+            return None;
+        }
+        let b = list.pop_front()?;
+        self.made.fetch_sub(1, Ordering::Relaxed);
+        Some(b)
+    }
     fn len(&self) -> usize {
         self.lock().len()
     }
@@ -289,17 +306,20 @@ impl FreeBlocks {
     }
 }
 
-/// Staging written before a spool starts; the rest of `blocks` is written
-/// by a thread of its own at idle priority while the capture runs. Writing
-/// gigabytes of fresh memory takes seconds on these VMs; a capture must be
-/// recording within one, and must not lose frames to its own set-up.
-pub const READY_STAGING_BYTES: usize = 64 << 20;
+/// Staging written before a spool starts: enough for the writer's usual
+/// lag, and fast to write (fresh memory is slow on VMs whose host takes
+/// free pages back, and a capture must be recording within 300 ms of its
+/// launch). More is added only while the writer falls behind.
+pub const READY_STAGING_BYTES: usize = 8 << 20;
+
+/// Staging added back to the system once the writer has kept up this long.
+const SHRINK_AFTER: Duration = Duration::from_secs(5);
 
 /// A staging block with every page faulted in (not just allocated:
 /// `vec![0; n]` would map zero pages that fault in, slowly on VMs that hand
 /// free pages back to the host, the first time the capture path fills the
 /// block). One byte a page is enough: filling the whole block would push
-/// gigabytes through the caches the capture thread is using (at 64-byte
+/// megabytes through the caches the capture thread is using (at 64-byte
 /// frames that tripled its cost per frame while staging grew).
 fn staging_block(bytes: usize) -> Vec<u8> {
     let mut b: Vec<u8> = Vec::with_capacity(bytes);
@@ -313,23 +333,77 @@ fn staging_block(bytes: usize) -> Vec<u8> {
     b
 }
 
-/// Writes `more` staging blocks into `free` at idle priority (SCHED_IDLE:
-/// it runs only on a core nothing else wants), until `stop`.
-fn grow_staging(free: FreeBlocks, more: usize, bytes: usize, stop: Arc<AtomicBool>) {
-    let param = libc::sched_param { sched_priority: 0 };
-    // SAFETY: sets this thread's own policy; `param` is valid for the call.
-    unsafe { libc::sched_setscheduler(0, libc::SCHED_IDLE, &param) };
-    for _ in 0..more {
-        if stop.load(Ordering::Relaxed) {
-            return;
+/// The staging pool's size follows the writer's backlog: grown while few
+/// blocks are free (a quarter more at a time, up to the pool's most),
+/// given back down to `ready` blocks once the writer has kept up for
+/// [`SHRINK_AFTER`]. Woken by the capture side when it finds few free
+/// blocks; looks again ten times a second.
+struct Grower {
+    free: FreeBlocks,
+    bytes: usize,
+    ready: usize,
+    /// [`SHRINK_AFTER`], but for tests.
+    shrink_after: Duration,
+    stop: Arc<AtomicBool>,
+}
+
+impl Grower {
+    /// Free blocks below which the pool grows.
+    fn low_water(made: usize) -> usize {
+        (made / 4).max(4)
+    }
+
+    fn run(self) {
+        let mut idle_since: Option<Instant> = None;
+        while !self.stop.load(Ordering::Relaxed) {
+            let (free, made) = (self.free.len(), self.free.made());
+            if free < Grower::low_water(made) && made < self.free.max {
+                idle_since = None;
+                let more = (made / 4).max(8).min(self.free.max - made);
+                for _ in 0..more {
+                    if self.stop.load(Ordering::Relaxed) {
+                        return;
+                    }
+                    self.free.add(staging_block(self.bytes));
+                }
+                continue;
+            }
+            // All but the block being filled are free: the writer keeps up.
+            let caught_up = free + 1 >= made;
+            match idle_since {
+                _ if !caught_up || made <= self.ready => idle_since = None,
+                None => idle_since = Some(Instant::now()),
+                Some(t) if t.elapsed() >= self.shrink_after => {
+                    let mut given = 0;
+                    while self.free.remove_cold(self.ready).is_some() {
+                        given += 1;
+                    }
+                    if given > 0 {
+                        give_back_freed_memory();
+                    }
+                    idle_since = None;
+                }
+                Some(_) => {}
+            }
+            std::thread::park_timeout(Duration::from_millis(100));
         }
-        free.add(staging_block(bytes));
+    }
+}
+
+/// Returns memory freed to the allocator to the system (glibc keeps freed
+/// heap memory for reuse otherwise).
+fn give_back_freed_memory() {
+    #[cfg(target_env = "gnu")]
+    // SAFETY: malloc_trim only releases free memory; any argument is valid.
+    unsafe {
+        libc::malloc_trim(0);
     }
 }
 
 /// Starts a spool: its writer thread and the staging pool, of which
 /// [`READY_STAGING_BYTES`] (at least two blocks) are written here, so the
-/// capture path never meets fresh memory, and the rest grows behind.
+/// capture path never meets fresh memory; more is added only while the
+/// writer falls behind, up to `blocks`.
 pub fn spool(opts: SpoolOptions) -> io::Result<(Spool, JoinHandle<SpoolReport>)> {
     let blocks = opts.blocks.max(2);
     let ready = blocks.min((READY_STAGING_BYTES / opts.block_bytes.max(1)).max(2));
@@ -340,16 +414,23 @@ pub fn spool(opts: SpoolOptions) -> io::Result<(Spool, JoinHandle<SpoolReport>)>
     let stop_growing = Arc::new(AtomicBool::new(false));
     let mut grower = None;
     if blocks > ready {
-        let (free, bytes, stop) = (free.clone(), opts.block_bytes, stop_growing.clone());
+        let g = Grower {
+            free: free.clone(),
+            bytes: opts.block_bytes,
+            ready,
+            shrink_after: SHRINK_AFTER,
+            stop: stop_growing.clone(),
+        };
         grower = Some(
             std::thread::Builder::new()
                 .name(format!("weir-stage-{}", opts.prefix))
-                .spawn(move || grow_staging(free, blocks - ready, bytes, stop))?,
+                .spawn(move || g.run())?,
         );
     }
     let stop_grower = |grower: Option<JoinHandle<()>>| {
         stop_growing.store(true, Ordering::Relaxed);
         if let Some(g) = grower {
+            g.thread().unpark();
             let _ = g.join();
         }
     };
@@ -460,7 +541,16 @@ impl Spool {
             self.flush_block();
         }
         if self.cur.is_none() {
-            let block = match self.free.take() {
+            let (block, left) = self.free.take();
+            let made = self.free.made();
+            if left < Grower::low_water(made)
+                && made < self.free.max
+                && let Some(g) = &self.grower
+            {
+                // The writer is falling behind: more staging.
+                g.thread().unpark();
+            }
+            let block = match block {
                 None if self.patient => {
                     let b = self.free.take_within(PATIENCE);
                     // A writer that does not answer in time will not answer
@@ -652,7 +742,7 @@ impl FileWriter {
                     ts_last,
                     ts_min,
                 }) => {
-                    let backlog = rx.len() as f64 / self.free.made().max(1) as f64;
+                    let backlog = rx.len() as f64 / self.free.max.max(1) as f64;
                     self.block(&data, frames, (ts_first, ts_last, ts_min), backlog);
                     let mut data = data;
                     data.clear();
@@ -1216,6 +1306,56 @@ mod tests {
             );
             let _ = std::fs::remove_dir_all(&dir);
         }
+    }
+
+    /// Waits (at most 30 s) until `cond` holds.
+    fn eventually(what: &str, cond: impl Fn() -> bool) {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while !cond() {
+            assert!(Instant::now() < deadline, "never: {what}");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+
+    #[test]
+    fn staging_grows_while_the_writer_is_behind_and_shrinks_after() {
+        let free = FreeBlocks::new(64);
+        for _ in 0..4 {
+            free.add(staging_block(4096));
+        }
+        let stop = Arc::new(AtomicBool::new(false));
+        let g = Grower {
+            free: free.clone(),
+            bytes: 4096,
+            ready: 4,
+            shrink_after: Duration::from_millis(50),
+            stop: stop.clone(),
+        };
+        // A writer that keeps up: the pool stays as it is.
+        let h = std::thread::spawn(move || g.run());
+        std::thread::sleep(Duration::from_millis(300));
+        assert_eq!(free.made(), 4);
+        // The writer holds every block: more are made, up to the most.
+        let mut held = Vec::new();
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while free.made() < 64 {
+            assert!(Instant::now() < deadline, "staging did not grow");
+            if let (Some(b), _) = free.take() {
+                held.push(b);
+            }
+            h.thread().unpark();
+            std::thread::yield_now();
+        }
+        assert_eq!(free.made(), 64);
+        // It caught up: given back down to what was ready.
+        for b in held {
+            free.give(b);
+        }
+        eventually("staging given back", || free.made() == 4);
+        assert_eq!(free.len(), 4);
+        stop.store(true, Ordering::Relaxed);
+        h.thread().unpark();
+        h.join().unwrap();
     }
 
     #[test]
