@@ -706,13 +706,23 @@ fn hold_sockets(
     net: &Net,
     n: usize,
 ) -> Result<(Vec<std::net::TcpStream>, Vec<std::net::TcpStream>), String> {
-    // Both ends of every connection, and some to spare.
+    // Both ends of every connection, and some to spare, up to the hard
+    // limit (raising that needs CAP_SYS_RESOURCE).
     let want = (2 * n + 256) as libc::rlim_t;
-    let lim = libc::rlimit {
-        rlim_cur: want,
-        rlim_max: want,
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
     };
-    // SAFETY: setrlimit with a valid limit block.
+    // SAFETY: getrlimit/setrlimit with a valid limit block.
+    unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) };
+    if lim.rlim_max < want {
+        return Err(format!(
+            "--idle-sockets {n}: needs {want} open files, the hard limit is {} (ulimit -Hn)",
+            lim.rlim_max
+        ));
+    }
+    lim.rlim_cur = lim.rlim_cur.max(want);
+    // SAFETY: as above.
     if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &lim) } != 0 {
         return Err(format!(
             "raising the open file limit to {want}: {}",
@@ -775,15 +785,29 @@ fn hold_sockets(
     Ok((clients, servers))
 }
 
+/// CPU time of all of a process's threads so far, ns (the scheduler's
+/// own count, finer than the clock ticks of /proc/PID/stat).
+fn cpu_ns(pid: libc::pid_t) -> u64 {
+    let Ok(tasks) = fs::read_dir(format!("/proc/{pid}/task")) else {
+        return 0;
+    };
+    tasks
+        .flatten()
+        .filter_map(|t| fs::read_to_string(t.path().join("schedstat")).ok())
+        .filter_map(|s| s.split_whitespace().next()?.parse::<u64>().ok())
+        .sum()
+}
+
 /// The default mode's own CPU with `n` idle connections open (2n sockets
 /// walked every 100 ms), and the walk program's time per socket.
 fn idle_cost(args: &Args, weir: &Path, net: &Net, ds: &Path) -> Result<Vec<Value>, String> {
     println!("## The socket walk's own cost, idle connections");
     println!();
     println!(
-        "weir stack --interval 100ms --port {IDLE_PORT} for {} s per run, {} reps; sockets: \
-         both ends of the connections; CPU: weir's user + system time (the walk runs in its \
-         read(2) of the iterator) over the run; walk ns/socket: the iter/tcp program's run \
+        "weir stack --interval 100ms --port {IDLE_PORT}, {} s per run from 1 s after it \
+         started recording, {} reps; sockets: both ends of the connections; CPU: weir's \
+         threads' run time (/proc/PID/task/*/schedstat; the walk runs in its read(2) of the \
+         iterator) over the run; walk ns/socket: the iter/tcp program's run \
          time per socket visited (--program-stats, one more run)",
         args.seconds, args.reps
     );
@@ -804,31 +828,37 @@ fn idle_cost(args: &Args, weir: &Path, net: &Net, ds: &Path) -> Result<Vec<Value
                 "100ms",
                 "--sockets",
                 &(4 * n).max(65536).to_string(),
-                "--duration",
-                &format!("{}s", args.seconds),
             ]);
             if stats {
                 cmd.arg("--program-stats");
             }
-            let child = cmd
+            let mut child = cmd
                 .stdin(Stdio::null())
                 .stdout(Stdio::null())
-                .stderr(Stdio::null())
+                .stderr(Stdio::piped())
                 .spawn()
                 .map_err(|e| format!("weir stack: {e}"))?;
-            let t0 = Instant::now();
             let pid = child.id() as libc::pid_t;
-            let mut status = 0;
-            // SAFETY: zeroed rusage is a valid out-value.
-            let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
-            // SAFETY: wait4 on our own child with valid out-pointers.
-            if unsafe { libc::wait4(pid, &mut status, 0, &mut ru) } != pid {
-                return Err(format!("wait4: {}", std::io::Error::last_os_error()));
+            let mut err = BufReader::new(child.stderr.take().ok_or("no stderr")?);
+            let mut line = String::new();
+            while !line.contains("recording into") {
+                line.clear();
+                if err.read_line(&mut line).map_err(|e| e.to_string())? == 0 {
+                    let _ = child.wait();
+                    return Err("weir stack ended before it recorded".into());
+                }
             }
-            drop(child);
-            let secs = t0.elapsed().as_secs_f64();
-            if !(libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0) {
-                return Err(format!("weir stack ended with status {status}"));
+            // Its own CPU while it records: loading the programs is not
+            // part of it, so the window opens after a settling second.
+            std::thread::sleep(Duration::from_secs(1));
+            let (c0, t0) = (cpu_ns(pid), Instant::now());
+            std::thread::sleep(Duration::from_secs(args.seconds));
+            let (c1, secs) = (cpu_ns(pid), t0.elapsed().as_secs_f64());
+            // SAFETY: kill(2) on our own child.
+            unsafe { libc::kill(pid, libc::SIGINT) };
+            let status = child.wait().map_err(|e| e.to_string())?;
+            if !status.success() {
+                return Err(format!("weir stack ended with {status}"));
             }
             let m: Value = serde_json::from_str(
                 &fs::read_to_string(ds.join("manifest.json")).map_err(|e| e.to_string())?,
@@ -838,12 +868,13 @@ fn idle_cost(args: &Args, weir: &Path, net: &Net, ds: &Path) -> Result<Vec<Value
                 .as_object()
                 .map(|o| o.values().filter_map(Value::as_u64).sum())
                 .unwrap_or(0);
+            let cpu_s = c1.saturating_sub(c0) as f64 / 1e9;
             Ok((
-                (tv(ru.ru_utime) + tv(ru.ru_stime)) / secs,
+                cpu_s / secs,
                 Recorded {
                     events: 0,
                     lost,
-                    cpu_s: tv(ru.ru_utime) + tv(ru.ru_stime),
+                    cpu_s,
                     program_cost: m["stack"]["program_cost"].clone(),
                 },
             ))

@@ -205,6 +205,9 @@ impl StackReport {
 /// wake the reader only when a quarter of a ring is queued, and every ring
 /// is read after each poll.
 const POLL: Duration = Duration::from_millis(20);
+/// ... at the walk level, where state changes and retransmissions are all
+/// the rings carry.
+const WALK_POLL: Duration = Duration::from_millis(100);
 /// How far behind the newest complete read the writer holds records back
 /// to put the CPUs' rings in time order: a program stamps its record just
 /// after reserving it, so one still being filled during a read is at most
@@ -541,7 +544,14 @@ fn poll_until_stopped(
             snapshots += 1;
             next_snapshot = now + every;
         }
-        let mut wait = POLL;
+        // At the walk level the rings carry only state changes and
+        // retransmissions: read them at the walks, not 50 times a second
+        // (a ring a quarter full still wakes the reader at once).
+        let mut wait = if opts.aggregate && opts.level == Level::Walk {
+            opts.interval.min(WALK_POLL)
+        } else {
+            POLL
+        };
         if let Some(d) = opts.duration {
             wait = wait.min(d.saturating_sub(now));
         }
@@ -590,6 +600,8 @@ struct Aggregates {
     /// Above the walk level.
     intervals: Option<Intervals>,
     walks: Walks,
+    /// The sockets already open have joined the walk.
+    enrolled: bool,
     /// The epoch the programs are in (they start in 1).
     epoch: u64,
     /// When it started, wall clock.
@@ -611,6 +623,7 @@ impl Aggregates {
             level: opts.level,
             intervals: (opts.level >= Level::Device).then(|| Intervals::new(idle_reads)),
             walks: Walks::new(),
+            enrolled: false,
             epoch: 1,
             start_ns: store::time::now_ns(),
             next: opts.interval,
@@ -640,8 +653,14 @@ impl Aggregates {
             agg = read.rows;
         }
         // The walk, then the sockets that closed meanwhile: one closing
-        // while the walk ran is in one or the other (see Walks::read).
-        let walked = loaded.walk(attached)?;
+        // while the walk ran is in one or both (see Walks::read). The
+        // first tick enrolls the sockets already open instead.
+        let walked = if self.enrolled {
+            loaded.walk(attached)?
+        } else {
+            self.enrolled = true;
+            loaded.enroll(attached)?
+        };
         let finals = loaded.take_finals();
         let walk = self.walks.read(&walked, &finals);
         let end_ns = store::time::now_ns();

@@ -228,6 +228,7 @@ impl Probe {
             .dump_tcp
             .set_autoload(opts.snapshot_every.is_some());
         open.progs.walk_tcp.set_autoload(opts.walk);
+        open.progs.enroll_tcp.set_autoload(opts.walk);
         // The walk level alone: nothing on the packet path.
         let per_packet = !opts.walk || opts.aggregate;
         open.progs.on_send.set_autoload(per_packet);
@@ -315,8 +316,10 @@ pub struct Attached {
     links: Vec<Link>,
     /// The iter/tcp snapshot, with [`ProbeOptions::snapshot_every`].
     iter_link: Option<Link>,
-    /// The iter/tcp walk, with [`ProbeOptions::walk`].
+    /// The walk over the sockets it follows, with [`ProbeOptions::walk`].
     walk_link: Option<Link>,
+    /// The iter/tcp pass that enrolls the sockets already open.
+    enroll_link: Option<Link>,
 }
 
 impl Attached {
@@ -369,35 +372,53 @@ impl Loaded<'_> {
             ),
             None => None,
         };
-        let walk_link = if opts.walk {
-            Some(
-                progs
-                    .walk_tcp
-                    .attach()
-                    .map_err(|e| load_error("attaching the iter/tcp walk", e))?,
-            )
+        let (walk_link, enroll_link) = if opts.walk {
+            use std::os::fd::AsFd;
+            let walk = progs
+                .walk_tcp
+                .attach_iter(self.skel.maps.starts.as_fd())
+                .map_err(|e| load_error("attaching the socket walk", e))?;
+            let enroll = progs
+                .enroll_tcp
+                .attach()
+                .map_err(|e| load_error("attaching the iter/tcp enrolment", e))?;
+            (Some(walk), Some(enroll))
         } else {
-            None
+            (None, None)
         };
         Ok(Attached {
             links,
             iter_link,
             walk_link,
+            enroll_link,
         })
     }
 
-    /// One iter/tcp walk over every network namespace we can enter: each
-    /// TCP socket's counters and state (none without
+    /// The TCP sockets already open, in every network namespace we can
+    /// enter, join the walk: their records (the baselines); nothing
+    /// without [`ProbeOptions::walk`].
+    pub fn enroll(&self, attached: &Attached) -> Result<Vec<SockWalk>, StackError> {
+        let Some(link) = &attached.enroll_link else {
+            return Ok(Vec::new());
+        };
+        Ok(parse_walk(&iterate(
+            link,
+            "enrolling the open TCP sockets",
+        )?))
+    }
+
+    /// One walk: the counters and state of each socket the walk follows
+    /// whose counts changed since its last record (none without
     /// [`ProbeOptions::walk`]).
     pub fn walk(&self, attached: &Attached) -> Result<Vec<SockWalk>, StackError> {
         let Some(link) = &attached.walk_link else {
             return Ok(Vec::new());
         };
-        let mut out = Vec::new();
-        for rec in iterate(link, "walking the TCP sockets")?.chunks_exact(WALK_SIZE) {
-            out.extend(SockWalk::parse(rec));
-        }
-        Ok(out)
+        let mut it = Iter::new(link).map_err(|e| load_error("walking the TCP sockets", e))?;
+        let mut buf = Vec::new();
+        it.read_to_end(&mut buf)
+            .map_err(|e| StackError::io("the socket walk", e))?;
+        Ok(parse_walk(&buf))
     }
 
     /// The final counters of the sockets that reached CLOSE since the last
@@ -476,7 +497,7 @@ impl Loaded<'_> {
     pub fn program_cost(&self) -> BTreeMap<String, ProgramRuns> {
         use std::os::fd::{AsFd, AsRawFd};
         let p = &self.skel.progs;
-        let progs: [(&str, &libbpf_rs::Program); 10] = [
+        let progs: [(&str, &libbpf_rs::Program); 11] = [
             ("send", &p.on_send),
             ("recv", &p.on_recv),
             ("tcp_probe", &p.on_tcp_probe),
@@ -487,6 +508,7 @@ impl Loaded<'_> {
             ("sockops", &p.on_sockops),
             // Iterators: one run per socket visited.
             ("walk", &p.walk_tcp),
+            ("enroll", &p.enroll_tcp),
             ("snapshot", &p.dump_tcp),
         ];
         let mut out = BTreeMap::new();
@@ -664,6 +686,13 @@ impl<'a> Reader<'a> {
             malformed: c.malformed,
         }
     }
+}
+
+fn parse_walk(bytes: &[u8]) -> Vec<SockWalk> {
+    bytes
+        .chunks_exact(WALK_SIZE)
+        .filter_map(SockWalk::parse)
+        .collect()
 }
 
 /// Runs an iter/tcp program in every network namespace we can enter

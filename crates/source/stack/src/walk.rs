@@ -1,8 +1,10 @@
-//! The walk level (the default): every interval the iter/tcp walk reads
-//! each TCP socket's own counters and state, what the kernel keeps per
-//! socket and `ss -ti` prints from tcp_info (`struct sock_walk`,
-//! src/bpf/event.h), and a socket that reached CLOSE since leaves its
-//! final counters behind. Nothing runs on the packet path.
+//! The walk level (the default): every interval the walk reads the own
+//! counters and state of each TCP socket it follows, what the kernel
+//! keeps per socket and `ss -ti` prints from tcp_info (`struct
+//! sock_walk`, src/bpf/event.h), and a socket that reached CLOSE since
+//! leaves its final counters behind. Nothing runs on the packet path.
+//! The walk writes a record only for a socket whose counts changed since
+//! its last one.
 //!
 //! Pure: records in, [`WalkRow`]s out. The kernel's counters only grow;
 //! [`Walks`] keeps each socket's last record and reports the difference,
@@ -16,6 +18,8 @@ pub const WALK_SIZE: usize = 208;
 pub const HAVE_CHRONO: u8 = 1;
 pub const HAVE_RTO: u8 = 2;
 pub const HAVE_START: u8 = 4;
+/// The socket's first record.
+pub const FIRST: u8 = 8;
 
 /// One `struct sock_walk`, field for field.
 #[repr(C)]
@@ -129,19 +133,11 @@ pub struct WalkRow {
     pub sndbuf_limited_us: Option<u64>,
 }
 
-/// What is remembered of a socket between walks.
-#[derive(Clone, Copy, Debug)]
-struct Seen {
-    last: SockWalk,
-    /// Walks since it was last found (a socket that closed as a walk ran
-    /// leaves its final counters for the next read).
-    missed: u32,
-}
-
-/// Each socket's last record, to take differences from.
+/// Each socket's last record, to take differences from: kept until its
+/// final record (an unchanged socket has no record in a walk).
 #[derive(Debug, Default)]
 pub struct Walks {
-    seen: FastMap<u64, Seen>,
+    seen: FastMap<u64, SockWalk>,
 }
 
 impl Walks {
@@ -154,54 +150,48 @@ impl Walks {
         self.seen.len()
     }
 
-    /// One interval from this walk's records and the final records of the
-    /// sockets that reached CLOSE since the last read (`finals`, read after
-    /// the walk).
+    /// One interval from this walk's records (sockets whose counts
+    /// changed) and the final records of the sockets that reached CLOSE
+    /// since the last read (`finals`, read after the walk: a socket
+    /// closing while the walk ran is in one or both).
     pub fn read(&mut self, walked: &[SockWalk], finals: &[SockWalk]) -> Vec<WalkRow> {
         let mut rows = Vec::new();
-        for s in self.seen.values_mut() {
-            s.missed += 1;
-        }
         for w in walked {
-            let prev = self.seen.get(&w.cookie).map(|s| s.last);
-            // A socket first seen that was not seen at ESTABLISHED (open
-            // before recording, or in a namespace new to the walk): its
-            // baseline, what it did before is not counted.
-            let baseline = prev.is_none() && w.have & HAVE_START == 0;
-            if !baseline && let Some(r) = delta(prev.as_ref(), w) {
+            let prev = self.seen.insert(w.cookie, *w);
+            if let Some(r) = counted(prev.as_ref(), w).and_then(|p| delta(p, w)) {
                 rows.push(r);
             }
-            self.seen.insert(
-                w.cookie,
-                Seen {
-                    last: *w,
-                    missed: 0,
-                },
-            );
         }
         for f in finals {
-            let prev = self.seen.remove(&f.cookie).map(|s| s.last);
-            // Opened and closed between two walks: all of it is counted
-            // (from zero, and its application bytes from ESTABLISHED).
-            if let Some(r) = delta(prev.as_ref(), f) {
+            let prev = self.seen.remove(&f.cookie);
+            if let Some(r) = counted(prev.as_ref(), f).and_then(|p| delta(p, f)) {
                 rows.push(r);
             }
         }
-        // Gone without a final record for two reads: its namespace went,
-        // or its final record was lost (counted in the kernel).
-        self.seen.retain(|_, s| s.missed < 2);
         rows
     }
 }
 
-/// The difference from `prev` (a socket new since the last walk counts
-/// from zero) to `now`; `None` when nothing changed.
-fn delta(prev: Option<&SockWalk>, now: &SockWalk) -> Option<WalkRow> {
+/// What a record is counted from: the socket's last record; for its first
+/// one, zero (it was seen at ESTABLISHED, or never established and at its
+/// close); `None` (a baseline) for a socket open before recording.
+fn counted(prev: Option<&SockWalk>, now: &SockWalk) -> Option<Option<SockWalk>> {
+    match prev {
+        Some(p) => Some(Some(*p)),
+        None if now.have & FIRST == 0 => None,
+        None if now.have & HAVE_START == 0 && now.is_final == 0 => None,
+        None => Some(None),
+    }
+}
+
+/// The difference from `prev` (none: from zero, the application's bytes
+/// from ESTABLISHED) to `now`; `None` when nothing changed.
+fn delta(prev: Option<SockWalk>, now: &SockWalk) -> Option<WalkRow> {
     let zero = SockWalk::default();
-    let p = prev.unwrap_or(&zero);
+    let p = prev.as_ref().unwrap_or(&zero);
     let d64 = |a: u64, b: u64| a.saturating_sub(b);
     let d32 = |a: u32, b: u32| a.wrapping_sub(b) as u64;
-    let (app_sent, app_received) = match prev {
+    let (app_sent, app_received) = match &prev {
         Some(p) => (
             Some(d32(now.write_seq, p.write_seq)),
             Some(d32(now.copied_seq, p.copied_seq)),
@@ -264,6 +254,16 @@ mod tests {
         }
     }
 
+    fn first(mut s: SockWalk) -> SockWalk {
+        s.have |= FIRST;
+        s
+    }
+
+    fn closed(mut s: SockWalk) -> SockWalk {
+        s.is_final = 1;
+        s
+    }
+
     #[test]
     fn the_layout_matches_event_h() {
         let a = SockWalk::default();
@@ -284,8 +284,8 @@ mod tests {
     #[test]
     fn rows_are_differences_and_a_socket_open_before_is_a_baseline() {
         let mut w = Walks::new();
-        // Open before recording (not seen at ESTABLISHED): a baseline.
-        let mut before = sock(7, 500, 5, 1500);
+        // Open before recording (enrolled, not seen at ESTABLISHED).
+        let mut before = first(sock(7, 500, 5, 1500));
         before.have &= !HAVE_START;
         assert!(w.read(&[before], &[]).is_empty());
         let r = w.read(&[sock(7, 800, 8, 1800)], &[]);
@@ -296,15 +296,16 @@ mod tests {
         );
         assert_eq!(r[0].busy_us, Some(300));
         assert_eq!(r[0].rtos, None);
-        // New since the last walk, seen at ESTABLISHED: counted from there.
-        let r = w.read(&[sock(7, 800, 8, 1800), sock(8, 40, 2, 1040)], &[]);
+        // Unchanged sockets are not in a walk; a new one, seen at
+        // ESTABLISHED, is counted from there.
+        let r = w.read(&[first(sock(8, 40, 2, 1040))], &[]);
         assert_eq!(r.len(), 1);
         assert_eq!(
             (r[0].now.cookie, r[0].bytes_sent, r[0].app_sent),
             (8, 40, Some(40))
         );
-        // Nothing new: no row.
-        assert!(w.read(&[sock(7, 800, 8, 1800)], &[]).is_empty());
+        assert!(w.read(&[], &[]).is_empty());
+        assert_eq!(w.sockets(), 2, "kept while unchanged");
         // Sequence numbers wrap.
         let mut a = sock(7, 900, 9, 1800);
         let mut b = a;
@@ -313,42 +314,34 @@ mod tests {
         b.bytes_sent = 930;
         w.read(&[a], &[]);
         assert_eq!(w.read(&[b], &[])[0].app_sent, Some(30));
+        // A record that is not a socket's first, of a socket not known
+        // here: a baseline, never counted from zero.
+        assert!(w.read(&[sock(9, 5000, 50, 6000)], &[]).is_empty());
     }
 
     #[test]
     fn a_socket_that_opens_and_closes_between_walks_is_counted_whole() {
         let mut w = Walks::new();
-        w.read(&[], &[]);
-        let mut f = sock(9, 4000, 6, 5000);
-        f.is_final = 1;
-        let r = w.read(&[], &[f]);
+        let r = w.read(&[], &[first(closed(sock(9, 4000, 6, 5000)))]);
         assert_eq!(r.len(), 1);
         assert!(r[0].closed);
         assert_eq!((r[0].bytes_sent, r[0].app_sent), (4000, Some(4000)));
-        // Seen by a walk, then closed: only what came after the walk.
-        w.read(&[sock(10, 100, 1, 1100)], &[]);
-        let mut f = sock(10, 250, 3, 1250);
-        f.is_final = 1;
-        let r = w.read(&[], &[f]);
+        // Walked, then closed: only what came after the walk.
+        w.read(&[first(sock(10, 100, 1, 1100))], &[]);
+        let r = w.read(&[], &[closed(sock(10, 250, 3, 1250))]);
         assert_eq!((r[0].bytes_sent, r[0].app_sent), (150, Some(150)));
         assert_eq!(w.sockets(), 0);
-    }
-
-    #[test]
-    fn a_socket_missing_from_one_walk_waits_for_its_final_record() {
-        let mut w = Walks::new();
-        w.read(&[sock(3, 100, 1, 1100)], &[]);
-        // Closed while the walk ran: not walked, its final not read yet.
-        assert!(w.read(&[], &[]).is_empty());
-        let mut f = sock(3, 180, 2, 1180);
-        f.is_final = 1;
-        let r = w.read(&[], &[f]);
-        assert_eq!(r[0].bytes_sent, 80, "from the last walk, not from zero");
-        // Gone for two reads without a final record: forgotten.
-        w.read(&[sock(4, 1, 1, 1001)], &[]);
-        w.read(&[], &[]);
-        w.read(&[], &[]);
-        assert_eq!(w.sockets(), 0);
+        // Closed while the walk ran: in the walk and among the finals.
+        w.read(&[first(sock(11, 100, 1, 1100))], &[]);
+        let r = w.read(&[sock(11, 180, 2, 1180)], &[closed(sock(11, 200, 3, 1200))]);
+        let sent: u64 = r.iter().map(|r| r.bytes_sent).sum();
+        assert_eq!(sent, 100, "counted once");
+        assert!(r.last().unwrap().closed);
+        // A connection that never got established closes with its SYNs.
+        let mut syn = first(closed(sock(12, 0, 2, 1000)));
+        syn.have &= !HAVE_START;
+        let r = w.read(&[], &[syn]);
+        assert_eq!((r[0].segs_out, r[0].app_sent), (2, None));
     }
 
     #[test]

@@ -128,6 +128,7 @@ struct sock_agg {
 #define WALK_HAVE_CHRONO 1 /* busy/limited times (the kernel's HZ known) */
 #define WALK_HAVE_RTO 2    /* total_rto (kernels from 6.7) */
 #define WALK_HAVE_START 4  /* write_seq0/copied_seq0: seen at ESTABLISHED */
+#define WALK_FIRST 8       /* the socket's first record */
 
 struct sock_walk {
 	__u64 cookie;

@@ -139,6 +139,15 @@ struct bpf_iter__tcp {
 	u32 uid;
 };
 
+struct bpf_map;
+
+struct bpf_iter__bpf_sk_storage_map {
+	struct bpf_iter_meta *meta;
+	struct bpf_map *map;
+	struct sock *sk;
+	void *value;
+};
+
 #pragma clang attribute pop
 
 #endif

@@ -133,21 +133,31 @@ struct {
 	__type(value, struct sock_walk);
 } finals SEC(".maps");
 
-/* The walk level: where a socket's sequence numbers stood at
- * ESTABLISHED, so that a socket first seen by a walk (or at its close)
- * has the bytes its application wrote and read counted from its start. */
-struct seq_start {
-	__u32 write_seq;
+/* The walk level's sockets: every TCP socket that reached ESTABLISHED
+ * while recording, and those already open when it started (enrolled by
+ * one iter/tcp pass per namespace). The walk iterates this map, not the
+ * kernel's socket tables: its cost is the sockets it follows, in every
+ * namespace at once, where an iter/tcp pass scans every bucket of the
+ * whole established table once per namespace. */
+struct walk_state {
+	__u32 write_seq;  /* write_seq and copied_seq at ESTABLISHED */
 	__u32 copied_seq;
-	__u16 lport; /* a socket at CLOSE has given its local port back */
-	__u16 pad[3];
+	__u16 lport;      /* a socket at CLOSE has given its local port back */
+	__u8 started;     /* seen at ESTABLISHED: the two above are set */
+	__u8 reported;    /* a record of it was written */
+	__u8 last_state;  /* what the last record said, to skip an unchanged */
+	__u8 pad[3];      /* socket (user space keeps its last record) */
+	__u32 last_segs_in;
+	__u32 last_segs_out;
+	__u32 last_write_seq;
+	__u32 last_copied_seq;
 };
 
 struct {
 	__uint(type, BPF_MAP_TYPE_SK_STORAGE);
 	__uint(map_flags, BPF_F_NO_PREALLOC);
 	__type(key, int);
-	__type(value, struct seq_start);
+	__type(value, struct walk_state);
 } starts SEC(".maps");
 
 /* A walk record is built here (the programs' stacks are small). */
@@ -666,9 +676,9 @@ static __always_inline int fin_queued(__u8 st)
 
 /* A TCP socket's counters and state, as tcp_info reports them, into `w`.
  * `tp` is a BTF pointer (plain loads; the verifier makes them safe);
- * `st` as for fin_queued. */
+ * `st` as for fin_queued; `start` the socket's walk state, if it has one. */
 static __always_inline int fill_walk(struct sock_walk *w, struct tcp_sock *tp, __u64 cookie,
-				     __u8 st)
+				     __u8 st, struct walk_state *start)
 {
 	struct sock *sk = (struct sock *)tp;
 	__u16 family = sk->__sk_common.skc_family;
@@ -720,14 +730,15 @@ static __always_inline int fill_walk(struct sock_walk *w, struct tcp_sock *tp, _
 	__u32 left = tp->sacked_out + tp->lost_out;
 	w->packets_out = out;
 	w->in_flight = (out > left ? out - left : 0) + tp->retrans_out;
-	struct seq_start *start = bpf_sk_storage_get(&starts, sk, 0, 0);
-	if (start) {
+	if (start && start->started) {
 		w->write_seq0 = start->write_seq;
 		w->copied_seq0 = start->copied_seq;
 		if (!w->lport)
 			w->lport = start->lport;
 		w->have |= WALK_HAVE_START;
 	}
+	if (!start || !start->reported)
+		w->have |= WALK_FIRST;
 	w->mss_cache = tp->mss_cache;
 	w->rate_delivered = tp->rate_delivered;
 	w->rate_interval_us = tp->rate_interval_us;
@@ -766,7 +777,7 @@ static __always_inline void keep_final(struct sock *sk, __u64 cookie, __u8 oldst
 {
 	struct tcp_sock *tp = bpf_skc_to_tcp_sock(sk);
 	struct sock_walk *w = walk_buf();
-	if (!tp || !w || !fill_walk(w, tp, cookie, oldstate))
+	if (!tp || !w || !fill_walk(w, tp, cookie, oldstate, bpf_sk_storage_get(&starts, sk, 0, 0)))
 		return;
 	w->final = 1;
 	if (bpf_map_update_elem(&finals, &cookie, w, BPF_ANY))
@@ -786,12 +797,13 @@ int BPF_PROG(on_state, struct sock *sk, int oldstate, int newstate)
 		bpf_map_delete_elem(&port_ok, &cookie);
 	if (walk && newstate == TCP_ESTABLISHED) {
 		struct tcp_sock *tp = bpf_skc_to_tcp_sock(sk);
-		struct seq_start *st =
+		struct walk_state *st =
 			tp ? bpf_sk_storage_get(&starts, sk, 0, BPF_SK_STORAGE_GET_F_CREATE) : 0;
 		if (st) {
 			st->write_seq = tp->write_seq;
 			st->copied_seq = tp->copied_seq;
 			st->lport = sk->__sk_common.skc_num;
+			st->started = 1;
 		}
 	}
 	/* A listener has no counters to leave. */
@@ -1208,14 +1220,57 @@ int dump_tcp(struct bpf_iter__tcp *ctx)
 	return 0;
 }
 
-/* The walk level's iterator: every TCP socket of the iterator's network
- * namespace that passes the port and cgroup filters, its counters and
- * state (listening sockets have none to give). */
+/* Writes the walk record of a socket the walk follows, unless nothing
+ * it counts changed since the last one (user space keeps that). */
+static __always_inline void walk_one(struct seq_file *seq, struct sock *sk, struct walk_state *ws)
+{
+	struct tcp_sock *tp = bpf_skc_to_tcp_sock(sk);
+	if (!tp)
+		return;
+	__u8 state = sk->__sk_common.skc_state;
+	if (state == 10 /* TCP_LISTEN */)
+		return;
+	__u32 segs_in = tp->segs_in, segs_out = tp->segs_out;
+	__u32 write_seq = tp->write_seq, copied_seq = tp->copied_seq;
+	if (ws->reported && ws->last_state == state && ws->last_segs_in == segs_in &&
+	    ws->last_segs_out == segs_out && ws->last_write_seq == write_seq &&
+	    ws->last_copied_seq == copied_seq)
+		return;
+	if (!ports_pass(sk->__sk_common.skc_num, bpf_ntohs(sk->__sk_common.skc_dport)))
+		return;
+	if (!sock_in_cgroup(sk))
+		return;
+	struct sock_walk *w = walk_buf();
+	if (!w || !fill_walk(w, tp, bpf_get_socket_cookie(sk), state, ws))
+		return;
+	ws->reported = 1;
+	ws->last_state = state;
+	ws->last_segs_in = segs_in;
+	ws->last_segs_out = segs_out;
+	ws->last_write_seq = write_seq;
+	ws->last_copied_seq = copied_seq;
+	bpf_seq_write(seq, w, sizeof(*w));
+}
+
+/* The walk: every socket the walk level follows (see `starts`), in all
+ * namespaces at once. */
+SEC("iter/bpf_sk_storage_map")
+int walk_tcp(struct bpf_iter__bpf_sk_storage_map *ctx)
+{
+	struct sock *sk = ctx->sk;
+	struct walk_state *ws = ctx->value; /* the socket's own, writable */
+	if (!sk || !ws)
+		return 0;
+	walk_one(ctx->meta->seq, sk, ws);
+	return 0;
+}
+
+/* Once per namespace at the start: the TCP sockets already open join the
+ * walk (their first records are the baselines). */
 SEC("iter/tcp")
-int walk_tcp(struct bpf_iter__tcp *ctx)
+int enroll_tcp(struct bpf_iter__tcp *ctx)
 {
 	struct sock_common *skc = ctx->sk_common;
-	struct seq_file *seq = ctx->meta->seq;
 	if (!skc)
 		return 0;
 	struct tcp_sock *tp = bpf_skc_to_tcp_sock(skc);
@@ -1224,15 +1279,12 @@ int walk_tcp(struct bpf_iter__tcp *ctx)
 	struct sock *sk = (struct sock *)tp;
 	if (sk->__sk_common.skc_state == 10 /* TCP_LISTEN */)
 		return 0;
-	if (!ports_pass(sk->__sk_common.skc_num, bpf_ntohs(sk->__sk_common.skc_dport)))
+	if (!ports_pass(sk->__sk_common.skc_num, bpf_ntohs(sk->__sk_common.skc_dport)) ||
+	    !sock_in_cgroup(sk))
 		return 0;
-	if (!sock_in_cgroup(sk))
-		return 0;
-	struct sock_walk *w = walk_buf();
-	if (!w || !fill_walk(w, tp, bpf_get_socket_cookie(sk), sk->__sk_common.skc_state))
-		return 0;
-	w->uid = ctx->uid;
-	bpf_seq_write(seq, w, sizeof(*w));
+	struct walk_state *ws = bpf_sk_storage_get(&starts, sk, 0, BPF_SK_STORAGE_GET_F_CREATE);
+	if (ws)
+		walk_one(ctx->meta->seq, sk, ws);
 	return 0;
 }
 
