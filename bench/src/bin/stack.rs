@@ -807,8 +807,8 @@ fn idle_cost(args: &Args, weir: &Path, net: &Net, ds: &Path) -> Result<Vec<Value
         "weir stack --interval 100ms --port {IDLE_PORT}, {} s per run from 1 s after it \
          started recording, {} reps; sockets: both ends of the connections; CPU: weir's \
          threads' run time (/proc/PID/task/*/schedstat; the walk runs in its read(2) of the \
-         iterator) over the run; walk ns/socket: the iter/tcp program's run \
-         time per socket visited (--program-stats, one more run)",
+         iterator) over the run; walk ns/socket: the walk program's run time \
+         per socket it visits (--program-stats, one more run)",
         args.seconds, args.reps
     );
     println!();
