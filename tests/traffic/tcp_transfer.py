@@ -4,15 +4,25 @@
   tcp_transfer.py serve PORT          accept one connection, read to EOF,
                                       print "received N", close; gives up
                                       after 60 s
-  tcp_transfer.py send HOST PORT N    connect, send N bytes in 64 KiB
-                                      writes, half-close, wait for the
-                                      server to close, print "sent N LPORT"
+  tcp_transfer.py send HOST PORT N [PAUSE]
+                                      connect, send N bytes in 64 KiB
+                                      writes (with PAUSE seconds, at most
+                                      5, after the first half is acknowledged;
+                                      stderr says "paused" when it starts and
+                                      "resuming NS", the wall clock in ns,
+                                      when it ends), half-close,
+                                      wait for the server to close, print
+                                      "sent N LPORT"
 
 Both ends are bounded in bytes and time; they only ever talk to the
 address they are given (a veth peer in a test's own namespace).
 """
+import fcntl
 import socket
+import struct
 import sys
+import termios
+import time
 
 BLOCK = 65536
 
@@ -39,11 +49,29 @@ def serve(port):
     print(f"received {total}", flush=True)
 
 
-def send(host, port, n):
+def wait_acknowledged(s):
+    """Until the peer has acknowledged all that was sent (SIOCOUTQ, the
+    bytes not yet acknowledged, is 0), for at most 5 s."""
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline:
+        left = struct.unpack("i", fcntl.ioctl(s.fileno(), termios.TIOCOUTQ, b"\0" * 4))[0]
+        if left == 0:
+            return
+        time.sleep(0.001)
+
+
+def send(host, port, n, pause=0.0):
     payload = bytes(range(256)) * (BLOCK // 256)
     with socket.create_connection((host, port), timeout=60) as s:
         left = n
+        paused = pause <= 0
         while left > 0:
+            if not paused and left <= n // 2:
+                wait_acknowledged(s)
+                print("paused", file=sys.stderr, flush=True)
+                time.sleep(min(pause, 5.0))
+                print(f"resuming {time.time_ns()}", file=sys.stderr, flush=True)
+                paused = True
             chunk = payload[: min(BLOCK, left)]
             s.sendall(chunk)
             left -= len(chunk)
@@ -58,6 +86,7 @@ if __name__ == "__main__":
     if sys.argv[1] == "serve":
         serve(int(sys.argv[2]))
     elif sys.argv[1] == "send":
-        send(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]))
+        pause = float(sys.argv[5]) if len(sys.argv) > 5 else 0.0
+        send(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), pause)
     else:
         sys.exit(__doc__)

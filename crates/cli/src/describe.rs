@@ -179,10 +179,20 @@ fn stack(s: &mut String, st: &StackInfo) {
         }
     );
     if st.mode == "intervals" {
+        // Recordings from before the levels were all per packet.
+        let what = match st.level.as_deref() {
+            Some("walk") => "each TCP socket's own counters read by a socket walk",
+            Some("device") => {
+                "socket walk, and sends, receives, segments and device frames added up per socket"
+            }
+            _ => {
+                "sends, receives, segments and device frames added up per socket, with \
+                 write-to-wire delays"
+            }
+        };
         let _ = writeln!(
             s,
-            "           sends, receives, segments and device frames added up per socket \
-             every {} s (stack_intervals, {} files)",
+            "           {what} every {} s (stack_intervals, {} files)",
             st.interval_s.unwrap_or(0.0),
             st.interval_files.len()
         );

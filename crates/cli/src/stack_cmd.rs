@@ -11,12 +11,25 @@ use util::fmt::group_digits;
 
 use crate::units::{parse_duration, parse_size};
 
+/// What the interval table is made from (`--events changes`).
+#[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum LevelArg {
+    /// Each TCP socket's own counters and state, read by a socket walk
+    /// every --interval: nothing on the packet path.
+    Walk,
+    /// Also programs on every send, receive, incoming segment and device
+    /// frame: what the application wrote and read against what crossed
+    /// the device.
+    Device,
+    /// Also the write-to-wire delay of sampled writes.
+    Delay,
+}
+
 /// What comes one by one.
 #[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum Events {
-    /// State changes and retransmissions; sends, receives, incoming
-    /// segments and device frames are added up per socket in the kernel
-    /// and written every --interval (the stack_intervals table).
+    /// State changes and retransmissions; every --interval each socket's
+    /// counters go into the stack_intervals table (see --level).
     Changes,
     /// Every event, one row each (the stack table); costs the traffic
     /// several times more.
@@ -37,8 +50,20 @@ pub struct StackArgs {
     /// rest is added up per socket and interval in the kernel) or `all`.
     #[arg(long, value_enum, default_value = "changes", value_name = "WHICH")]
     events: Events,
-    /// How often the per-socket aggregates are read and written (the
-    /// default mode).
+    /// What the interval rows are made from: `walk` (the default: each
+    /// socket's own counters, nothing on the packet path), `device` or
+    /// `delay`.
+    #[arg(long, value_enum, value_name = "LEVEL", conflicts_with_all = ["with_device", "with_delay"])]
+    level: Option<LevelArg>,
+    /// The application/device split per socket: programs on every send,
+    /// receive, incoming segment and device frame (`--level device`).
+    #[arg(long)]
+    with_device: bool,
+    /// ... and the write-to-wire delay histogram (`--level delay`).
+    #[arg(long)]
+    with_delay: bool,
+    /// How often each socket's counters are read and written (the
+    /// interval levels).
     #[arg(long, value_parser = parse_duration, default_value = "100ms", value_name = "D")]
     interval: Duration,
     /// Sockets the kernel's per-socket map holds (the default mode); an
@@ -96,6 +121,13 @@ pub struct StackArgs {
 }
 
 pub fn run(a: StackArgs) -> Result<ExitCode, String> {
+    if a.events == Events::All && (a.level.is_some() || a.with_device || a.with_delay) {
+        return Err(
+            "--level, --with-device and --with-delay choose what the interval rows are made \
+             from; --events all records every event instead: give one or the other"
+                .into(),
+        );
+    }
     let ring_bytes = u32::try_from(a.ring_size).map_err(|_| {
         format!(
             "--ring-size {}: at most 1Gi (the kernel's ring buffer limit here)",
@@ -114,6 +146,11 @@ pub fn run(a: StackArgs) -> Result<ExitCode, String> {
         snapshot_every: a.snapshot_every,
         program_stats: a.program_stats,
         aggregate: a.events == Events::Changes,
+        level: match (a.level, a.with_device, a.with_delay) {
+            (Some(LevelArg::Delay), _, _) | (None, _, true) => stackrec::Level::Delay,
+            (Some(LevelArg::Device), _, _) | (None, true, false) => stackrec::Level::Device,
+            _ => stackrec::Level::Walk,
+        },
         interval: a.interval,
         sockets: a.sockets,
         duration: a.duration,

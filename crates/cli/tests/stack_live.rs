@@ -84,8 +84,14 @@ impl Drop for Server {
 /// Sends `n` bytes from `ns` to the server at `addr`; returns the client's
 /// local port.
 fn send(cmd: Command, addr: &str, port: u16, n: u64) -> u16 {
+    send_pausing(cmd, addr, port, n, 0.0)
+}
+
+/// [`send`], pausing `pause` seconds halfway.
+fn send_pausing(cmd: Command, addr: &str, port: u16, n: u64, pause: f64) -> u16 {
     let mut cmd = cmd;
     cmd.args([TRANSFER, "send", addr, &port.to_string(), &n.to_string()]);
+    cmd.arg(pause.to_string());
     let r = run_bounded(cmd, Duration::from_secs(120));
     assert_eq!(r.code(), 0, "the client failed: {}", r.stderr());
     let out = r.stdout();
@@ -364,17 +370,18 @@ fn a_tcp_transfer_is_seen_from_the_application_to_the_device() {
     assert!(std::fs::metadata(&plot).unwrap().len() > 1000);
 }
 
-/// The default mode: sends, receives, incoming segments and device frames
-/// added up per socket in the kernel, read every interval into the
-/// stack_intervals table; state changes still one by one.
+/// The per-packet levels (`--with-delay`): sends, receives, incoming
+/// segments and device frames added up per socket in the kernel, read
+/// every interval into the stack_intervals table; state changes still one
+/// by one.
 #[test]
-fn the_default_mode_adds_up_a_transfer_per_socket_in_the_kernel() {
+fn the_per_packet_level_adds_up_a_transfer_per_socket_in_the_kernel() {
     const PORT: u16 = 5605;
     const N: u64 = 5_000_000 + 4_321;
     let net = VethPair::new("sti");
     let s = Scratch::new("stack-intervals");
     let ds = s.join("ds");
-    let rec = start_stack(&ds, &["--port", "5605"]);
+    let rec = start_stack(&ds, &["--port", "5605", "--with-delay"]);
     let server = Server::start(&net.b, PORT);
     let client_port = send(VethPair::exec(&net.a, "python3"), "10.99.0.2", PORT, N);
     assert_eq!(server.received(), N);
@@ -467,6 +474,7 @@ fn the_default_mode_adds_up_a_transfer_per_socket_in_the_kernel() {
     let m = manifest(&ds);
     let st = &m["stack"];
     assert_eq!(st["mode"], "intervals");
+    assert_eq!(st["level"], "delay");
     let lost: u64 = st["lost"]
         .as_object()
         .unwrap()
@@ -520,6 +528,242 @@ fn the_default_mode_adds_up_a_transfer_per_socket_in_the_kernel() {
     assert!(num(&delays["max_delay_ns"]) < 1e10, "{delays}");
     assert!(!v["tcp"].as_array().unwrap().is_empty());
     assert!(std::fs::metadata(&plot).unwrap().len() > 1000);
+}
+
+/// The walk level (the default) against the per-packet level on the same
+/// transfers, recorded at once: the same sockets (the kernel's cookies),
+/// the same bytes per socket. Three connections, data going each way
+/// between the namespaces; the first two pause past a walk, the third is
+/// short enough to open and close between two walks and is counted from
+/// its final record.
+#[test]
+fn the_socket_walk_counts_what_the_per_packet_programs_count() {
+    const PORTS: [u16; 2] = [5606, 5607];
+    let net = VethPair::new("stw");
+    let s = Scratch::new("stack-walk");
+    let (walk_ds, dev_ds) = (s.join("walk"), s.join("device"));
+    let common = ["--port", "5606", "--port", "5607", "--interval", "1s"];
+    let walk = start_stack(&walk_ds, &common);
+    let mut dev_args = common.to_vec();
+    dev_args.push("--with-device");
+    let dev = start_stack(&dev_ds, &dev_args);
+    // a → b, pausing past a walk.
+    let server = Server::start(&net.b, PORTS[0]);
+    let c1 = send_pausing(
+        VethPair::exec(&net.a, "python3"),
+        "10.99.0.2",
+        PORTS[0],
+        3_000_017,
+        1.5,
+    );
+    assert_eq!(server.received(), 3_000_017);
+    // b → a, likewise.
+    let server = Server::start(&net.a, PORTS[1]);
+    let c2 = send_pausing(
+        VethPair::exec(&net.b, "python3"),
+        "10.99.0.1",
+        PORTS[1],
+        2_000_003,
+        1.5,
+    );
+    assert_eq!(server.received(), 2_000_003);
+    // a → b, a few milliseconds from connect to close.
+    let server = Server::start(&net.b, PORTS[0]);
+    let c3 = send(
+        VethPair::exec(&net.a, "python3"),
+        "10.99.0.2",
+        PORTS[0],
+        20_011,
+    );
+    assert_eq!(server.received(), 20_011);
+    let walk_run = stop_stack(walk);
+    let dev_run = stop_stack(dev);
+    assert!(
+        walk_run.stdout().contains(" 0 lost"),
+        "{}",
+        walk_run.stdout()
+    );
+    assert!(dev_run.stdout().contains(" 0 lost"), "{}", dev_run.stdout());
+    assert_eq!(manifest(&walk_ds)["stack"]["level"], "walk");
+    assert_eq!(manifest(&dev_ds)["stack"]["level"], "device");
+
+    // Per socket, summed over its intervals.
+    let per_socket = |ds: &Path, cols: &str| -> std::collections::BTreeMap<u64, Value> {
+        sql(
+            ds,
+            &format!(
+                "SELECT cookie, max(local_port) AS lport, max(remote_port) AS rport, \
+                 bool_or(closed) AS closed, count(*) AS rows, {cols} \
+                 FROM stack_intervals GROUP BY cookie \
+                 HAVING coalesce(sum(app_sent), 0) + coalesce(sum(app_received), 0) > 0"
+            ),
+        )
+        .into_iter()
+        .map(|r| (num(&r["cookie"]) as u64, r))
+        .collect()
+    };
+    let sums = "sum(app_sent) AS app_sent, sum(app_received) AS app_received, \
+                sum(tcp_bytes_sent) AS tcp_sent, sum(tcp_bytes_received) AS tcp_received, \
+                sum(tcp_data_segs_out) AS segs_out, sum(tcp_data_segs_in) AS segs_in, \
+                sum(dev_sent) AS dev_sent, sum(dev_received) AS dev_received, \
+                count(app_writes) AS with_writes";
+    let w = per_socket(&walk_ds, sums);
+    let d = per_socket(&dev_ds, sums);
+    // Six sockets: both ends of three connections (the listeners moved no
+    // bytes).
+    assert_eq!(w.len(), 6, "{w:?}");
+    assert_eq!(
+        w.keys().collect::<Vec<_>>(),
+        d.keys().collect::<Vec<_>>(),
+        "the same sockets"
+    );
+    let cookie_at = |lport: u16| -> u64 {
+        *w.iter()
+            .find(|(_, r)| num(&r["lport"]) as u16 == lport)
+            .unwrap_or_else(|| panic!("no socket at port {lport}: {w:?}"))
+            .0
+    };
+    let expect = [
+        (c1, 3_000_017u64, true),
+        (c2, 2_000_003, true),
+        (c3, 20_011, false),
+    ];
+    for (port, n, paused) in expect {
+        let client = cookie_at(port);
+        let server = *w
+            .iter()
+            .find(|(_, r)| num(&r["rport"]) as u16 == port)
+            .unwrap()
+            .0;
+        for (cookie, sent, received) in [(client, n, 0), (server, 0, n)] {
+            let (wr, dr) = (&w[&cookie], &d[&cookie]);
+            let ctx = format!("socket {cookie}: walk {wr} per-packet {dr}");
+            // What the application wrote and read, exactly, both ways.
+            assert_eq!(num(&wr["app_sent"]) as u64, sent, "{ctx}");
+            assert_eq!(num(&wr["app_received"]) as u64, received, "{ctx}");
+            assert_eq!(num(&dr["app_sent"]) as u64, sent, "{ctx}");
+            assert_eq!(num(&dr["app_received"]) as u64, received, "{ctx}");
+            // What TCP sent and received against what crossed the device
+            // (no loss on a veth pair): payload bytes sent equal; bytes
+            // received count the peer's FIN as one more.
+            assert_eq!(num(&wr["tcp_sent"]), num(&dr["dev_sent"]), "{ctx}");
+            assert_eq!(
+                num(&wr["tcp_received"]),
+                num(&dr["dev_received"]) + 1.0,
+                "{ctx}"
+            );
+            // The kernel's segment counts are the same whichever level
+            // read them, and there are enough of them for the bytes.
+            assert_eq!(num(&wr["segs_out"]), num(&dr["segs_out"]), "{ctx}");
+            assert_eq!(num(&wr["segs_in"]), num(&dr["segs_in"]), "{ctx}");
+            assert!(num(&wr["segs_out"]) * 65536.0 >= sent as f64, "{ctx}");
+            assert!(num(&wr["segs_in"]) * 65536.0 >= received as f64, "{ctx}");
+            assert_eq!(wr["closed"], true, "{ctx}");
+            // The walk level leaves the per-packet columns empty.
+            assert_eq!(num(&wr["with_writes"]), 0.0, "{ctx}");
+            assert!(wr["dev_sent"].is_null(), "{ctx}");
+            if paused {
+                assert!(num(&wr["rows"]) >= 2.0, "walked while open: {ctx}");
+            }
+        }
+    }
+
+    // The analysis says what the walk level leaves empty.
+    let mut cmd = weir();
+    cmd.arg("analyze").arg(&walk_ds).args(["stack", "--json"]);
+    let r = run_bounded(cmd, Duration::from_secs(120));
+    assert_eq!(r.code(), 0, "{}", r.stderr());
+    assert!(r.stderr().contains("level walk"), "{}", r.stderr());
+    assert!(r.stderr().contains("dev_sent"), "{}", r.stderr());
+    let v: Value = serde_json::from_str(&r.stdout()).unwrap();
+    let sock = v["sockets"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| num(&r["cookie"]) as u64 == cookie_at(c1))
+        .expect("the first client");
+    assert_eq!(num(&sock["app_sent"]) as u64, 3_000_017);
+    assert!(v["write_to_wire"].as_array().unwrap().is_empty());
+}
+
+/// The walk's TCP state is what `ss -ti` reads from tcp_info: during a
+/// pause of a transfer (all acknowledged, nothing changing) `ss` reads
+/// the client's cwnd and srtt, and the last walk before the transfer
+/// resumed read the same.
+#[test]
+fn the_walk_reads_the_cwnd_and_srtt_ss_reads() {
+    const PORT: u16 = 5608;
+    let net = VethPair::new("sts");
+    let s = Scratch::new("stack-ss");
+    let ds = s.join("ds");
+    let rec = start_stack(&ds, &["--port", "5608", "--interval", "200ms"]);
+    let server = Server::start(&net.b, PORT);
+    let mut client = VethPair::exec(&net.a, "python3")
+        .args([TRANSFER, "send", "10.99.0.2", "5608", "4000000", "1.5"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start the client");
+    let mut err = std::io::BufReader::new(client.stderr.take().unwrap());
+    let mut line = String::new();
+    std::io::BufRead::read_line(&mut err, &mut line).unwrap();
+    assert_eq!(line.trim(), "paused", "the client said {line:?}");
+    // While the client waits with everything acknowledged.
+    let mut ss = VethPair::exec(&net.a, "ss");
+    ss.args(["-tinH", "state", "established", "( dport = :5608 )"]);
+    let r = run_bounded(ss, Duration::from_secs(10));
+    assert_eq!(r.code(), 0, "ss: {}", r.stderr());
+    let text = r.stdout();
+    let field = |name: &str| -> f64 {
+        let at = text
+            .find(&format!(" {name}:"))
+            .unwrap_or_else(|| panic!("ss printed no {name}: {text}"));
+        text[at + name.len() + 2..]
+            .split([' ', '/', '\n'])
+            .next()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or_else(|| panic!("ss's {name}: {text}"))
+    };
+    let (ss_cwnd, ss_rtt_ms) = (field("cwnd"), field("rtt"));
+    line.clear();
+    std::io::BufRead::read_line(&mut err, &mut line).unwrap();
+    let resumed: i64 = line
+        .trim()
+        .strip_prefix("resuming ")
+        .and_then(|t| t.parse().ok())
+        .unwrap_or_else(|| panic!("the client said {line:?}"));
+    let out = client.wait_with_output().expect("the client ends");
+    assert!(out.status.success());
+    let said = String::from_utf8_lossy(&out.stdout).to_string();
+    let client_port: u16 = said
+        .split_whitespace()
+        .nth(2)
+        .and_then(|p| p.parse().ok())
+        .unwrap_or_else(|| panic!("the client said {said:?}"));
+    assert_eq!(server.received(), 4_000_000);
+    let _ = stop_stack(rec);
+
+    // The last walk that read the socket before the transfer resumed (a
+    // row's walk ends its interval).
+    let rows = sql(
+        &ds,
+        &format!(
+            "SELECT cwnd_last AS cwnd, srtt_us_last AS srtt, tcp_state \
+             FROM stack_intervals WHERE local_port = {client_port} \
+             AND CAST(ts AS BIGINT) + CAST(interval_ns AS BIGINT) < {resumed} \
+             ORDER BY ts DESC LIMIT 1"
+        ),
+    );
+    assert_eq!(rows.len(), 1, "no walk before the pause ended");
+    let row = &rows[0];
+    assert_eq!(row["tcp_state"], "ESTABLISHED", "{row}");
+    assert_eq!(num(&row["cwnd"]), ss_cwnd, "ss: {text} walk: {row}");
+    // ss prints srtt in ms with µs precision.
+    assert!(
+        (num(&row["srtt"]) - ss_rtt_ms * 1000.0).abs() < 1.0,
+        "ss: {text} walk: {row}"
+    );
 }
 
 /// Builds the lossy tc program and attaches it to `veth0`'s ingress in
@@ -759,6 +1003,11 @@ fn bad_options_and_missing_privileges_are_clear_errors() {
     for (args, says) in [
         (vec!["--ring-size", "5000"], "power of two"),
         (vec!["--comm", "a-name-longer-than-15"], "15 bytes"),
+        (vec!["--pid", "1"], "add --with-device"),
+        (
+            vec!["--events", "all", "--with-device"],
+            "give one or the other",
+        ),
         (
             vec!["--cgroup", "/nonexistent/cgroup"],
             "give a cgroup v2 directory",

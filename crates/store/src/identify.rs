@@ -83,6 +83,7 @@ const TAGS: &[(&str, &str, Identifies)] = &[
     ("stack_intervals", "local_addr", Identifies::Address),
     ("stack_intervals", "remote_addr", Identifies::Address),
     ("stack_intervals", "comm", Identifies::Name),
+    ("stack_intervals", "tcp_state", Identifies::Nothing),
     ("*", "client", Identifies::Address),
     ("*", "server", Identifies::Address),
     ("*", "transport", Identifies::Nothing),

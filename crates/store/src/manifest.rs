@@ -248,6 +248,13 @@ pub struct StackInfo {
     /// every recording from before the choice existed).
     #[serde(default = "every_event")]
     pub mode: String,
+    /// With mode "intervals", what ran (`stack_intervals::LEVELS`):
+    /// "walk" (the iter/tcp socket walk alone, nothing on the packet
+    /// path), "device" (also the per-packet programs: the application and
+    /// device split) or "delay" (also the write-to-wire delay). Interval
+    /// recordings from before the levels existed were "delay".
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub level: Option<String>,
     /// The intervals' length, with mode "intervals".
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub interval_s: Option<f64>,

@@ -65,7 +65,8 @@ pub const TCP_STATES: [&str; 14] = [
     "BOUND_INACTIVE",
 ];
 
-fn state_name(s: u8) -> &'static str {
+/// A TCP state's name (`ESTABLISHED`, ...).
+pub fn state_name(s: u8) -> &'static str {
     TCP_STATES.get(s as usize).copied().unwrap_or("UNKNOWN")
 }
 

@@ -1,8 +1,11 @@
 //! The stack_intervals table: `stack_intervals/*.parquet`, one row per
-//! socket per interval of `weir stack`'s default mode, which adds the
+//! socket per interval of `weir stack`'s interval levels: the walk level
+//! (the default) reads each TCP socket's own counters every interval, the
+//! per-packet levels (`--with-device`, `--with-delay`) also add the
 //! frequent events (application send and receive, incoming segments,
-//! device frames) up in the kernel instead of recording each. The
-//! columns are documented in [`interval_schema`] and docs/STACK.md.
+//! device frames) up in the kernel. A column a level does not fill is
+//! null ([`level_leaves_empty`]). The columns are documented in
+//! [`interval_schema`] and docs/STACK.md.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -24,7 +27,7 @@ use crate::table::{TableFiles, writer_properties};
 pub const INTERVALS_DIR: &str = "stack_intervals";
 
 /// Version of the table's columns; bumped when a column changes.
-pub const INTERVALS_SCHEMA_VERSION: u32 = 1;
+pub const INTERVALS_SCHEMA_VERSION: u32 = 2;
 
 /// The counters of an interval, in [`IntervalRow::counts`]' order, with
 /// what each counts over the interval.
@@ -62,6 +65,93 @@ pub const INTERVAL_COUNTS: [(&str, &str); 13] = [
     ),
 ];
 
+/// Which of [`INTERVAL_COUNTS`] the walk level fills (from the socket's
+/// own counters: write_seq and copied_seq for the application's bytes,
+/// total_retrans and bytes_retrans for retransmissions; one TCP state
+/// sample per walk); the others need the per-packet programs.
+pub const WALK_FILLS: [&str; 5] = [
+    "app_sent",
+    "app_received",
+    "retransmits",
+    "retransmitted",
+    "tcp_samples",
+];
+
+/// The kernel's own per-socket counters (what `ss -ti` prints from
+/// tcp_info), differences over the interval, read by the socket walk at
+/// every level.
+pub const WALK_COUNTS: [(&str, &str); 13] = [
+    (
+        "tcp_bytes_sent",
+        "payload bytes TCP sent, retransmissions included (tcp_info bytes_sent)",
+    ),
+    (
+        "tcp_bytes_received",
+        "sequence space received in order (tcp_info bytes_received; a FIN counts one)",
+    ),
+    ("tcp_bytes_acked", "sequence space the peer acknowledged"),
+    ("tcp_bytes_retrans", "payload bytes retransmitted"),
+    (
+        "tcp_segs_in",
+        "segments received (a GRO/GSO packet counts each segment)",
+    ),
+    ("tcp_segs_out", "segments sent (likewise)"),
+    ("tcp_data_segs_in", "segments received with payload"),
+    ("tcp_data_segs_out", "segments sent with payload"),
+    ("tcp_retrans", "segments retransmitted (total_retrans)"),
+    (
+        "tcp_rtos",
+        "retransmission timeouts (total_rto; null before Linux 6.7)",
+    ),
+    ("busy_us", "time with data unacknowledged, µs"),
+    (
+        "rwnd_limited_us",
+        "of which limited by the peer's receive window, µs",
+    ),
+    (
+        "sndbuf_limited_us",
+        "of which limited by the send buffer, µs",
+    ),
+];
+
+/// The socket's state at the walk that ended the interval.
+pub const WALK_STATE: [(&str, &str); 4] = [
+    ("rttvar_us", "round-trip time variation, µs"),
+    ("rcv_wnd", "receive window, bytes"),
+    ("mss", "send MSS, bytes"),
+    (
+        "delivery_rate",
+        "delivery rate, bytes/s (tcp_info delivery_rate)",
+    ),
+];
+
+/// The recording levels, as the manifest names them (`stack.level`).
+pub const LEVELS: [&str; 3] = ["walk", "device", "delay"];
+
+/// The columns a level leaves null, for `weir analyze`'s note.
+pub fn level_leaves_empty(level: &str) -> Vec<&'static str> {
+    match level {
+        "walk" => {
+            let mut v: Vec<&str> = INTERVAL_COUNTS
+                .iter()
+                .map(|(n, _)| *n)
+                .filter(|n| !WALK_FILLS.contains(n))
+                .collect();
+            v.extend([
+                "pid",
+                "tid",
+                "comm",
+                "delay_writes",
+                "delay_sum_ns",
+                "delay_hist",
+            ]);
+            v
+        }
+        "device" => vec!["delay_writes", "delay_sum_ns", "delay_hist"],
+        _ => Vec::new(),
+    }
+}
+
 /// The TCP state sampled, with min, mean, max and last of each.
 pub const INTERVAL_METRICS: [(&str, &str); 5] = [
     ("cwnd", "congestion window, segments"),
@@ -96,14 +186,28 @@ pub struct IntervalRow {
     pub remote_addr: Option<[u8; 16]>,
     pub remote_port: Option<u16>,
     pub closed: bool,
-    /// By [`INTERVAL_COUNTS`].
-    pub counts: [u64; 13],
+    /// By [`INTERVAL_COUNTS`]; `None` where the level does not count it.
+    pub counts: [Option<u64>; 13],
+    /// By [`WALK_COUNTS`]; `None` for a socket the walk does not read
+    /// (UDP), and busy times and RTOs where the kernel does not say.
+    pub walk: [Option<u64>; 13],
+    /// By [`WALK_STATE`].
+    pub walk_state: [Option<u64>; 4],
+    /// The TCP state at the walk that ended the interval.
+    pub tcp_state: Option<u8>,
     /// By [`INTERVAL_METRICS`]: (min, mean, max, last); `None` without a
     /// sample in the interval.
     pub tcp: Option<[(u32, f64, u32, u32); 5]>,
-    pub delay_writes: u64,
-    pub delay_sum_ns: i64,
-    pub delay_hist: [u64; DELAY_BUCKETS],
+    /// `None` below the delay level.
+    pub delay: Option<Delays>,
+}
+
+/// The write-to-wire delays of an interval's sampled writes.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Delays {
+    pub writes: u64,
+    pub sum_ns: i64,
+    pub hist: [u64; DELAY_BUCKETS],
 }
 
 /// The table's schema.
@@ -125,7 +229,7 @@ pub fn interval_schema() -> SchemaRef {
         Field::new("closed", DataType::Boolean, false),
     ];
     for (name, _) in INTERVAL_COUNTS {
-        f.push(Field::new(name, DataType::UInt64, false));
+        f.push(Field::new(name, DataType::UInt64, true));
     }
     for (m, _) in INTERVAL_METRICS {
         f.push(Field::new(format!("{m}_min"), DataType::UInt32, true));
@@ -133,13 +237,20 @@ pub fn interval_schema() -> SchemaRef {
         f.push(Field::new(format!("{m}_max"), DataType::UInt32, true));
         f.push(Field::new(format!("{m}_last"), DataType::UInt32, true));
     }
-    f.push(Field::new("delay_writes", DataType::UInt64, false));
-    f.push(Field::new("delay_sum_ns", DataType::Int64, false));
+    f.push(Field::new("delay_writes", DataType::UInt64, true));
+    f.push(Field::new("delay_sum_ns", DataType::Int64, true));
     f.push(Field::new(
         "delay_hist",
         DataType::List(Arc::new(Field::new("item", DataType::UInt64, true))),
-        false,
+        true,
     ));
+    for (name, _) in WALK_COUNTS {
+        f.push(Field::new(name, DataType::UInt64, true));
+    }
+    for (name, _) in WALK_STATE {
+        f.push(Field::new(name, DataType::UInt64, true));
+    }
+    f.push(Field::new("tcp_state", text(), true));
     Arc::new(Schema::new(f))
 }
 
@@ -164,6 +275,9 @@ struct Builders {
     delay_writes: UInt64Builder,
     delay_sum_ns: Int64Builder,
     delay_hist: ListBuilder<UInt64Builder>,
+    walk: Vec<UInt64Builder>,
+    walk_state: Vec<UInt64Builder>,
+    tcp_state: StringBuilder,
     rows: usize,
 }
 
@@ -200,6 +314,13 @@ impl Builders {
             delay_writes: UInt64Builder::new(),
             delay_sum_ns: Int64Builder::new(),
             delay_hist: ListBuilder::new(UInt64Builder::new()),
+            walk: (0..WALK_COUNTS.len())
+                .map(|_| UInt64Builder::new())
+                .collect(),
+            walk_state: (0..WALK_STATE.len())
+                .map(|_| UInt64Builder::new())
+                .collect(),
+            tcp_state: StringBuilder::new(),
             rows: 0,
         }
     }
@@ -227,7 +348,7 @@ impl Builders {
         self.remote_port.append_option(r.remote_port);
         self.closed.append_value(r.closed);
         for (b, v) in self.counts.iter_mut().zip(r.counts) {
-            b.append_value(v);
+            b.append_option(v);
         }
         for (i, (min, mean, max, last)) in self.metrics.iter_mut().enumerate() {
             let m = r.tcp.map(|t| t[i]);
@@ -236,10 +357,27 @@ impl Builders {
             max.append_option(m.map(|m| m.2));
             last.append_option(m.map(|m| m.3));
         }
-        self.delay_writes.append_value(r.delay_writes);
-        self.delay_sum_ns.append_value(r.delay_sum_ns);
-        self.delay_hist.values().append_slice(&r.delay_hist);
-        self.delay_hist.append(true);
+        match &r.delay {
+            Some(d) => {
+                self.delay_writes.append_value(d.writes);
+                self.delay_sum_ns.append_value(d.sum_ns);
+                self.delay_hist.values().append_slice(&d.hist);
+                self.delay_hist.append(true);
+            }
+            None => {
+                self.delay_writes.append_null();
+                self.delay_sum_ns.append_null();
+                self.delay_hist.append(false);
+            }
+        }
+        for (b, v) in self.walk.iter_mut().zip(r.walk) {
+            b.append_option(v);
+        }
+        for (b, v) in self.walk_state.iter_mut().zip(r.walk_state) {
+            b.append_option(v);
+        }
+        self.tcp_state
+            .append_option(r.tcp_state.map(crate::stack::state_name));
         self.rows += 1;
     }
 
@@ -272,6 +410,10 @@ impl Builders {
         cols.push(Arc::new(self.delay_writes.finish()));
         cols.push(Arc::new(self.delay_sum_ns.finish()));
         cols.push(Arc::new(self.delay_hist.finish()));
+        for b in self.walk.iter_mut().chain(self.walk_state.iter_mut()) {
+            cols.push(Arc::new(b.finish()));
+        }
+        cols.push(Arc::new(self.tcp_state.finish()));
         self.rows = 0;
         RecordBatch::try_new(interval_schema(), cols)
     }
@@ -360,11 +502,19 @@ mod tests {
                     local_port: (i != 2).then_some(5001),
                     local_addr: (i != 2).then_some([7; 16]),
                     tcp: (i % 2 == 0).then_some([(1, 1.5, 2, 2); 5]),
-                    delay_writes: i,
+                    delay: (i != 4).then(|| {
+                        let mut d = Delays {
+                            writes: i,
+                            ..Default::default()
+                        };
+                        d.hist[3] = i;
+                        d
+                    }),
+                    tcp_state: Some(1),
                     ..Default::default()
                 };
-                r.counts[0] = 100 * i;
-                r.delay_hist[3] = i;
+                r.counts[0] = (i != 3).then_some(100 * i);
+                r.walk[0] = (i != 1).then_some(7 * i);
                 r
             })
             .collect();
@@ -395,18 +545,27 @@ mod tests {
                 let port = b.column_by_name("local_port").unwrap();
                 let hist = b.column_by_name("delay_hist").unwrap();
                 let hist = hist.as_list::<i32>();
+                let tcp_sent = b.column_by_name("tcp_bytes_sent").unwrap();
+                let tcp_sent = tcp_sent.as_primitive::<UInt64Type>();
+                let state = b.column_by_name("tcp_state").unwrap();
+                let state = state.as_string::<i32>();
                 for i in 0..b.num_rows() {
                     let r = &rows[seen];
-                    assert_eq!(sent.value(i), r.counts[0]);
+                    assert_eq!((!sent.is_null(i)).then(|| sent.value(i)), r.counts[0]);
+                    assert_eq!((!tcp_sent.is_null(i)).then(|| tcp_sent.value(i)), r.walk[0]);
+                    assert_eq!(state.value(i), "ESTABLISHED");
                     assert_eq!(cwnd.is_null(i), r.tcp.is_none());
                     if r.tcp.is_some() {
                         assert_eq!((cwnd.value(i), mean.value(i)), (2, 1.5));
                     }
                     assert_eq!(port.is_null(i), r.local_port.is_none());
-                    let h = hist.value(i);
-                    let h = h.as_primitive::<UInt64Type>();
-                    assert_eq!(h.len(), DELAY_BUCKETS);
-                    assert_eq!(h.value(3), r.delay_hist[3]);
+                    assert_eq!(hist.is_null(i), r.delay.is_none());
+                    if let Some(d) = &r.delay {
+                        let h = hist.value(i);
+                        let h = h.as_primitive::<UInt64Type>();
+                        assert_eq!(h.len(), DELAY_BUCKETS);
+                        assert_eq!(h.value(3), d.hist[3]);
+                    }
                     seen += 1;
                 }
             }

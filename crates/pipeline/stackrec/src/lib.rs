@@ -2,10 +2,13 @@
 //! attached and read by the `stack` crate) into the dataset's stack table,
 //! its per-second counters and the manifest's `stack` section.
 //!
-//! By default the kernel adds the frequent events up per socket, and this
-//! reads those aggregates every `--interval` into the stack_intervals
-//! table (state changes and retransmissions still come one by one into
-//! the stack table); with `--events all` every event is a record.
+//! By default nothing runs on the packet path: every `--interval` an
+//! iter/tcp walk reads each TCP socket's own counters and this writes
+//! their differences into the stack_intervals table (state changes and
+//! retransmissions still come one by one into the stack table). The
+//! per-packet levels (`--with-device`, `--with-delay`) also have the
+//! kernel add the frequent events up per socket, read at the same ticks;
+//! with `--events all` every event is a record.
 //!
 //! The stack source's reader copies records off the ring buffers on the
 //! calling thread; a writer thread puts them in time order, decodes them
@@ -23,15 +26,16 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use stack::event::{Decoder, RawEvent, StackEvent, kind};
-use stack::interval::{Interval, Intervals};
+use stack::interval::{Interval, Intervals, TCP_METRICS};
 use stack::order::Reorder;
+use stack::walk::{WalkRow, Walks};
 use stack::{
     Attached, CHUNK_BYTES, Chunk, Loaded, Prepared, Probe, ProbeOptions, Reader, StackError,
 };
 use store::Dataset;
 use store::manifest::{Manifest, ProgramCost, StackInfo, TimeSpan};
 use store::stack::{EVENT_NAMES, STACK_DIR, StackRow, StackWriter, TcpInfo};
-use store::stack_intervals::{INTERVALS_DIR, IntervalRow, IntervalWriter};
+use store::stack_intervals::{Delays, INTERVALS_DIR, IntervalRow, IntervalWriter};
 use store::stats::{StackCounts, StatsRow, StatsWriter};
 
 /// Why a recording could not start or go on. Each says what to do.
@@ -70,9 +74,13 @@ pub struct StackOptions {
     /// Switch the kernel's BPF run-time statistics on while recording and
     /// report each program's CPU time (costs two clock reads per run).
     pub program_stats: bool,
-    /// The default mode: the frequent events added up per socket in the
-    /// kernel and read every `interval`; false is `--events all`.
+    /// The interval levels (the default): one stack_intervals row per
+    /// socket and `interval`, from the socket walk and, with `level`
+    /// above "walk", the per-packet aggregates; false is `--events all`.
     pub aggregate: bool,
+    /// With `aggregate`: "walk", "device" or "delay"
+    /// (`store::stack_intervals::LEVELS`).
+    pub level: Level,
     /// How often the aggregates are read: one stack_intervals row per
     /// socket that did anything in it.
     pub interval: Duration,
@@ -104,6 +112,7 @@ impl Default for StackOptions {
             snapshot_every: None,
             program_stats: false,
             aggregate: true,
+            level: Level::Walk,
             interval: Duration::from_millis(100),
             sockets: 65536,
             duration: None,
@@ -128,9 +137,30 @@ impl StackOptions {
             device_acks: self.device_acks,
             snapshot_every: self.snapshot_every,
             program_stats: self.program_stats,
-            aggregate: self.aggregate,
+            walk: self.aggregate,
+            aggregate: self.aggregate && self.level >= Level::Device,
+            delay: self.aggregate && self.level >= Level::Delay,
             sockets: self.sockets,
         }
+    }
+}
+
+/// What the interval mode runs.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Level {
+    /// The socket walk alone: nothing on the packet path.
+    #[default]
+    Walk,
+    /// Also the per-packet aggregates: the application/device split.
+    Device,
+    /// Also the write-to-wire delay histogram.
+    Delay,
+}
+
+impl Level {
+    /// As the manifest names it.
+    pub fn name(self) -> &'static str {
+        store::stack_intervals::LEVELS[self as usize]
     }
 }
 
@@ -175,6 +205,9 @@ impl StackReport {
 /// wake the reader only when a quarter of a ring is queued, and every ring
 /// is read after each poll.
 const POLL: Duration = Duration::from_millis(20);
+/// ... at the walk level, where state changes and retransmissions are all
+/// the rings carry.
+const WALK_POLL: Duration = Duration::from_millis(100);
 /// How far behind the newest complete read the writer holds records back
 /// to put the CPUs' rings in time order: a program stamps its record just
 /// after reserving it, so one still being filled during a read is at most
@@ -204,7 +237,12 @@ pub fn record(
     };
     let mut object = MaybeUninit::uninit();
     let loaded = probe.load(&mut object)?;
-    let attached = loaded.attach()?;
+    let mut attached = loaded.attach()?;
+    if let Some(a) = aggs.as_mut() {
+        // The sockets already open: the baseline the first interval is
+        // counted from.
+        a.tick(&loaded, &attached)?;
+    }
     let (writer, to_writer) = WriterThread::start(&out, opts)?;
     let reader = Reader::new(&loaded, to_writer.chunks, to_writer.free)?;
     let started = Instant::now();
@@ -224,18 +262,20 @@ pub fn record(
     } else {
         BTreeMap::new()
     };
-    // Detach first so that nothing more arrives, then drain what is queued.
-    drop(attached);
+    // Detach the event programs first so that nothing more arrives, then
+    // drain what is queued.
+    attached.detach_events();
     let mut collected = reader.finish();
     // The last, partial interval: nothing adds to it any more.
     let interval_files = match aggs {
         Some(mut a) => {
-            a.tick(&loaded)?;
+            a.tick(&loaded, &attached)?;
             collected.events[kind::INTERVAL as usize] = a.writer.rows();
             a.writer.finish()?
         }
         None => Vec::new(),
     };
+    drop(attached);
     let lost = loaded.lost();
     let last = seconds.end(&collected.events, &lost);
     seconds.write(last)?;
@@ -297,10 +337,13 @@ impl Output {
             ports: opts.ports.clone(),
             cgroup: opts.cgroup.as_ref().map(|p| p.display().to_string()),
             ring_bytes: opts.ring_bytes as u64,
-            devices: opts.devices,
-            device_acks: opts.devices && opts.device_acks,
+            devices: opts.devices && !(opts.aggregate && opts.level == Level::Walk),
+            device_acks: opts.devices
+                && opts.device_acks
+                && !(opts.aggregate && opts.level == Level::Walk),
             snapshot_every_s: opts.snapshot_every.map(|d| d.as_secs_f64()),
             mode: if opts.aggregate { "intervals" } else { "all" }.to_string(),
+            level: opts.aggregate.then(|| opts.level.name().to_string()),
             interval_s: opts.aggregate.then_some(opts.interval.as_secs_f64()),
             sockets: opts.aggregate.then_some(opts.sockets as u64),
             ..Default::default()
@@ -501,7 +544,14 @@ fn poll_until_stopped(
             snapshots += 1;
             next_snapshot = now + every;
         }
-        let mut wait = POLL;
+        // At the walk level the rings carry only state changes and
+        // retransmissions: read them at the walks, not 50 times a second
+        // (a ring a quarter full still wakes the reader at once).
+        let mut wait = if opts.aggregate && opts.level == Level::Walk {
+            opts.interval.min(WALK_POLL)
+        } else {
+            POLL
+        };
         if let Some(d) = opts.duration {
             wait = wait.min(d.saturating_sub(now));
         }
@@ -515,7 +565,7 @@ fn poll_until_stopped(
         if let Some(a) = run.aggs.as_deref_mut()
             && started.elapsed() >= a.next
         {
-            a.tick(run.loaded)?;
+            a.tick(run.loaded, run.attached)?;
             a.next += opts.interval;
         }
         if started.elapsed() >= next_second {
@@ -524,7 +574,7 @@ fn poll_until_stopped(
             let mut sockets = run.sockets.load(Ordering::Relaxed);
             if let Some(a) = &run.aggs {
                 events[kind::INTERVAL as usize] = a.writer.rows();
-                sockets = a.intervals.sockets();
+                sockets = a.sockets();
             }
             let rows = seconds.end(&events, &lost);
             each_second(&Second {
@@ -542,10 +592,16 @@ fn poll_until_stopped(
     })
 }
 
-/// The default mode's reading of the kernel's per-socket aggregates.
+/// The interval levels' reading of the kernel: the socket walk, and the
+/// per-packet aggregates at the levels that have them.
 struct Aggregates {
     writer: IntervalWriter,
-    intervals: Intervals,
+    level: Level,
+    /// Above the walk level.
+    intervals: Option<Intervals>,
+    walks: Walks,
+    /// The sockets already open have joined the walk.
+    enrolled: bool,
     /// The epoch the programs are in (they start in 1).
     epoch: u64,
     /// When it started, wall clock.
@@ -560,80 +616,202 @@ const IDLE: Duration = Duration::from_secs(60);
 
 impl Aggregates {
     fn new(dir: &Path, opts: &StackOptions) -> Aggregates {
+        let idle_reads =
+            (IDLE.as_nanos() / opts.interval.as_nanos().max(1)).clamp(1, u32::MAX as u128) as u32;
         Aggregates {
             writer: IntervalWriter::new(dir, opts.rotate_rows),
-            intervals: Intervals::new(
-                (IDLE.as_nanos() / opts.interval.as_nanos().max(1)).clamp(1, u32::MAX as u128)
-                    as u32,
-            ),
+            level: opts.level,
+            intervals: (opts.level >= Level::Device).then(|| Intervals::new(idle_reads)),
+            walks: Walks::new(),
+            enrolled: false,
             epoch: 1,
             start_ns: store::time::now_ns(),
             next: opts.interval,
         }
     }
 
+    /// Sockets remembered, for the live display.
+    fn sockets(&self) -> usize {
+        self.walks
+            .sockets()
+            .max(self.intervals.as_ref().map_or(0, |i| i.sockets()))
+    }
+
     /// Ends the current interval: the programs move on to the next epoch,
-    /// then the one that ended is read, written and the sockets that are
-    /// done are removed from the kernel's map.
-    fn tick(&mut self, loaded: &Loaded<'_>) -> Result<(), RecordError> {
-        let ended = self.epoch;
-        self.epoch += 1;
-        loaded.start_epoch(self.epoch)?;
+    /// then the one that ended is read, the sockets are walked, the rows
+    /// are written and the sockets that are done are removed from the
+    /// kernel's map.
+    fn tick(&mut self, loaded: &Loaded<'_>, attached: &Attached) -> Result<(), RecordError> {
+        let mut agg = Vec::new();
+        if let Some(intervals) = self.intervals.as_mut() {
+            let ended = self.epoch;
+            self.epoch += 1;
+            loaded.start_epoch(self.epoch)?;
+            let sockets = loaded.read_aggregates();
+            let read = intervals.read(ended, sockets.iter().map(|(c, v)| (*c, v.as_slice())));
+            loaded.delete_aggregates(&read.delete);
+            agg = read.rows;
+        }
+        // The walk, then the sockets that closed meanwhile: one closing
+        // while the walk ran is in one or both (see Walks::read). The
+        // first tick enrolls the sockets already open instead.
+        let walked = if self.enrolled {
+            loaded.walk(attached)?
+        } else {
+            self.enrolled = true;
+            loaded.enroll(attached)?
+        };
+        let finals = loaded.take_finals();
+        let walk = self.walks.read(&walked, &finals);
         let end_ns = store::time::now_ns();
-        let sockets = loaded.read_aggregates();
-        let read = self
-            .intervals
-            .read(ended, sockets.iter().map(|(c, v)| (*c, v.as_slice())));
-        for r in &read.rows {
-            self.writer.push(&interval_row(r, self.start_ns, end_ns));
+        let mut rows: BTreeMap<u64, (Option<&Interval>, Option<&WalkRow>)> = BTreeMap::new();
+        for r in &agg {
+            rows.entry(r.cookie).or_default().0 = Some(r);
+        }
+        for w in &walk {
+            rows.entry(w.now.cookie).or_default().1 = Some(w);
+        }
+        for (a, w) in rows.values() {
+            self.writer
+                .push(&interval_row(*a, *w, self.level, self.start_ns, end_ns));
         }
         self.writer.flush()?;
-        loaded.delete_aggregates(&read.delete);
         self.start_ns = end_ns;
         Ok(())
     }
 }
 
 /// The stack_intervals row of a socket's interval from `start_ns` to
-/// `end_ns` (wall clock).
-fn interval_row(r: &Interval, start_ns: i64, end_ns: i64) -> IntervalRow {
-    let known = r.family != 0;
-    let ports = known && (r.proto == 6 || r.proto == 17);
+/// `end_ns` (wall clock), from its per-packet aggregate and its walk
+/// (either may be missing: a socket the walk does not read, or one that
+/// did nothing per packet).
+fn interval_row(
+    agg: Option<&Interval>,
+    walk: Option<&WalkRow>,
+    level: Level,
+    start_ns: i64,
+    end_ns: i64,
+) -> IntervalRow {
+    let id = match (agg, walk) {
+        (Some(a), _) if a.family != 0 => (
+            a.netns, a.family, a.proto, a.laddr, a.raddr, a.lport, a.rport,
+        ),
+        (_, Some(w)) => {
+            let n = &w.now;
+            (n.netns, n.family, 6, n.laddr, n.raddr, n.lport, n.rport)
+        }
+        (Some(a), None) => (
+            a.netns, a.family, a.proto, a.laddr, a.raddr, a.lport, a.rport,
+        ),
+        (None, None) => Default::default(),
+    };
+    let (netns, family, proto, laddr, raddr, lport, rport) = id;
+    let known = family != 0;
+    let ports = known && (proto == 6 || proto == 17);
+    let per_packet = level >= Level::Device;
+    let counts = if per_packet {
+        let a = agg.cloned().unwrap_or_default();
+        [
+            a.app_sent,
+            a.app_writes,
+            a.app_received,
+            a.app_reads,
+            a.dev_sent,
+            a.dev_frames_sent,
+            a.dev_received,
+            a.dev_frames_received,
+            a.segs_in,
+            a.retransmits,
+            a.retransmitted,
+            a.state_changes,
+            a.tcp_samples,
+        ]
+        .map(Some)
+    } else {
+        let w = walk.cloned().unwrap_or_default();
+        [
+            w.app_sent,
+            None,
+            w.app_received,
+            None,
+            None,
+            None,
+            None,
+            None,
+            None,
+            Some(w.retrans),
+            Some(w.bytes_retrans),
+            None,
+            Some(walk.is_some() as u64),
+        ]
+    };
+    let tcp = if per_packet {
+        agg.and_then(|a| a.tcp)
+            .map(|t| t.map(|m| (m.min, m.mean, m.max, m.last)))
+    } else {
+        walk.map(|w| {
+            let n = &w.now;
+            let v: [u32; TCP_METRICS] = [n.snd_cwnd, n.ssthresh, n.srtt_us, n.in_flight, n.snd_wnd];
+            v.map(|x| (x, x as f64, x, x))
+        })
+    };
+    let delay = (level >= Level::Delay).then(|| {
+        let a = agg.cloned().unwrap_or_default();
+        Delays {
+            writes: a.delay_writes,
+            sum_ns: a.delay_sum_ns,
+            hist: a.delay_hist,
+        }
+    });
     IntervalRow {
         ts_ns: start_ns,
         interval_ns: end_ns.saturating_sub(start_ns).max(0) as u64,
-        cookie: r.cookie,
-        netns: r.netns,
-        pid: r.pid,
-        tid: r.tid,
-        comm: r.comm,
-        family: r.family,
-        proto: r.proto,
-        local_addr: known.then_some(r.laddr),
-        local_port: ports.then_some(r.lport),
-        remote_addr: known.then_some(r.raddr),
-        remote_port: ports.then_some(r.rport),
-        closed: r.closed,
-        counts: [
-            r.app_sent,
-            r.app_writes,
-            r.app_received,
-            r.app_reads,
-            r.dev_sent,
-            r.dev_frames_sent,
-            r.dev_received,
-            r.dev_frames_received,
-            r.segs_in,
-            r.retransmits,
-            r.retransmitted,
-            r.state_changes,
-            r.tcp_samples,
-        ],
-        tcp: r.tcp.map(|t| t.map(|m| (m.min, m.mean, m.max, m.last))),
-        delay_writes: r.delay_writes,
-        delay_sum_ns: r.delay_sum_ns,
-        delay_hist: r.delay_hist,
+        cookie: agg.map_or_else(|| walk.map_or(0, |w| w.now.cookie), |a| a.cookie),
+        netns,
+        pid: agg.and_then(|a| a.pid),
+        tid: agg.and_then(|a| a.tid),
+        comm: agg.and_then(|a| a.comm),
+        family,
+        proto,
+        local_addr: known.then_some(laddr),
+        local_port: ports.then_some(lport),
+        remote_addr: known.then_some(raddr),
+        remote_port: ports.then_some(rport),
+        closed: agg.is_some_and(|a| a.closed) || walk.is_some_and(|w| w.closed),
+        counts,
+        tcp,
+        delay,
+        walk: walk.map_or([None; 13], walk_counts),
+        walk_state: walk.map_or([None; 4], |w| {
+            let n = &w.now;
+            [
+                Some(n.rttvar_us as u64),
+                Some(n.rcv_wnd as u64),
+                Some(n.mss_cache as u64),
+                Some(n.delivery_rate()),
+            ]
+        }),
+        tcp_state: walk.map(|w| w.now.state),
     }
+}
+
+/// A walk's counters by `store::stack_intervals::WALK_COUNTS`.
+fn walk_counts(w: &WalkRow) -> [Option<u64>; 13] {
+    [
+        Some(w.bytes_sent),
+        Some(w.bytes_received),
+        Some(w.bytes_acked),
+        Some(w.bytes_retrans),
+        Some(w.segs_in),
+        Some(w.segs_out),
+        Some(w.data_segs_in),
+        Some(w.data_segs_out),
+        Some(w.retrans),
+        w.rtos,
+        w.busy_us,
+        w.rwnd_limited_us,
+        w.sndbuf_limited_us,
+    ]
 }
 
 /// The stats table's per-second counters of the recording.

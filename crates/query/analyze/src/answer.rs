@@ -344,7 +344,7 @@ pub fn answer(
             }
             Ok(Answer {
                 tables,
-                how: s.form.describe().into(),
+                how: s.form.describe(),
             })
         }
     }

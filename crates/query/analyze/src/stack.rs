@@ -31,23 +31,62 @@ pub const STACK_TCP_INTERVALS_SQL: &str = include_str!("sql/stack_tcp_intervals.
 /// Which table answered.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum StackForm {
-    /// `stack_intervals`: the default mode's per-socket intervals.
-    Intervals,
+    /// `stack_intervals`: per-socket intervals, recorded at this level
+    /// (`store::stack_intervals::LEVELS`).
+    Intervals { level: &'static str },
     /// `stack`: every event (`--events all`).
     Events,
 }
 
 impl StackForm {
-    /// For the answer's "how".
-    pub fn describe(self) -> &'static str {
+    /// For the answer's "how": which table, and which columns the level
+    /// it was recorded at leaves empty.
+    pub fn describe(self) -> String {
         match self {
-            StackForm::Intervals => {
-                "answered from the stack_intervals table (per-socket intervals added up in the \
-                 kernel; write_to_wire from sampled writes, quantiles within a factor of 2)"
+            StackForm::Intervals { level } => {
+                let empty = store::stack_intervals::level_leaves_empty(level);
+                let mut s = format!(
+                    "answered from the stack_intervals table (per-socket intervals, level \
+                     {level}"
+                );
+                if empty.is_empty() {
+                    s.push_str(
+                        "; write_to_wire from sampled writes, quantiles within a factor of 2)",
+                    );
+                } else {
+                    s.push_str(&format!(
+                        "; it leaves these columns empty: {}; weir stack --with-device or \
+                         --with-delay fills them)",
+                        empty.join(", ")
+                    ));
+                }
+                s
             }
-            StackForm::Events => "answered from the stack table (every event)",
+            StackForm::Events => "answered from the stack table (every event)".into(),
         }
     }
+}
+
+/// The level the intervals were recorded at, from which columns they
+/// fill: the per-packet counts (app_writes) come from the device level
+/// on, the delay histogram at the delay level.
+fn interval_level(session: &Session) -> Result<&'static str, AnalyzeError> {
+    let b = session.query(
+        "SELECT count(app_writes) AS per_packet, count(delay_writes) AS delays \
+         FROM stack_intervals",
+    )?;
+    let Some(b) = b.first().filter(|b| b.num_rows() > 0) else {
+        return Ok("walk");
+    };
+    let per_packet = column(b, "per_packet")?[0].unwrap_or(0);
+    let delays = column(b, "delays")?[0].unwrap_or(0);
+    Ok(if delays > 0 {
+        "delay"
+    } else if per_packet > 0 {
+        "device"
+    } else {
+        "walk"
+    })
 }
 
 /// The result of `stack`.
@@ -194,8 +233,12 @@ fn from_intervals(session: &Session, plot_sockets: usize) -> Result<StackAnalysi
         for i in 0..b.num_rows() {
             let Some(c) = cookie[i] else { continue };
             let h = hists.entry(c).or_default();
-            h.writes += writes[i].unwrap_or(0);
             h.bytes += sent[i].unwrap_or(0);
+            // Below the delay level the histogram is null.
+            if hist.is_null(i) || sums.is_null(i) {
+                continue;
+            }
+            h.writes += writes[i].unwrap_or(0);
             h.sum_ns += sums.value(i) as i128;
             let counts = hist.value(i);
             for (k, v) in u64_values(counts.as_ref())?.into_iter().enumerate() {
@@ -225,7 +268,9 @@ fn from_intervals(session: &Session, plot_sockets: usize) -> Result<StackAnalysi
         delays,
         tcp,
         delay_samples: samples,
-        form: StackForm::Intervals,
+        form: StackForm::Intervals {
+            level: interval_level(session)?,
+        },
     })
 }
 

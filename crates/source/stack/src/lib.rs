@@ -25,6 +25,7 @@ pub mod interval;
 pub mod order;
 pub mod probe;
 mod setup;
+pub mod walk;
 
 pub use probe::{
     Attached, CHUNK_BYTES, Chunk, Collected, Loaded, MAX_PORTS, Probe, ProbeOptions, ProgramRuns,

@@ -30,6 +30,7 @@ use crate::event::{EVENT_SIZE, append_record, kind};
 use crate::interval::SockAgg;
 use crate::setup::{self, Prepared};
 use crate::skel::{StackSkel, StackSkelBuilder};
+use crate::walk::{SockWalk, WALK_SIZE};
 
 /// The most ports `--port` takes (the programs' filter table).
 pub const MAX_PORTS: usize = 8;
@@ -57,10 +58,18 @@ pub struct ProbeOptions {
     /// Switch the kernel's BPF run-time statistics on while recording and
     /// report each program's CPU time (costs two clock reads per run).
     pub program_stats: bool,
-    /// The default mode: send, receive, incoming segments and device
-    /// frames add to per-socket aggregates in the kernel (read with
-    /// [`Loaded::read_aggregates`]) instead of each being a record.
+    /// The walk level: an iter/tcp walk reads every TCP socket's own
+    /// counters and state each interval ([`Loaded::walk`]), and sockets
+    /// that reach CLOSE leave their final counters ([`Loaded::take_finals`]).
+    /// Without `aggregate` nothing runs on the packet path.
+    pub walk: bool,
+    /// Per-packet views (`--with-device`): send, receive, incoming
+    /// segments and device frames add to per-socket aggregates in the
+    /// kernel (read with [`Loaded::read_aggregates`]) instead of each
+    /// being a record.
     pub aggregate: bool,
+    /// ... with the write-to-wire delay histogram (`--with-delay`).
+    pub delay: bool,
     /// Sockets the aggregate map holds (its entries are allocated as
     /// sockets appear; an update that finds it full is counted as lost).
     pub sockets: u32,
@@ -91,7 +100,15 @@ impl ProbeOptions {
                 "--comm {c:?}: the kernel keeps 15 bytes of a command name; give 1 to 15"
             ));
         }
-        if self.aggregate && !(16..=1 << 24).contains(&self.sockets) {
+        if self.walk && !self.aggregate && (self.pid.is_some() || self.comm.is_some()) {
+            return usage(
+                "--pid and --comm need the per-packet programs (a socket is matched to a \
+                 process when it sends or receives): add --with-device, or use --cgroup or \
+                 --port, which the socket walk applies itself"
+                    .into(),
+            );
+        }
+        if (self.aggregate || self.walk) && !(16..=1 << 24).contains(&self.sockets) {
             return usage(format!(
                 "--sockets {}: give 16 to 16777216 (the kernel's per-socket map)",
                 self.sockets
@@ -177,6 +194,12 @@ impl Probe {
                 .set_max_entries(opts.sockets)
                 .map_err(|e| load_error("sizing the per-socket map", e))?;
         }
+        if opts.walk {
+            open.maps
+                .finals
+                .set_max_entries(opts.sockets)
+                .map_err(|e| load_error("sizing the closed-socket map", e))?;
+        }
         {
             let ro = open.maps.rodata_data.as_deref_mut().ok_or_else(|| {
                 StackError::Setup("the eBPF object has no settings section".into())
@@ -197,12 +220,21 @@ impl Probe {
             ro.want_dev = opts.devices as u8;
             ro.want_dev_acks = opts.device_acks as u8;
             ro.aggregate = opts.aggregate as u8;
+            ro.want_delay = opts.delay as u8;
+            ro.walk = opts.walk as u8;
         }
         open.progs.on_sockops.set_autoload(self.cgroup.is_some());
         open.progs
             .dump_tcp
             .set_autoload(opts.snapshot_every.is_some());
-        if !opts.devices {
+        open.progs.walk_tcp.set_autoload(opts.walk);
+        open.progs.enroll_tcp.set_autoload(opts.walk);
+        // The walk level alone: nothing on the packet path.
+        let per_packet = !opts.walk || opts.aggregate;
+        open.progs.on_send.set_autoload(per_packet);
+        open.progs.on_recv.set_autoload(per_packet);
+        open.progs.on_tcp_probe.set_autoload(per_packet);
+        if !opts.devices || !per_packet {
             open.progs.on_dev_xmit.set_autoload(false);
             open.progs.on_dev_recv.set_autoload(false);
         }
@@ -281,9 +313,20 @@ pub struct Loaded<'obj> {
 /// The programs' attachments: they run until this is dropped.
 pub struct Attached {
     /// Held only to keep the programs attached.
-    _links: Vec<Link>,
+    links: Vec<Link>,
     /// The iter/tcp snapshot, with [`ProbeOptions::snapshot_every`].
     iter_link: Option<Link>,
+    /// The walk over the sockets it follows, with [`ProbeOptions::walk`].
+    walk_link: Option<Link>,
+    /// The iter/tcp pass that enrolls the sockets already open.
+    enroll_link: Option<Link>,
+}
+
+impl Attached {
+    /// Detaches the event programs; the iterators stay, for a last walk.
+    pub fn detach_events(&mut self) {
+        self.links.clear();
+    }
 }
 
 impl Loaded<'_> {
@@ -299,12 +342,15 @@ impl Loaded<'_> {
             );
             Ok(())
         };
-        attach("tp_btf/sock_send_length", &progs.on_send)?;
-        attach("tp_btf/sock_recv_length", &progs.on_recv)?;
-        attach("tp_btf/tcp_probe", &progs.on_tcp_probe)?;
+        let per_packet = !opts.walk || opts.aggregate;
+        if per_packet {
+            attach("tp_btf/sock_send_length", &progs.on_send)?;
+            attach("tp_btf/sock_recv_length", &progs.on_recv)?;
+            attach("tp_btf/tcp_probe", &progs.on_tcp_probe)?;
+        }
         attach("tp_btf/inet_sock_set_state", &progs.on_state)?;
         attach("tp_btf/tcp_retransmit_skb", &progs.on_retransmit)?;
-        if opts.devices {
+        if opts.devices && per_packet {
             attach("tp_btf/net_dev_start_xmit", &progs.on_dev_xmit)?;
             attach("tp_btf/netif_receive_skb", &progs.on_dev_recv)?;
         }
@@ -326,10 +372,68 @@ impl Loaded<'_> {
             ),
             None => None,
         };
+        let (walk_link, enroll_link) = if opts.walk {
+            use std::os::fd::AsFd;
+            let walk = progs
+                .walk_tcp
+                .attach_iter(self.skel.maps.starts.as_fd())
+                .map_err(|e| load_error("attaching the socket walk", e))?;
+            let enroll = progs
+                .enroll_tcp
+                .attach()
+                .map_err(|e| load_error("attaching the iter/tcp enrolment", e))?;
+            (Some(walk), Some(enroll))
+        } else {
+            (None, None)
+        };
         Ok(Attached {
-            _links: links,
+            links,
             iter_link,
+            walk_link,
+            enroll_link,
         })
+    }
+
+    /// The TCP sockets already open, in every network namespace we can
+    /// enter, join the walk: their records (the baselines); nothing
+    /// without [`ProbeOptions::walk`].
+    pub fn enroll(&self, attached: &Attached) -> Result<Vec<SockWalk>, StackError> {
+        let Some(link) = &attached.enroll_link else {
+            return Ok(Vec::new());
+        };
+        Ok(parse_walk(&iterate(
+            link,
+            "enrolling the open TCP sockets",
+        )?))
+    }
+
+    /// One walk: the counters and state of each socket the walk follows
+    /// whose counts changed since its last record (none without
+    /// [`ProbeOptions::walk`]).
+    pub fn walk(&self, attached: &Attached) -> Result<Vec<SockWalk>, StackError> {
+        let Some(link) = &attached.walk_link else {
+            return Ok(Vec::new());
+        };
+        let mut it = Iter::new(link).map_err(|e| load_error("walking the TCP sockets", e))?;
+        let mut buf = Vec::new();
+        it.read_to_end(&mut buf)
+            .map_err(|e| StackError::io("the socket walk", e))?;
+        Ok(parse_walk(&buf))
+    }
+
+    /// The final counters of the sockets that reached CLOSE since the last
+    /// call, removed from the kernel's map as they are read.
+    pub fn take_finals(&self) -> Vec<SockWalk> {
+        let map = &self.skel.maps.finals;
+        let keys: Vec<Vec<u8>> = map.keys().collect();
+        let mut out = Vec::with_capacity(keys.len());
+        for k in keys {
+            if let Ok(Some(v)) = map.lookup(&k, MapFlags::ANY) {
+                out.extend(SockWalk::parse(&v));
+            }
+            let _ = map.delete(&k);
+        }
+        out
     }
 
     /// Events each type lost so far to a full ring, summed over the CPUs.
@@ -393,7 +497,7 @@ impl Loaded<'_> {
     pub fn program_cost(&self) -> BTreeMap<String, ProgramRuns> {
         use std::os::fd::{AsFd, AsRawFd};
         let p = &self.skel.progs;
-        let progs: [(&str, &libbpf_rs::Program); 8] = [
+        let progs: [(&str, &libbpf_rs::Program); 11] = [
             ("send", &p.on_send),
             ("recv", &p.on_recv),
             ("tcp_probe", &p.on_tcp_probe),
@@ -402,6 +506,10 @@ impl Loaded<'_> {
             ("dev_xmit", &p.on_dev_xmit),
             ("dev_recv", &p.on_dev_recv),
             ("sockops", &p.on_sockops),
+            // Iterators: one run per socket visited.
+            ("walk", &p.walk_tcp),
+            ("enroll", &p.enroll_tcp),
+            ("snapshot", &p.dump_tcp),
         ];
         let mut out = BTreeMap::new();
         for (name, prog) in progs {
@@ -557,24 +665,10 @@ impl<'a> Reader<'a> {
         let Some(link) = &attached.iter_link else {
             return Ok(());
         };
-        for ns in &setup::network_namespaces() {
-            // The TCP iterator walks the namespace of the task that creates it.
-            let bytes = setup::in_namespace(ns, || -> Result<Vec<u8>, StackError> {
-                let mut it = Iter::new(link).map_err(|e| load_error("starting a snapshot", e))?;
-                let mut buf = Vec::new();
-                it.read_to_end(&mut buf)
-                    .map_err(|e| StackError::io(ns, e))?;
-                Ok(buf)
-            })
-            .map_err(|e| StackError::io(ns, e))?;
-            // A namespace that went away since it was listed has no sockets.
-            let Some(bytes) = bytes.transpose()? else {
-                continue;
-            };
-            let mut c = self.collector.borrow_mut();
-            for rec in bytes.chunks_exact(EVENT_SIZE) {
-                c.take(rec);
-            }
+        let bytes = iterate(link, "starting a snapshot")?;
+        let mut c = self.collector.borrow_mut();
+        for rec in bytes.chunks_exact(EVENT_SIZE) {
+            c.take(rec);
         }
         Ok(())
     }
@@ -592,6 +686,36 @@ impl<'a> Reader<'a> {
             malformed: c.malformed,
         }
     }
+}
+
+fn parse_walk(bytes: &[u8]) -> Vec<SockWalk> {
+    bytes
+        .chunks_exact(WALK_SIZE)
+        .filter_map(SockWalk::parse)
+        .collect()
+}
+
+/// Runs an iter/tcp program in every network namespace we can enter
+/// (listed anew each time: namespaces come and go); its output, all
+/// namespaces' one after the other.
+fn iterate(link: &Link, what: &str) -> Result<Vec<u8>, StackError> {
+    let mut all = Vec::new();
+    for ns in &setup::network_namespaces() {
+        // The TCP iterator walks the namespace of the task that creates it.
+        let bytes = setup::in_namespace(ns, || -> Result<Vec<u8>, StackError> {
+            let mut it = Iter::new(link).map_err(|e| load_error(what, e))?;
+            let mut buf = Vec::new();
+            it.read_to_end(&mut buf)
+                .map_err(|e| StackError::io(ns, e))?;
+            Ok(buf)
+        })
+        .map_err(|e| StackError::io(ns, e))?;
+        // A namespace that went away since it was listed has no sockets.
+        if let Some(bytes) = bytes.transpose()? {
+            all.extend_from_slice(&bytes);
+        }
+    }
+    Ok(all)
 }
 
 pub(crate) fn load_error(what: &str, e: libbpf_rs::Error) -> StackError {

@@ -1,5 +1,7 @@
--- stack_sockets.sql's table from the default mode's per-socket intervals
--- (stack_intervals): the same columns, summed over a socket's intervals.
+-- stack_sockets.sql's table from the per-socket intervals
+-- (stack_intervals): the same columns, summed over a socket's intervals
+-- (null where the level recorded leaves them empty: the walk level has no
+-- device columns).
 -- probes counts the incoming segments TCP processed; mean_srtt_us weighs
 -- each interval's mean by its samples; total_retrans is the
 -- retransmissions seen while recording.
@@ -30,4 +32,5 @@ SELECT cookie,
        sum(retransmits) AS total_retrans
 FROM stack_intervals
 GROUP BY cookie, netns
-ORDER BY app_sent + app_received + dev_sent + dev_received DESC, first_ns, cookie
+ORDER BY coalesce(app_sent, 0) + coalesce(app_received, 0) + coalesce(dev_sent, 0)
+             + coalesce(dev_received, 0) DESC, first_ns, cookie

@@ -119,6 +119,64 @@ struct sock_agg {
 	__u64 delay_hist[DELAY_BUCKETS]; /* [0]: <= 0 ns; [k]: [2^(k-1), 2^k) ns */
 };
 
+/* The walk level's view of one TCP socket: what the kernel itself keeps
+ * per socket (tcp_info's counters and state), read by the iter/tcp walk
+ * every interval and, for a socket at CLOSE, by the state-change program
+ * (its final counters; `final` = 1). Counters only grow: user space takes
+ * differences from walk to walk (crates/source/stack/src/walk.rs mirrors
+ * this layout). */
+#define WALK_HAVE_CHRONO 1 /* busy/limited times (the kernel's HZ known) */
+#define WALK_HAVE_RTO 2    /* total_rto (kernels from 6.7) */
+#define WALK_HAVE_START 4  /* write_seq0/copied_seq0: seen at ESTABLISHED */
+#define WALK_FIRST 8       /* the socket's first record */
+
+struct sock_walk {
+	__u64 cookie;
+	__u64 ts_ns;        /* bpf_ktime_get_ns at the read */
+	__u32 netns;
+	__u8 family;
+	__u8 state;         /* TCP state */
+	__u8 final;         /* 1: read at CLOSE, the socket's last counters */
+	__u8 have;          /* WALK_HAVE_* */
+	__u8 laddr[16];
+	__u8 raddr[16];
+	__u16 lport;
+	__u16 rport;
+	__u32 uid;          /* the iterator's socket owner uid (walks only) */
+	__u64 bytes_sent;   /* payload sent, retransmissions included */
+	__u64 bytes_received; /* sequence space received in order */
+	__u64 bytes_acked;
+	__u64 bytes_retrans;
+	__u64 busy_us;      /* time with data in flight */
+	__u64 rwnd_limited_us;
+	__u64 sndbuf_limited_us;
+	__u32 segs_in;      /* segments (GSO segments counted one by one) */
+	__u32 segs_out;
+	__u32 data_segs_in;
+	__u32 data_segs_out;
+	__u32 total_retrans;
+	__u32 total_rto;
+	__u32 write_seq;    /* end of what the application wrote */
+	__u32 copied_seq;   /* end of what it read */
+	__u32 snd_cwnd;
+	__u32 ssthresh;
+	__u32 srtt_us;
+	__u32 rttvar_us;
+	__u32 snd_wnd;
+	__u32 rcv_wnd;
+	__u32 packets_out;
+	__u32 in_flight;
+	__u32 mss_cache;
+	__u32 rate_delivered;   /* delivery rate: rate_delivered segments ... */
+	__u32 rate_interval_us; /* ... in this many µs */
+	__u32 write_seq0;   /* write_seq and copied_seq at ESTABLISHED ... */
+	__u32 copied_seq0;  /* ... (with WALK_HAVE_START) */
+	__u32 pad1;
+};
+
+#define WALK_SIZE 208
+_Static_assert(sizeof(struct sock_walk) == WALK_SIZE, "walk layout");
+
 #define AGG_SIZE 624
 _Static_assert(sizeof(struct sock_agg) == AGG_SIZE, "aggregate layout");
 

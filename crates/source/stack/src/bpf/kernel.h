@@ -49,12 +49,26 @@ struct sock_common {
 	struct in6_addr skc_v6_daddr;
 	struct in6_addr skc_v6_rcv_saddr;
 	atomic64_t skc_cookie;
+	unsigned long skc_flags; /* sk_flags (in an anonymous union) */
+};
+
+struct kernfs_node {
+	u64 id;
+};
+
+struct cgroup {
+	struct kernfs_node *kn;
+};
+
+struct sock_cgroup_data {
+	struct cgroup *cgroup;
 };
 
 struct sock {
 	struct sock_common __sk_common;
 	u16 sk_protocol;
 	u16 sk_type;
+	struct sock_cgroup_data sk_cgrp_data;
 };
 
 struct tcp_sock {
@@ -74,6 +88,22 @@ struct tcp_sock {
 	u32 packets_out;
 	u32 rcv_wnd;
 	u32 total_retrans;
+	/* What tcp_info reports, for the walk level. */
+	u64 bytes_sent;
+	u64 bytes_received;
+	u64 bytes_acked;
+	u64 bytes_retrans;
+	u32 segs_in;
+	u32 segs_out;
+	u32 data_segs_in;
+	u32 data_segs_out;
+	u16 total_rto; /* from 6.7; checked with bpf_core_field_exists */
+	u32 mss_cache;
+	u32 rate_delivered;
+	u32 rate_interval_us;
+	u32 chrono_start;
+	u32 chrono_stat[3];
+	u8 chrono_type; /* a whole byte in 6.x */
 };
 
 struct net_device {
@@ -107,6 +137,15 @@ struct bpf_iter__tcp {
 	struct bpf_iter_meta *meta;
 	struct sock_common *sk_common;
 	u32 uid;
+};
+
+struct bpf_map;
+
+struct bpf_iter__bpf_sk_storage_map {
+	struct bpf_iter_meta *meta;
+	struct bpf_map *map;
+	struct sock *sk;
+	void *value;
 };
 
 #pragma clang attribute pop

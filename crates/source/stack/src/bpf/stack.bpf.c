@@ -8,11 +8,17 @@
  * buffer; a reservation that fails is counted per event type in `lost`, so
  * nothing is lost silently.
  *
- * By default (`aggregate`) the frequent events (application send and
- * receive, incoming segments, device frames) are not records: they add to
- * their socket's per-CPU aggregate (`aggs`), which user space reads every
- * interval; state changes and retransmissions stay records. With
- * `--events all` every event is a record, as before aggregation existed. */
+ * By default (`walk`) nothing runs on the packet path: every interval
+ * user space runs the iter/tcp walk (`walk_tcp`), which reads each TCP
+ * socket's own counters and state (what tcp_info reports), and a socket
+ * that reaches CLOSE leaves its final counters in `finals` (so one that
+ * opened and closed between two walks is counted too); state changes and
+ * retransmissions stay records. With `--with-device` (`aggregate`) the
+ * frequent events (application send and receive, incoming segments,
+ * device frames) add to their socket's per-CPU aggregate (`aggs`), which
+ * user space reads every interval, and `--with-delay` adds the
+ * write-to-wire delay to them. With `--events all` every event is a
+ * record, as before aggregation existed. */
 
 #include <linux/types.h>
 #include <linux/bpf.h>
@@ -48,7 +54,13 @@ const volatile __u16 filter_ports[MAX_PORTS] = {};
 const volatile __u64 wakeup_bytes = 0;   /* wake the reader once this much is queued */
 const volatile __u8 want_dev = 1;        /* device events on */
 const volatile __u8 want_dev_acks = 1;   /* ... for pure ACKs too */
-const volatile __u8 aggregate = 0;       /* the default mode: see above */
+const volatile __u8 aggregate = 0;       /* per-packet aggregates: see above */
+const volatile __u8 want_delay = 1;      /* ... with the write-to-wire delay */
+const volatile __u8 walk = 0;            /* the iter/tcp walk every interval */
+
+/* The kernel's tick rate, for tcp_info's busy and limited times (kept in
+ * jiffies); 0 when libbpf cannot find the kernel's configuration. */
+extern unsigned int CONFIG_HZ __kconfig __weak;
 
 /* The interval user space is collecting; it starts the next one before it
  * reads this one's minima and maxima (struct sock_agg). */
@@ -109,6 +121,52 @@ struct {
 	__type(key, __u64);
 	__type(value, struct sock_agg);
 } aggs SEC(".maps");
+
+/* The walk level: sockets that reached CLOSE since user space last
+ * looked, with their final counters (read and deleted every interval).
+ * A full map is counted in lost[EV_INTERVAL]. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__uint(max_entries, 65536);
+	__type(key, __u64);
+	__type(value, struct sock_walk);
+} finals SEC(".maps");
+
+/* The walk level's sockets: every TCP socket that reached ESTABLISHED
+ * while recording, and those already open when it started (enrolled by
+ * one iter/tcp pass per namespace). The walk iterates this map, not the
+ * kernel's socket tables: its cost is the sockets it follows, in every
+ * namespace at once, where an iter/tcp pass scans every bucket of the
+ * whole established table once per namespace. */
+struct walk_state {
+	__u32 write_seq;  /* write_seq and copied_seq at ESTABLISHED */
+	__u32 copied_seq;
+	__u16 lport;      /* a socket at CLOSE has given its local port back */
+	__u8 started;     /* seen at ESTABLISHED: the two above are set */
+	__u8 reported;    /* a record of it was written */
+	__u8 last_state;  /* what the last record said, to skip an unchanged */
+	__u8 pad[3];      /* socket (user space keeps its last record) */
+	__u32 last_segs_in;
+	__u32 last_segs_out;
+	__u32 last_write_seq;
+	__u32 last_copied_seq;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_SK_STORAGE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, int);
+	__type(value, struct walk_state);
+} starts SEC(".maps");
+
+/* A walk record is built here (the programs' stacks are small). */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct sock_walk);
+} walk_scratch SEC(".maps");
 
 /* Zeros to insert a new aggregate from (too large for the stack). */
 struct {
@@ -435,6 +493,8 @@ static __always_inline void agg_delay(struct sock_agg *a, __s64 d)
 /* Should an event on this socket be kept? Process-context callers pass
  * track=1: a socket that passes the task filter there is remembered.
  * State changes pass state=1 (see port_ok). */
+static __always_inline int sock_in_cgroup(struct sock *sk);
+
 static __always_inline int sock_wanted(struct sock *sk, __u64 cookie, int track, int state)
 {
 	__u16 lport = sk->__sk_common.skc_num;
@@ -448,6 +508,11 @@ static __always_inline int sock_wanted(struct sock *sk, __u64 cookie, int track,
 	}
 	if (!task_filter_on())
 		return 1;
+	/* Without the per-packet programs no process context marks sockets:
+	 * the walk level filters by the socket's own cgroup (--pid and
+	 * --comm need --with-device). */
+	if (walk && !aggregate)
+		return sock_in_cgroup(sk);
 	if (bpf_map_lookup_elem(&tracked, &cookie))
 		return 1;
 	if (track && task_passes()) {
@@ -498,7 +563,7 @@ static __always_inline int app_agg(__u32 type, struct sock *sk, __u64 cookie, in
 	if (!tp)
 		return 0;
 	agg_tcp(a, tp, now);
-	if (type != EV_SEND || !bytes || !want_dev)
+	if (type != EV_SEND || !bytes || !want_dev || !want_delay)
 		return 0;
 	struct wire_state *w = bpf_sk_storage_get(&wire, sk, 0, BPF_SK_STORAGE_GET_F_CREATE);
 	if (!w)
@@ -586,6 +651,139 @@ int BPF_PROG(on_tcp_probe, struct sock *sk, struct sk_buff *skb)
 	return 0;
 }
 
+/* Is the socket in the --cgroup directory (its own cgroup, as the kernel
+ * recorded it when the socket was made)? */
+static __always_inline int sock_in_cgroup(struct sock *sk)
+{
+	if (!filter_cgroup)
+		return 1;
+	struct cgroup *cg = BPF_CORE_READ(sk, sk_cgrp_data.cgroup);
+	if (!cg)
+		return 0;
+	return BPF_CORE_READ(cg, kn, id) == filter_cgroup;
+}
+
+/* Has the socket queued its FIN (which takes one sequence number after
+ * the application's last byte)? It went through FIN_WAIT1 or LAST_ACK:
+ * `st` is its state (at CLOSE, the state it closed from). */
+static __always_inline int fin_queued(__u8 st)
+{
+	return st == 4 /* FIN_WAIT1 */ || st == 5 /* FIN_WAIT2 */ || st == 11 /* CLOSING */ ||
+	       st == 9 /* LAST_ACK */;
+}
+
+#define SOCK_DONE 1
+
+/* A TCP socket's counters and state, as tcp_info reports them, into `w`.
+ * `tp` is a BTF pointer (plain loads; the verifier makes them safe);
+ * `st` as for fin_queued; `start` the socket's walk state, if it has one. */
+static __always_inline int fill_walk(struct sock_walk *w, struct tcp_sock *tp, __u64 cookie,
+				     __u8 st, struct walk_state *start)
+{
+	struct sock *sk = (struct sock *)tp;
+	__u16 family = sk->__sk_common.skc_family;
+	if (family != AF_INET && family != AF_INET6)
+		return 0;
+	__builtin_memset(w, 0, sizeof(*w));
+	w->cookie = cookie;
+	w->ts_ns = bpf_ktime_get_ns();
+	w->netns = sk->__sk_common.skc_net.net->ns.inum;
+	w->family = family;
+	w->state = sk->__sk_common.skc_state;
+	w->lport = sk->__sk_common.skc_num;
+	w->rport = bpf_ntohs(sk->__sk_common.skc_dport);
+	if (family == AF_INET) {
+		v4_mapped(w->laddr, sk->__sk_common.skc_rcv_saddr);
+		v4_mapped(w->raddr, sk->__sk_common.skc_daddr);
+	} else {
+		BPF_CORE_READ_INTO(&w->laddr, sk, __sk_common.skc_v6_rcv_saddr.in6_u.u6_addr8);
+		BPF_CORE_READ_INTO(&w->raddr, sk, __sk_common.skc_v6_daddr.in6_u.u6_addr8);
+	}
+	w->bytes_sent = tp->bytes_sent;
+	w->bytes_received = tp->bytes_received;
+	w->bytes_acked = tp->bytes_acked;
+	w->bytes_retrans = tp->bytes_retrans;
+	w->segs_in = tp->segs_in;
+	w->segs_out = tp->segs_out;
+	w->data_segs_in = tp->data_segs_in;
+	w->data_segs_out = tp->data_segs_out;
+	w->total_retrans = tp->total_retrans;
+	if (bpf_core_field_exists(tp->total_rto)) {
+		w->total_rto = tp->total_rto;
+		w->have |= WALK_HAVE_RTO;
+	}
+	/* The application's bytes end before a FIN: ours once queued, the
+	 * peer's once the application has read to it (SOCK_DONE: it came,
+	 * and then copied_seq reaches rcv_nxt only past it). */
+	w->write_seq = tp->write_seq - fin_queued(st);
+	__u32 copied = tp->copied_seq;
+	if ((sk->__sk_common.skc_flags & (1UL << SOCK_DONE)) && copied == tp->rcv_nxt)
+		copied -= 1;
+	w->copied_seq = copied;
+	w->snd_cwnd = tp->snd_cwnd;
+	w->ssthresh = tp->snd_ssthresh;
+	w->srtt_us = tp->srtt_us >> 3;
+	w->rttvar_us = tp->mdev_us >> 2;
+	w->snd_wnd = tp->snd_wnd;
+	w->rcv_wnd = tp->rcv_wnd;
+	__u32 out = tp->packets_out;
+	__u32 left = tp->sacked_out + tp->lost_out;
+	w->packets_out = out;
+	w->in_flight = (out > left ? out - left : 0) + tp->retrans_out;
+	if (start && start->started) {
+		w->write_seq0 = start->write_seq;
+		w->copied_seq0 = start->copied_seq;
+		if (!w->lport)
+			w->lport = start->lport;
+		w->have |= WALK_HAVE_START;
+	}
+	if (!start || !start->reported)
+		w->have |= WALK_FIRST;
+	w->mss_cache = tp->mss_cache;
+	w->rate_delivered = tp->rate_delivered;
+	w->rate_interval_us = tp->rate_interval_us;
+	/* tcp_get_info_chrono_stats(): the running period counts too. */
+	__u32 hz = CONFIG_HZ;
+	if (hz) {
+		__u32 us_per_jiffy = 1000000 / hz;
+		__u64 busy = tp->chrono_stat[0];
+		__u64 rwnd = tp->chrono_stat[1];
+		__u64 sndbuf = tp->chrono_stat[2];
+		__u8 ty = tp->chrono_type;
+		__u32 running = (__u32)bpf_jiffies64() - tp->chrono_start;
+		if (ty == 1)
+			busy += running;
+		else if (ty == 2)
+			rwnd += running;
+		else if (ty == 3)
+			sndbuf += running;
+		w->busy_us = (busy + rwnd + sndbuf) * us_per_jiffy;
+		w->rwnd_limited_us = rwnd * us_per_jiffy;
+		w->sndbuf_limited_us = sndbuf * us_per_jiffy;
+		w->have |= WALK_HAVE_CHRONO;
+	}
+	return 1;
+}
+
+static __always_inline struct sock_walk *walk_buf(void)
+{
+	__u32 zero = 0;
+	return bpf_map_lookup_elem(&walk_scratch, &zero);
+}
+
+/* A socket at CLOSE leaves its last counters for the next walk: it is no
+ * longer in the table the walk reads. */
+static __always_inline void keep_final(struct sock *sk, __u64 cookie, __u8 oldstate)
+{
+	struct tcp_sock *tp = bpf_skc_to_tcp_sock(sk);
+	struct sock_walk *w = walk_buf();
+	if (!tp || !w || !fill_walk(w, tp, cookie, oldstate, bpf_sk_storage_get(&starts, sk, 0, 0)))
+		return;
+	w->final = 1;
+	if (bpf_map_update_elem(&finals, &cookie, w, BPF_ANY))
+		count_lost(EV_INTERVAL);
+}
+
 SEC("tp_btf/inet_sock_set_state")
 int BPF_PROG(on_state, struct sock *sk, int oldstate, int newstate)
 {
@@ -597,6 +795,20 @@ int BPF_PROG(on_state, struct sock *sk, int oldstate, int newstate)
 		return 0;
 	if (newstate == TCP_CLOSE)
 		bpf_map_delete_elem(&port_ok, &cookie);
+	if (walk && newstate == TCP_ESTABLISHED) {
+		struct tcp_sock *tp = bpf_skc_to_tcp_sock(sk);
+		struct walk_state *st =
+			tp ? bpf_sk_storage_get(&starts, sk, 0, BPF_SK_STORAGE_GET_F_CREATE) : 0;
+		if (st) {
+			st->write_seq = tp->write_seq;
+			st->copied_seq = tp->copied_seq;
+			st->lport = sk->__sk_common.skc_num;
+			st->started = 1;
+		}
+	}
+	/* A listener has no counters to leave. */
+	if (walk && newstate == TCP_CLOSE && oldstate != 10 /* TCP_LISTEN */)
+		keep_final(sk, cookie, oldstate);
 	if (aggregate) {
 		struct sock_agg *a = agg_of(cookie, sk);
 		if (a) {
@@ -790,7 +1002,7 @@ static __always_inline void dev_agg(__u32 type, const struct frame *f, struct sk
 	}
 	a->dev_sent += f->payload;
 	a->dev_frames_sent += 1;
-	if (f->proto != IPPROTO_TCP || !sk)
+	if (f->proto != IPPROTO_TCP || !sk || !want_delay)
 		return;
 	struct wire_state *w = bpf_sk_storage_get(&wire, sk, 0, 0);
 	if (!w)
@@ -1005,6 +1217,74 @@ int dump_tcp(struct bpf_iter__tcp *ctx)
 	e.ack = tp->copied_seq;
 	e.ret = ctx->uid;
 	bpf_seq_write(seq, &e, sizeof(e));
+	return 0;
+}
+
+/* Writes the walk record of a socket the walk follows, unless nothing
+ * it counts changed since the last one (user space keeps that). */
+static __always_inline void walk_one(struct seq_file *seq, struct sock *sk, struct walk_state *ws)
+{
+	struct tcp_sock *tp = bpf_skc_to_tcp_sock(sk);
+	if (!tp)
+		return;
+	__u8 state = sk->__sk_common.skc_state;
+	if (state == 10 /* TCP_LISTEN */)
+		return;
+	__u32 segs_in = tp->segs_in, segs_out = tp->segs_out;
+	__u32 write_seq = tp->write_seq, copied_seq = tp->copied_seq;
+	if (ws->reported && ws->last_state == state && ws->last_segs_in == segs_in &&
+	    ws->last_segs_out == segs_out && ws->last_write_seq == write_seq &&
+	    ws->last_copied_seq == copied_seq)
+		return;
+	if (!ports_pass(sk->__sk_common.skc_num, bpf_ntohs(sk->__sk_common.skc_dport)))
+		return;
+	if (!sock_in_cgroup(sk))
+		return;
+	struct sock_walk *w = walk_buf();
+	if (!w || !fill_walk(w, tp, bpf_get_socket_cookie(sk), state, ws))
+		return;
+	ws->reported = 1;
+	ws->last_state = state;
+	ws->last_segs_in = segs_in;
+	ws->last_segs_out = segs_out;
+	ws->last_write_seq = write_seq;
+	ws->last_copied_seq = copied_seq;
+	bpf_seq_write(seq, w, sizeof(*w));
+}
+
+/* The walk: every socket the walk level follows (see `starts`), in all
+ * namespaces at once. */
+SEC("iter/bpf_sk_storage_map")
+int walk_tcp(struct bpf_iter__bpf_sk_storage_map *ctx)
+{
+	struct sock *sk = ctx->sk;
+	struct walk_state *ws = ctx->value; /* the socket's own, writable */
+	if (!sk || !ws)
+		return 0;
+	walk_one(ctx->meta->seq, sk, ws);
+	return 0;
+}
+
+/* Once per namespace at the start: the TCP sockets already open join the
+ * walk (their first records are the baselines). */
+SEC("iter/tcp")
+int enroll_tcp(struct bpf_iter__tcp *ctx)
+{
+	struct sock_common *skc = ctx->sk_common;
+	if (!skc)
+		return 0;
+	struct tcp_sock *tp = bpf_skc_to_tcp_sock(skc);
+	if (!tp)
+		return 0; /* time-wait and request sockets have no tcp_sock */
+	struct sock *sk = (struct sock *)tp;
+	if (sk->__sk_common.skc_state == 10 /* TCP_LISTEN */)
+		return 0;
+	if (!ports_pass(sk->__sk_common.skc_num, bpf_ntohs(sk->__sk_common.skc_dport)) ||
+	    !sock_in_cgroup(sk))
+		return 0;
+	struct walk_state *ws = bpf_sk_storage_get(&starts, sk, 0, BPF_SK_STORAGE_GET_F_CREATE);
+	if (ws)
+		walk_one(ctx->meta->seq, sk, ws);
 	return 0;
 }
 
