@@ -58,7 +58,13 @@ impl SignKeyArg {
 /// Exit status 0 when every check passes, 1 when something is wrong with
 /// the dataset, 2 when it cannot be checked at all.
 pub fn run(a: VerifyArgs) -> Result<ExitCode, String> {
-    let signers = signers(&a)?;
+    let signers = match signers(&a) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("weir verify: {e}");
+            return Ok(ExitCode::from(2));
+        }
+    };
     let threads = std::thread::available_parallelism().map_or(2, |n| n.get());
     let v = match store::integrity::verify(&a.dataset, signers.as_ref(), a.seal.as_deref(), threads)
     {

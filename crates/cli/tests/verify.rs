@@ -295,6 +295,10 @@ fn a_signature_needs_its_key_and_a_kept_seal_catches_a_rewritten_record() {
         "{}",
         r.stderr()
     );
+    // A public key that is not one: the dataset cannot be checked (2).
+    let (code, out) = verify(&ds, &["--public-key", p(&raw)]);
+    assert_eq!(code, 2, "{out}");
+    assert!(out.contains("--public-key"), "{out}");
 
     // Someone rewrites a file and re-runs the chain without the key (here:
     // recover, which starts a new chain): the signature is gone.
