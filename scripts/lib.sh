@@ -16,11 +16,13 @@ die() { printf 'error: %s\n' "$*" >&2; exit 1; }
 # Debian packages: the C toolchain and libpcap for building, clang and
 # libbpf's headers for the eBPF programs (libelf and zlib for the libbpf
 # that libbpf-sys builds), the real tools the tests check weir against,
-# Python for the Parquet clients, and the font PNG plots are drawn with.
+# Python for the Parquet clients, the font PNG plots are drawn with, and
+# what the package test needs (dpkg-shlibdeps, lintian, man, systemd-analyze).
 DEB_PACKAGES=(build-essential pkg-config curl ca-certificates git libpcap-dev
   clang libbpf-dev libelf-dev zlib1g-dev
-  tcpdump tshark wireshark-common zstd lz4 gzip b3sum python3 python3-venv iproute2 util-linux fonts-dejavu-core
-  openjdk-17-jre-headless maven chromium chromium-driver)
+  tcpdump tshark wireshark-common zstd lz4 gzip b3sum openssh-client python3 python3-venv iproute2 util-linux fonts-dejavu-core
+  openjdk-17-jre-headless maven
+  chromium chromium-driver dpkg-dev lintian man-db systemd)
 
 # Extra packages a script needs beyond these may be given as arguments.
 install_packages() {

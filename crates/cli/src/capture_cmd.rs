@@ -17,6 +17,12 @@ use crate::units::{parse_duration, parse_size};
 
 #[derive(Args)]
 pub struct CaptureArgs {
+    /// Read flags from this TOML file: each key is a flag's long name
+    /// (`interface = ["eth0"]`, `max-disk = "500G"`, `pcap = true`,
+    /// `filter = "tcp port 80"`); flags on the command line override it.
+    #[arg(long, value_name = "FILE")]
+    #[allow(dead_code)] // read by config_file::expand, before parsing
+    config: Option<PathBuf>,
     /// Interface to capture on (repeat for several).
     #[arg(short = 'i', long = "interface", value_name = "IF", required = true)]
     interfaces: Vec<String>,
@@ -104,7 +110,7 @@ pub struct CaptureArgs {
     #[arg(long, default_value = "stop", value_parser = ["stop", "drop"])]
     on_full: String,
     /// Drop root privileges to this user once the sockets are open.
-    #[arg(short = 'Z', value_name = "USER")]
+    #[arg(short = 'Z', long = "user", value_name = "USER")]
     user: Option<String>,
     /// Keep only share K of N of the flows (e.g. 0/2 on one box, 1/2 on
     /// another, both on the same mirrored traffic): a filter in the kernel

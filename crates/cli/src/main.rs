@@ -7,13 +7,15 @@ use std::process::ExitCode;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use clap::{Args, Parser, Subcommand, ValueEnum};
+use clap::{Args, CommandFactory, Parser, Subcommand, ValueEnum};
 
 mod analyze_cmd;
 mod anonymize_cmd;
 mod capture_cmd;
 mod collect_cmd;
+mod config_file;
 mod describe;
+mod docs_cmd;
 mod gen_cmd;
 mod merge_cmd;
 mod read_cmd;
@@ -26,7 +28,7 @@ mod verify_cmd;
 
 #[derive(Parser)]
 #[command(name = "weir", version, about = "Line-rate packet capture and analysis", long_about = None)]
-struct Cli {
+pub(crate) struct Cli {
     #[command(subcommand)]
     command: Command,
 }
@@ -71,12 +73,27 @@ enum Command {
     /// a capture is writing): overview, filter, flows, packets, pcap
     /// download, SQL.
     Serve(serve_cmd::ServeArgs),
+    /// Write the man pages and shell completions (for the package).
+    #[command(hide = true)]
+    GenerateDocs(docs_cmd::DocsArgs),
 }
 
 #[derive(clap::Args)]
 struct RecoverArgs {
     /// The dataset directory.
     dataset: PathBuf,
+    /// Nothing to do when DATASET does not exist yet (a service's first
+    /// start runs `weir recover` before its first capture).
+    #[arg(long)]
+    missing_ok: bool,
+    /// Then rename DATASET to DATASET-<its creation time> (UTC), so that
+    /// a new capture can be made at DATASET (a service's next start).
+    #[arg(long)]
+    move_aside: bool,
+    /// A capture's configuration (`weir capture --config`): its sign-key
+    /// signs the recovered dataset, unless --sign-key is given.
+    #[arg(long, value_name = "FILE")]
+    config: Option<PathBuf>,
     #[command(flatten)]
     sign: verify_cmd::SignKeyArg,
 }
@@ -146,7 +163,15 @@ struct InfoArgs {
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse_from(sql_comments_are_not_flags(std::env::args_os()));
+    let args = sql_comments_are_not_flags(std::env::args_os());
+    let args = match config_file::expand(&Cli::command(), "capture", args) {
+        Ok(args) => args,
+        Err(msg) => {
+            eprintln!("weir capture: error: {msg}");
+            return ExitCode::from(2);
+        }
+    };
+    let cli = Cli::parse_from(args);
     let result = match cli.command {
         Command::Convert(a) => convert(a),
         Command::Info(a) => info(a),
@@ -162,6 +187,7 @@ fn main() -> ExitCode {
         Command::Recover(a) => recover(a),
         Command::Verify(a) => verify_cmd::run(a),
         Command::Serve(a) => serve_cmd::run(a),
+        Command::GenerateDocs(a) => docs_cmd::run(a, Cli::command()),
     };
     match result {
         Ok(code) => code,
@@ -307,12 +333,69 @@ fn info(a: InfoArgs) -> Result<ExitCode, String> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// Renames `dataset` to `DATASET-YYYYMMDDTHHMMSSZ` (its creation time), or
+/// with `.N` after it if that is taken.
+fn move_aside(dataset: &std::path::Path, m: Option<&store::Manifest>) -> Result<PathBuf, String> {
+    let created: String = m
+        .map(|m| m.created.as_str())
+        .unwrap_or("")
+        .chars()
+        .take(19)
+        .filter(|c| c.is_ascii_digit() || *c == 'T')
+        .collect();
+    let name = dataset
+        .file_name()
+        .ok_or_else(|| format!("{}: not a directory name", dataset.display()))?
+        .to_string_lossy()
+        .into_owned();
+    let base = dataset.with_file_name(format!("{name}-{created}Z"));
+    let mut to = base.clone();
+    for n in 1.. {
+        if !to.exists() {
+            break;
+        }
+        to = PathBuf::from(format!("{}.{n}", base.display()));
+    }
+    std::fs::rename(dataset, &to).map_err(|e| {
+        format!(
+            "{}: cannot move it to {}: {e}",
+            dataset.display(),
+            to.display()
+        )
+    })?;
+    Ok(to)
+}
+
 fn recover(a: RecoverArgs) -> Result<ExitCode, String> {
-    let key = a.sign.load()?;
-    let r = ingest::recover::recover(&a.dataset, key).map_err(|e| e.to_string())?;
+    let mut sign = a.sign.clone();
+    if let (None, Some(config)) = (&sign.sign_key, &a.config) {
+        let mut cmd = Cli::command();
+        cmd.build();
+        let capture = cmd
+            .find_subcommand("capture")
+            .ok_or("no capture subcommand")?;
+        sign.sign_key = config_file::value_of(config, capture, "sign-key")?.map(PathBuf::from);
+    }
+    let key = sign.load()?;
     let root = a.dataset.display();
+    if a.missing_ok && !a.dataset.exists() {
+        println!("weir recover: {root} does not exist yet; nothing to do");
+        return Ok(ExitCode::SUCCESS);
+    }
+    let r = ingest::recover::recover(&a.dataset, key).map_err(|e| e.to_string())?;
     if r.already_complete {
-        println!("weir recover: {root} is complete; nothing to do");
+        let signed = if r.signature_written {
+            "; its seal signed again"
+        } else {
+            "; nothing to do"
+        };
+        println!("weir recover: {root} is complete{signed}");
+    }
+    if a.move_aside {
+        let to = move_aside(&a.dataset, r.manifest.as_ref())?;
+        println!("weir recover: {root} moved to {}", to.display());
+    }
+    if r.already_complete {
         return Ok(ExitCode::SUCCESS);
     }
     for p in &r.pcap_repaired {

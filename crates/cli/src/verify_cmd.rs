@@ -12,10 +12,15 @@ use store::integrity::{SignatureCheck, SigningKey, Verification};
 pub struct VerifyArgs {
     /// The dataset directory.
     dataset: PathBuf,
-    /// The key file the dataset was signed with (`--sign-key` when it was
-    /// written): checks the signature over its seal.
+    /// Check the signature over the seal against the keys of an OpenSSH
+    /// allowed-signers file (as `ssh-keygen -Y verify -f` reads it; lines
+    /// with `namespaces=` must allow weir-dataset).
+    #[arg(long, value_name = "FILE", conflicts_with = "public_key")]
+    allowed_signers: Option<PathBuf>,
+    /// Check the signature over the seal against this one public key (the
+    /// `.pub` file `ssh-keygen -t ed25519` wrote beside the signing key).
     #[arg(long, value_name = "FILE")]
-    key: Option<PathBuf>,
+    public_key: Option<PathBuf>,
     /// The seal as it was noted when the dataset was made (printed by
     /// `weir verify`, in `weir info --json`): checks that nothing, the
     /// integrity record included, was rewritten since.
@@ -29,9 +34,10 @@ pub struct VerifyArgs {
 /// `--sign-key FILE`, for every command that writes a dataset.
 #[derive(Args, Clone, Default)]
 pub struct SignKeyArg {
-    /// Sign the dataset's seal (BLAKE3, keyed) with the secret key in FILE
-    /// (32 random bytes, raw or hex: `head -c 32 /dev/urandom > FILE`);
-    /// `weir verify --key FILE` checks it.
+    /// Sign the dataset's seal with the Ed25519 key in FILE (made by
+    /// `ssh-keygen -t ed25519 -N '' -f FILE`), in OpenSSH's signature
+    /// format (namespace weir-dataset, also written to seal.sig); `weir
+    /// verify --public-key FILE.pub` or `ssh-keygen -Y verify` checks it.
     #[arg(long, value_name = "FILE")]
     pub sign_key: Option<PathBuf>,
 }
@@ -52,12 +58,16 @@ impl SignKeyArg {
 /// Exit status 0 when every check passes, 1 when something is wrong with
 /// the dataset, 2 when it cannot be checked at all.
 pub fn run(a: VerifyArgs) -> Result<ExitCode, String> {
-    let key = match &a.key {
-        Some(p) => Some(SigningKey::from_file(p).map_err(|e| format!("--key: {e}"))?),
-        None => None,
+    let signers = match signers(&a) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("weir verify: {e}");
+            return Ok(ExitCode::from(2));
+        }
     };
     let threads = std::thread::available_parallelism().map_or(2, |n| n.get());
-    let v = match store::integrity::verify(&a.dataset, key.as_ref(), a.seal.as_deref(), threads) {
+    let v = match store::integrity::verify(&a.dataset, signers.as_ref(), a.seal.as_deref(), threads)
+    {
         Ok(v) => v,
         Err(e) => {
             eprintln!("weir verify: {e}");
@@ -75,6 +85,49 @@ pub fn run(a: VerifyArgs) -> Result<ExitCode, String> {
     } else {
         ExitCode::FAILURE
     })
+}
+
+/// The keys `--allowed-signers` or `--public-key` trust.
+fn signers(a: &VerifyArgs) -> Result<Option<sshsig::AllowedSigners>, String> {
+    let read = |flag: &str, p: &std::path::Path| {
+        std::fs::read_to_string(p).map_err(|e| format!("{flag} {}: {e}", p.display()))
+    };
+    if let Some(p) = &a.allowed_signers {
+        let s = sshsig::AllowedSigners::parse(&read("--allowed-signers", p)?)
+            .map_err(|e| format!("--allowed-signers {}: {e}", p.display()))?;
+        if s.signers.is_empty() {
+            return Err(format!(
+                "--allowed-signers {}: holds no {} key (lines look like `alice@example.org \
+                 ssh-ed25519 AAAA...`)",
+                p.display(),
+                sshsig::ED25519
+            ));
+        }
+        return Ok(Some(s));
+    }
+    if let Some(p) = &a.public_key {
+        let text = read("--public-key", p)?;
+        let line = text
+            .lines()
+            .find(|l| !l.trim().is_empty() && !l.starts_with('#'))
+            .unwrap_or("");
+        let key = sshsig::PublicKey::from_openssh(line).map_err(|e| {
+            format!(
+                "--public-key {}: {e}; give the .pub file ssh-keygen wrote beside the key",
+                p.display()
+            )
+        })?;
+        return Ok(Some(sshsig::AllowedSigners {
+            signers: vec![sshsig::AllowedSigner {
+                principals: format!("--public-key {}", p.display()),
+                namespaces: None,
+                key,
+                line: 1,
+            }],
+            skipped: 0,
+        }));
+    }
+    Ok(None)
 }
 
 fn render(dataset: &std::path::Path, v: &Verification) -> String {
@@ -96,9 +149,12 @@ fn render(dataset: &std::path::Path, v: &Verification) -> String {
                 .to_string()
         }
         SignatureCheck::NotChecked { key } => {
-            format!("signed with key {key}; not checked (give it with --key FILE)")
+            format!(
+                "signed with key {key}; not checked (give --allowed-signers FILE or \
+                 --public-key FILE.pub)"
+            )
         }
-        SignatureCheck::Valid { key } => format!("valid (key {key})"),
+        SignatureCheck::Valid { key, signer } => format!("valid (key {key}, {signer})"),
         SignatureCheck::Invalid { key } => format!("INVALID (signed with key {key})"),
     };
     let _ = writeln!(s, "  signature  {sig}");

@@ -11,7 +11,9 @@ use std::process::Command;
 use std::time::Duration;
 
 use common::background::Background;
-use common::live::{capture, send, walk};
+use common::live::{
+    assert_no_thread_holds_capabilities, capture, capture_with_net_raw_only, send, walk,
+};
 use common::netns::{IFACE, VethPair};
 use common::*;
 use store::stats::read_stats_file;
@@ -804,31 +806,32 @@ fn without_privileges_the_error_says_what_to_do() {
 }
 
 /// A user holding only CAP_NET_RAW (no root) captures, and holds no
-/// capability at all once the rings are open.
+/// capability at all, on any thread, once the rings are open.
 #[test]
 fn cap_net_raw_is_enough_and_is_given_up_once_the_rings_are_open() {
     let net = VethPair::new("netraw");
     let s = Scratch::new("cap-netraw");
     std::fs::set_permissions(&s.0, std::os::unix::fs::PermissionsExt::from_mode(0o777)).unwrap();
     let ds = s.join("ds");
-    let mut c = VethPair::exec(&net.b, "setpriv");
-    c.args(["--reuid=65534", "--regid=65534", "--clear-groups"])
-        .args(["--inh-caps=-all,+net_raw", "--ambient-caps=-all,+net_raw"])
-        .args([WEIR, "capture", "-i", IFACE, "-o"])
-        .arg(&ds)
-        .args(["-j", "2", "-c", "500", "--duration", "30s", "udp"]);
-    let cap = Background::start(c, "capturing on", Duration::from_secs(30));
-    let status = std::fs::read_to_string(format!("/proc/{}/status", cap.pid())).unwrap();
-    for set in ["CapInh", "CapPrm", "CapEff", "CapAmb"] {
-        let line = status
-            .lines()
-            .find(|l| l.starts_with(set))
-            .unwrap_or_else(|| panic!("no {set} in {status}"));
-        assert!(
-            line.ends_with("0000000000000000"),
-            "still holds capabilities: {line}"
-        );
-    }
+    let cap = capture_with_net_raw_only(
+        &net.b,
+        &[
+            "-o",
+            ds.to_str().unwrap(),
+            "-j",
+            "2",
+            "-c",
+            "500",
+            "--duration",
+            "30s",
+            "udp",
+        ],
+    );
+    let threads = assert_no_thread_holds_capabilities(cap.pid());
+    assert!(
+        threads.len() >= 3,
+        "main and two workers at least: {threads:?}"
+    );
     send(
         &net.a,
         &["--count", "500", "--rate", "20000", "--size", "100"],

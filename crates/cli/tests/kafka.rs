@@ -5,8 +5,10 @@
 //! two datasets; one is killed with SIGKILL mid-stream and started again on
 //! its dataset. The two datasets together hold exactly the records of the
 //! capture's own dataset: none lost, none twice. A second test stops the
-//! broker mid-stream: the capture loses nothing of its own, and every
-//! record the stream lost is counted in the manifest.
+//! broker mid-stream: the capture (as a user holding only CAP_NET_RAW,
+//! which no thread keeps once the rings are open, librdkafka's included)
+//! loses nothing of its own, and every record the stream lost is counted
+//! in the manifest.
 
 mod common;
 
@@ -15,7 +17,7 @@ use std::time::{Duration, Instant};
 
 use common::background::Background;
 use common::kafka::{Broker, PORT, kafka_jars, topic_log_bytes};
-use common::live::{capture, send};
+use common::live::{assert_no_thread_holds_capabilities, capture, capture_with_net_raw_only, send};
 use common::netns::VethPair;
 use common::*;
 use wire::PacketRecord;
@@ -268,9 +270,12 @@ fn capture_to_kafka_to_two_collectors_loses_and_doubles_nothing_across_a_kill() 
 fn a_broker_stopped_mid_stream_costs_counted_records_and_no_frames() {
     let net = VethPair::new("kafkastop");
     let s = Scratch::new("kafka-stop");
+    // The capture runs as a user holding only CAP_NET_RAW: no thread
+    // keeps it once the rings are open, librdkafka's included.
+    std::fs::set_permissions(&s.0, std::os::unix::fs::PermissionsExt::from_mode(0o777)).unwrap();
     let mut broker = Broker::start(&net.b, &s.0);
     let ds = s.join("ds");
-    let cap = capture(
+    let cap = capture_with_net_raw_only(
         &net.b,
         &[
             "-o",
@@ -292,6 +297,11 @@ fn a_broker_stopped_mid_stream_costs_counted_records_and_no_frames() {
         &[
             "--count", "5000", "--rate", "10000", "--size", "200", "--flows", "64",
         ],
+    );
+    let threads = assert_no_thread_holds_capabilities(cap.pid());
+    assert!(
+        threads.iter().any(|t| t.starts_with("rdk:")),
+        "librdkafka's threads are among those checked: {threads:?}"
     );
     // The broker has taken records before it goes.
     let deadline = Instant::now() + Duration::from_secs(60);

@@ -1,6 +1,7 @@
 //! `weir verify`: a dataset's integrity record catches every change to its
-//! files and manifest, a signature needs its key, and datasets made from
-//! others name them by their seals.
+//! files and manifest, a signature needs its key (and OpenSSH's
+//! ssh-keygen checks it too), and datasets made from others name them by
+//! their seals.
 
 mod common;
 
@@ -207,19 +208,97 @@ fn a_signature_needs_its_key_and_a_kept_seal_catches_a_rewritten_record() {
     let s = Scratch::new("verify-sign");
     let key = s.join("key");
     let other = s.join("other");
-    std::fs::write(&key, (0..32u8).collect::<Vec<_>>()).unwrap();
-    std::fs::write(&other, (100..132u8).collect::<Vec<_>>()).unwrap();
+    ssh_key(&key);
+    ssh_key(&other);
     let ds = dataset(&s, "ds", &["--sign-key", p(&key)]);
+    let public = std::fs::read_to_string(s.join("key.pub")).unwrap();
+    let allowed = s.join("allowed_signers");
+    std::fs::write(
+        &allowed,
+        format!("tester@weir namespaces=\"weir-dataset\" {public}"),
+    )
+    .unwrap();
 
-    let (code, out) = verify(&ds, &["--key", p(&key)]);
+    let (code, out) = verify(&ds, &["--public-key", p(&s.join("key.pub"))]);
     assert_eq!(code, 0, "{out}");
     assert!(out.contains("signature  valid"), "{out}");
+    let (code, out) = verify(&ds, &["--allowed-signers", p(&allowed)]);
+    assert_eq!(code, 0, "{out}");
+    assert!(out.contains("tester@weir"), "{out}");
     let (code, out) = verify(&ds, &[]);
     assert_eq!(code, 0, "{out}");
     assert!(out.contains("not checked"), "{out}");
-    let (code, out) = verify(&ds, &["--key", p(&other)]);
+    let (code, out) = verify(&ds, &["--public-key", p(&s.join("other.pub"))]);
     assert_eq!(code, 1, "{out}");
-    assert!(out.contains("not with the key given"), "{out}");
+    assert!(out.contains("not among the allowed signers"), "{out}");
+
+    // OpenSSH checks the same signature file against the seal's line on
+    // its own, and its own signature of that line is the same file
+    // (Ed25519 is deterministic).
+    let seal_line = s.join("seal");
+    let m = manifest(&ds);
+    let seal = m["integrity"]["seal"].as_str().unwrap().to_string();
+    std::fs::write(&seal_line, format!("{seal}\n")).unwrap();
+    let sig = ds.join("seal.sig");
+    let (code, out) = ssh_verify(&allowed, "tester@weir", &sig, &seal_line);
+    assert_eq!(code, 0, "ssh-keygen -Y verify: {out}");
+    let mut cmd = tool("ssh-keygen");
+    cmd.args(["-Y", "sign", "-q", "-n", "weir-dataset", "-f"])
+        .arg(&key)
+        .arg(&seal_line);
+    let r = run_bounded(cmd, Duration::from_secs(30));
+    assert_eq!(r.code(), 0, "ssh-keygen -Y sign: {}", r.stderr());
+    assert_eq!(
+        std::fs::read_to_string(s.join("seal.sig")).unwrap(),
+        std::fs::read_to_string(&sig).unwrap(),
+        "weir's signature is the one ssh-keygen makes"
+    );
+    assert_eq!(
+        m["integrity"]["signature"]["key"].as_str(),
+        Some(ssh_fingerprint(&s.join("key.pub")).as_str())
+    );
+
+    // One figure of the manifest changed: weir verify fails, and so does
+    // ssh-keygen given the seal weir verify recomputes.
+    let edited = s.join("edited");
+    copy(&ds, &edited);
+    let mut em = manifest(&edited);
+    em["files"]["packets"][0]["rows"] = 1.into();
+    std::fs::write(
+        edited.join("manifest.json"),
+        serde_json::to_vec_pretty(&em).unwrap(),
+    )
+    .unwrap();
+    let (code, out) = verify(&edited, &["--allowed-signers", p(&allowed), "--json"]);
+    assert_eq!(code, 1, "{out}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let recomputed = v["seal"].as_str().unwrap();
+    assert_ne!(recomputed, seal);
+    std::fs::write(&seal_line, format!("{recomputed}\n")).unwrap();
+    let (code, out) = ssh_verify(
+        &allowed,
+        "tester@weir",
+        &edited.join("seal.sig"),
+        &seal_line,
+    );
+    assert_ne!(code, 0, "ssh-keygen must refuse the changed seal: {out}");
+
+    // A key file that is not an OpenSSH Ed25519 key is refused by name.
+    let raw = s.join("raw-key");
+    std::fs::write(&raw, (0..32u8).collect::<Vec<_>>()).unwrap();
+    let mut cmd = weir();
+    cmd.args(["recover", p(&ds), "--sign-key", p(&raw)]);
+    let r = run_bounded(cmd, Duration::from_secs(60));
+    assert_ne!(r.code(), 0);
+    assert!(
+        r.stderr().contains("--sign-key") && r.stderr().contains("ssh-keygen -t ed25519"),
+        "{}",
+        r.stderr()
+    );
+    // A public key that is not one: the dataset cannot be checked (2).
+    let (code, out) = verify(&ds, &["--public-key", p(&raw)]);
+    assert_eq!(code, 2, "{out}");
+    assert!(out.contains("--public-key"), "{out}");
 
     // Someone rewrites a file and re-runs the chain without the key (here:
     // recover, which starts a new chain): the signature is gone.
@@ -233,9 +312,13 @@ fn a_signature_needs_its_key_and_a_kept_seal_catches_a_rewritten_record() {
     weir_ok(&["recover", p(&changed)]);
     let (code, out) = verify(&changed, &[]);
     assert_eq!(code, 0, "a fresh chain verifies on its own:\n{out}");
-    let (code, out) = verify(&changed, &["--key", p(&key)]);
+    let (code, out) = verify(&changed, &["--public-key", p(&s.join("key.pub"))]);
     assert_eq!(code, 1, "{out}");
     assert!(out.contains("is not signed"), "{out}");
+    assert!(
+        !changed.join("seal.sig").exists(),
+        "an unsigned dataset has no seal.sig"
+    );
     let (code, out) = verify(&changed, &["--seal", &seal]);
     assert_eq!(code, 1, "{out}");
     assert!(out.contains("not the"), "{out}");

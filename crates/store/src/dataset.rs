@@ -188,6 +188,11 @@ impl Dataset {
         self
     }
 
+    /// Whether the manifest is signed at every write.
+    pub fn is_signed(&self) -> bool {
+        self.signing_key.is_some()
+    }
+
     /// Writes the manifest atomically (temporary file, sync, rename),
     /// after bringing its integrity chain up to the files on disk and
     /// sealing it (see [`crate::integrity`]), and returns it as written. The chain continued is the
@@ -268,7 +273,36 @@ impl Dataset {
         if let Ok(dir) = fs::File::open(&self.root) {
             let _ = dir.sync_all();
         }
+        let signature = m.integrity.as_ref().and_then(|i| i.signature.as_ref());
+        self.write_signature_file(signature.map(|s| s.sshsig.as_str()))?;
         Ok(m)
+    }
+
+    /// The manifest's signature as its own file, for `ssh-keygen -Y
+    /// verify -s` (written after the manifest: a crash between the two
+    /// leaves an old one, which `weir verify` reports and `weir recover`
+    /// replaces); removed when the manifest is no longer signed.
+    fn write_signature_file(&self, armored: Option<&str>) -> Result<(), StoreError> {
+        let path = self.root.join(crate::integrity::SIGNATURE_FILE);
+        let Some(text) = armored else {
+            return match fs::remove_file(&path) {
+                Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(StoreError::io(&path, e)),
+                _ => Ok(()),
+            };
+        };
+        let tmp = self
+            .root
+            .join(format!(".{}.part", crate::integrity::SIGNATURE_FILE));
+        let written = crate::files::create_file(&tmp).and_then(|mut f| {
+            f.write_all(text.as_bytes())
+                .map_err(|e| StoreError::io(&tmp, e))?;
+            f.sync_data().map_err(|e| StoreError::io(&tmp, e))?;
+            fs::rename(&tmp, &path).map_err(|e| StoreError::io(&path, e))
+        });
+        if written.is_err() {
+            let _ = fs::remove_file(&tmp);
+        }
+        written
     }
 
     pub fn read_manifest(&self) -> Result<Manifest, StoreError> {

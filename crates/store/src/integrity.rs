@@ -1,6 +1,6 @@
 //! The dataset's integrity record: every file's size and BLAKE3 digest in an
 //! append-only hash chain, sealed together with the rest of the manifest,
-//! and optionally signed with a keyed MAC.
+//! and optionally signed with an Ed25519 key in OpenSSH's signature format.
 //!
 //! Each entry of the chain (a file added, or one removed by retention)
 //! commits to the one before it, the first to the seals of the datasets
@@ -9,7 +9,11 @@
 //! change without the seal changing. Anyone who can write the directory
 //! can also recompute an unkeyed seal; what makes it evidence is a seal
 //! kept elsewhere (`weir verify --seal`) or a signature under a key the
-//! writer of the dataset does not hand out (`--sign-key`).
+//! writer of the dataset does not hand out (`--sign-key`): an SSHSIG
+//! signature (namespace `weir-dataset`) over the seal's line (its hex and a
+//! newline), kept in the manifest and in `seal.sig` beside it, which the
+//! receiver checks with the public key alone, with `weir verify
+//! --allowed-signers` or with OpenSSH's `ssh-keygen -Y verify`.
 //!
 //! Entries are added when the manifest is written ([`Integrity::extend`],
 //! called by [`crate::Dataset::write_manifest`]): every finished file under
@@ -31,13 +35,15 @@ use crate::manifest::Manifest;
 /// The value of [`Integrity::algorithm`].
 pub const ALGORITHM: &str = "blake3";
 /// The value of [`Signature::method`].
-pub const SIGNATURE_METHOD: &str = "blake3-keyed";
+pub const SIGNATURE_METHOD: &str = "sshsig-ed25519";
+/// The SSHSIG namespace of a seal's signature (`ssh-keygen -Y verify -n`).
+pub const NAMESPACE: &str = "weir-dataset";
+/// The signature's file beside the manifest, for `ssh-keygen -Y verify -s`.
+pub const SIGNATURE_FILE: &str = "seal.sig";
 
 const ENTRY_DOMAIN: &[u8] = b"weir chain entry 1\n";
 const GENESIS_DOMAIN: &[u8] = b"weir chain inputs 1\n";
 const SEAL_DOMAIN: &[u8] = b"weir seal 1\n";
-const SIGNATURE_DOMAIN: &[u8] = b"weir seal signature 1\n";
-const FINGERPRINT_DOMAIN: &[u8] = b"weir key fingerprint 1\n";
 
 /// The manifest's `integrity` section.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -89,68 +95,77 @@ pub struct ChainEntry {
     pub hash: String,
 }
 
-/// A keyed MAC over the seal.
+/// A signature over the seal.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Signature {
-    /// "blake3-keyed": BLAKE3 in its keyed mode, under a key derived
-    /// from the key file.
+    /// "sshsig-ed25519" (an older weir wrote "blake3-keyed", a MAC this
+    /// weir no longer checks).
     pub method: String,
-    /// The key's fingerprint (16 hex digits), which names it without
-    /// revealing it.
+    /// The public key's fingerprint as `ssh-keygen -l` prints it
+    /// (`SHA256:...`).
     pub key: String,
-    pub mac: String,
+    /// The armored SSHSIG signature of [`seal_message`], as in
+    /// [`SIGNATURE_FILE`].
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub sshsig: String,
+}
+
+/// What is signed: the seal's hex and a newline, so that `weir verify
+/// --json | jq -r .seal | ssh-keygen -Y verify ...` feeds it exactly.
+pub fn seal_message(seal_hex: &str) -> Vec<u8> {
+    format!("{seal_hex}\n").into_bytes()
 }
 
 /// The reason of a file that left the chain without retention removing it.
 pub const VANISHED: &str = "vanished";
 
-/// A secret key for signing seals (`--sign-key FILE`).
+/// An Ed25519 private key for signing seals (`--sign-key FILE`, a key
+/// file as `ssh-keygen -t ed25519 -N ''` writes it).
+#[derive(Debug)]
 pub struct SigningKey {
-    key: Vec<u8>,
+    key: sshsig::PrivateKey,
     fingerprint: String,
 }
 
-impl std::fmt::Debug for SigningKey {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "SigningKey({})", self.fingerprint)
-    }
-}
-
 impl SigningKey {
-    /// A key from a key file's contents (see `util::keyfile`).
-    pub fn from_bytes(bytes: &[u8]) -> Result<SigningKey, util::keyfile::KeyFileError> {
-        let key = util::keyfile::parse(bytes)?;
-        let fingerprint = to_hex(&mac(&key, FINGERPRINT_DOMAIN, &[])[..8]);
-        Ok(SigningKey { key, fingerprint })
+    pub fn new(key: sshsig::PrivateKey) -> SigningKey {
+        let fingerprint = key.public().fingerprint();
+        SigningKey { key, fingerprint }
     }
 
     /// Reads the key file `path`.
     pub fn from_file(path: &Path) -> Result<SigningKey, StoreError> {
         let bytes = std::fs::read(path).map_err(|e| StoreError::io(path, e))?;
-        SigningKey::from_bytes(&bytes).map_err(|e| StoreError::Invalid {
-            path: path.to_path_buf(),
-            message: format!(
-                "{e}. Make one with `head -c 32 /dev/urandom > FILE` and keep it apart from \
-                 the datasets it signs"
-            ),
-        })
+        let text = String::from_utf8_lossy(&bytes);
+        sshsig::PrivateKey::from_openssh(&text)
+            .map(SigningKey::new)
+            .map_err(|e| StoreError::Invalid {
+                path: path.to_path_buf(),
+                message: format!(
+                    "{e}. --sign-key takes an Ed25519 key made by `ssh-keygen -t ed25519 -N '' \
+                     -f FILE`; keep it apart from the datasets it signs and hand out FILE.pub"
+                ),
+            })
     }
 
     pub fn fingerprint(&self) -> &str {
         &self.fingerprint
     }
 
-    fn sign(&self, seal: &[u8; 32]) -> String {
-        to_hex(&mac(&self.key, SIGNATURE_DOMAIN, seal))
+    pub fn public(&self) -> sshsig::PublicKey {
+        self.key.public()
     }
-}
 
-/// BLAKE3 keyed with a key derived from `key` for this `domain`, so the
-/// fingerprint and the signature never share a key.
-fn mac(key: &[u8], domain: &[u8], data: &[u8]) -> [u8; 32] {
-    let context = std::str::from_utf8(domain).unwrap_or_default();
-    let derived = blake3::derive_key(context, key);
-    blake3::keyed_hash(&derived, data).into()
+    fn sign(&self, seal_hex: &str) -> Signature {
+        Signature {
+            method: SIGNATURE_METHOD.to_string(),
+            key: self.fingerprint.clone(),
+            sshsig: self
+                .key
+                .sign(NAMESPACE, &seal_message(seal_hex))
+                .to_armored(),
+        }
+    }
 }
 
 fn hash32(hex: &str) -> Option<[u8; 32]> {
@@ -240,7 +255,7 @@ pub fn list_files(root: &Path) -> Result<(Vec<OnDisk>, Vec<OnDisk>), StoreError>
                 continue;
             }
             let rel_path = path.to_string_lossy().into_owned();
-            if rel_path == crate::dataset::MANIFEST {
+            if rel_path == crate::dataset::MANIFEST || rel_path == SIGNATURE_FILE {
                 continue;
             }
             let f = OnDisk {
@@ -382,11 +397,7 @@ impl Integrity {
         let head = hash32(&self.head).unwrap_or_else(|| genesis(&self.inputs));
         let seal = seal_of(&head, &body_digest(&body));
         self.seal = to_hex(&seal);
-        self.signature = key.map(|k| Signature {
-            method: SIGNATURE_METHOD.to_string(),
-            key: k.fingerprint.clone(),
-            mac: k.sign(&seal),
-        });
+        self.signature = key.map(|k| k.sign(&self.seal));
     }
 }
 
@@ -409,8 +420,9 @@ pub enum SignatureCheck {
     Unsigned,
     /// Signed, but no key was given to check it with.
     NotChecked { key: String },
-    /// Signed, and the key given confirms the seal.
-    Valid { key: String },
+    /// Signed, and the key given confirms the seal: `signer` is the
+    /// principals of the allowed-signers line that holds the key.
+    Valid { key: String, signer: String },
     /// Signed, and the key given does not confirm it.
     Invalid { key: String },
 }
@@ -436,12 +448,12 @@ impl Verification {
 }
 
 /// Checks the dataset at `root` against its integrity record: the chain,
-/// the seal over the manifest, the signature (with `key`), every file's
+/// the seal over the manifest, the signature (by one of `signers`), every file's
 /// size and digest (reading `threads` files at a time), and files that
 /// are not in the chain. `expected_seal` is a seal kept elsewhere.
 pub fn verify(
     root: &Path,
-    key: Option<&SigningKey>,
+    signers: Option<&sshsig::AllowedSigners>,
     expected_seal: Option<&str>,
     threads: usize,
 ) -> Result<Verification, StoreError> {
@@ -519,39 +531,8 @@ pub fn verify(
             format!("the seal is {seal_hex}, not the {want} given with --seal"),
         ));
     }
-    let signature = match (&chain.signature, key) {
-        (None, None) => SignatureCheck::Unsigned,
-        (None, Some(k)) => {
-            findings.push(finding(
-                "signature",
-                None,
-                format!(
-                    "is not signed, but a key ({}) was given to check it with",
-                    k.fingerprint
-                ),
-            ));
-            SignatureCheck::Unsigned
-        }
-        (Some(s), None) => SignatureCheck::NotChecked { key: s.key.clone() },
-        (Some(s), Some(k)) => {
-            if s.method == SIGNATURE_METHOD && s.key == k.fingerprint && s.mac == k.sign(&seal) {
-                SignatureCheck::Valid { key: s.key.clone() }
-            } else {
-                let detail = if s.key != k.fingerprint {
-                    format!(
-                        "was signed with key {}, not with the key given ({})",
-                        s.key, k.fingerprint
-                    )
-                } else {
-                    "does not match the seal: the manifest or its chain was changed after \
-                     signing"
-                        .into()
-                };
-                findings.push(finding("signature", None, detail));
-                SignatureCheck::Invalid { key: s.key.clone() }
-            }
-        }
-    };
+    let (signature, wrong) = check_signature(root, chain.signature.as_ref(), signers, &seal_hex);
+    findings.extend(wrong);
 
     // The files.
     let live = chain.live();
@@ -659,6 +640,91 @@ pub fn verify(
         running,
         findings,
     })
+}
+
+/// The signature's state, and what is wrong with it.
+fn check_signature(
+    root: &Path,
+    signature: Option<&Signature>,
+    signers: Option<&sshsig::AllowedSigners>,
+    seal_hex: &str,
+) -> (SignatureCheck, Vec<Finding>) {
+    let finding = |path: Option<&str>, detail: String| Finding {
+        kind: "signature",
+        path: path.map(str::to_string),
+        detail,
+    };
+    let (s, signers) = match (signature, signers) {
+        (None, None) => return (SignatureCheck::Unsigned, Vec::new()),
+        (None, Some(_)) => {
+            let detail = "is not signed, but signers were given to check it with".into();
+            return (SignatureCheck::Unsigned, vec![finding(None, detail)]);
+        }
+        (Some(s), None) => {
+            let check = SignatureCheck::NotChecked { key: s.key.clone() };
+            return (check, Vec::new());
+        }
+        (Some(s), Some(signers)) => (s, signers),
+    };
+    let invalid = SignatureCheck::Invalid { key: s.key.clone() };
+    if s.method != SIGNATURE_METHOD {
+        let detail = format!(
+            "was made with {:?}, which this weir does not check; `weir recover --sign-key \
+             FILE` signs it again with an Ed25519 key",
+            s.method
+        );
+        return (invalid, vec![finding(None, detail)]);
+    }
+    let sig = match sshsig::Signature::from_armored(&s.sshsig) {
+        Ok(sig) => sig,
+        Err(e) => {
+            let detail = format!("cannot be read: {e}");
+            return (
+                invalid,
+                vec![finding(Some(crate::dataset::MANIFEST), detail)],
+            );
+        }
+    };
+    let mut findings = Vec::new();
+    match std::fs::read_to_string(root.join(SIGNATURE_FILE)) {
+        Ok(text) if text == s.sshsig => {}
+        Ok(_) => findings.push(finding(
+            Some(SIGNATURE_FILE),
+            "is not the signature in the manifest; `weir recover` writes it again".into(),
+        )),
+        Err(e) => findings.push(finding(
+            Some(SIGNATURE_FILE),
+            format!("cannot be read ({e}); `weir recover` writes it again"),
+        )),
+    }
+    let key = sig.public_key();
+    let signer = signers.find(&key, NAMESPACE);
+    if signer.is_none() {
+        findings.push(finding(
+            None,
+            format!(
+                "was made by key {}, which is not among the allowed signers for namespace \
+                 {NAMESPACE}",
+                key.fingerprint()
+            ),
+        ));
+    }
+    if let Err(e) = sig.verify(NAMESPACE, &seal_message(seal_hex)) {
+        findings.push(finding(
+            None,
+            format!("{e} (the seal recomputed from the manifest and its chain)"),
+        ));
+    }
+    match signer {
+        Some(signer) if findings.is_empty() => (
+            SignatureCheck::Valid {
+                key: key.fingerprint(),
+                signer: signer.principals.clone(),
+            },
+            findings,
+        ),
+        _ => (invalid, findings),
+    }
 }
 
 /// Digests of `files`, `threads` at a time.
@@ -784,10 +850,12 @@ mod tests {
             seal: Some("00".into()),
         }]);
         assert_ne!(a.head, b.head);
-        let k1 = SigningKey::from_bytes(&[1; 32]).unwrap();
-        let k2 = SigningKey::from_bytes(&[2; 32]).unwrap();
+        let k1 = SigningKey::new(sshsig::PrivateKey::from_seed(&[1; 32], ""));
+        let k2 = SigningKey::new(sshsig::PrivateKey::from_seed(&[2; 32], ""));
         assert_ne!(k1.fingerprint(), k2.fingerprint());
-        assert_ne!(k1.sign(&[0; 32]), k2.sign(&[0; 32]));
-        assert!(SigningKey::from_bytes(b"too short").is_err());
+        assert_ne!(k1.sign("00"), k2.sign("00"));
+        let s = sshsig::Signature::from_armored(&k1.sign("00").sshsig).unwrap();
+        assert_eq!(s.verify(NAMESPACE, b"00\n"), Ok(()));
+        assert!(s.verify(NAMESPACE, b"01\n").is_err());
     }
 }

@@ -1,4 +1,5 @@
-//! Secret key files, as `weir anonymize --key` and `--sign-key` read them.
+//! Secret key files, as `weir anonymize --key` reads them (`--sign-key`
+//! takes an OpenSSH Ed25519 key instead: `crates/base/sshsig`).
 //!
 //! A key file holds either at least 32 raw random bytes, or text with at
 //! least 64 hex digits (whitespace anywhere is ignored, so `xxd -p` output

@@ -187,3 +187,47 @@ pub fn assert_verifies(dataset: &Path) {
     assert_eq!(code, 0, "weir verify {}:\n{out}", dataset.display());
     assert!(out.contains("result     verified"), "{out}");
 }
+
+/// An Ed25519 key pair made by OpenSSH's ssh-keygen at `path` (and
+/// `path.pub`), without a passphrase.
+pub fn ssh_key(path: &Path) {
+    let _ = std::fs::remove_file(path);
+    let mut cmd = tool("ssh-keygen");
+    cmd.args(["-q", "-t", "ed25519", "-N", "", "-C", "weir-test", "-f"])
+        .arg(path);
+    let r = run_bounded(cmd, Duration::from_secs(30));
+    assert_eq!(r.code(), 0, "ssh-keygen: {}", r.stderr());
+}
+
+/// `ssh-keygen -Y verify` of `signature` over `message` for principal
+/// `identity` of the allowed-signers file: its exit status and output.
+pub fn ssh_verify(
+    allowed: &Path,
+    identity: &str,
+    signature: &Path,
+    message: &Path,
+) -> (i32, String) {
+    let mut cmd = tool("sh");
+    cmd.arg("-c")
+        .arg(r#"exec ssh-keygen -Y verify -f "$1" -I "$2" -n weir-dataset -s "$3" < "$4""#)
+        .arg("sh")
+        .arg(allowed)
+        .arg(identity)
+        .arg(signature)
+        .arg(message);
+    let r = run_bounded(cmd, Duration::from_secs(30));
+    (r.code(), format!("{}{}", r.stdout(), r.stderr()))
+}
+
+/// `ssh-keygen -l`'s SHA256 fingerprint of a public key file.
+pub fn ssh_fingerprint(public: &Path) -> String {
+    let mut cmd = tool("ssh-keygen");
+    cmd.arg("-l").arg("-f").arg(public);
+    let r = run_bounded(cmd, Duration::from_secs(30));
+    assert_eq!(r.code(), 0, "ssh-keygen -l: {}", r.stderr());
+    r.stdout()
+        .split_whitespace()
+        .nth(1)
+        .unwrap_or("")
+        .to_string()
+}

@@ -28,8 +28,22 @@ pub struct Recovered {
     pub parts_removed: Vec<String>,
     /// The stats files written from the journals.
     pub stats_recovered: Vec<String>,
-    /// Nothing needed doing.
+    /// Nothing needed doing to the files.
     pub already_complete: bool,
+    /// The manifest of a complete dataset was signed or its signature
+    /// file written again.
+    pub signature_written: bool,
+}
+
+/// Whether `seal.sig` holds the manifest's signature (or neither has one).
+fn signature_file_current(root: &Path, m: &Manifest) -> bool {
+    let want = m
+        .integrity
+        .as_ref()
+        .and_then(|i| i.signature.as_ref())
+        .map(|s| s.sshsig.as_str());
+    let file = std::fs::read_to_string(root.join(store::integrity::SIGNATURE_FILE)).ok();
+    file.as_deref() == want
 }
 
 /// A pcap file that was open, cut at its last whole frame.
@@ -102,6 +116,13 @@ pub fn recover(
     let running = m.capture.as_ref().is_some_and(|c| c.ended_by == "running");
     if !running && !had_reserve && !has_leftovers(&dirs)? {
         out.already_complete = true;
+        // Complete, but a key was given (signing it anew), or the
+        // signature's file is not the manifest's (a crash between the
+        // two writes): the manifest is written again, which signs it.
+        if ds.is_signed() || !signature_file_current(root, &m) {
+            m = ds.write_manifest(&m)?;
+            out.signature_written = true;
+        }
         out.manifest = Some(m);
         return Ok(out);
     }

@@ -119,7 +119,14 @@ pub const FINISH_WAIT: Duration = Duration::from_secs(30);
 
 impl KafkaOut {
     /// Connects, learns the topic's partitions, starts the Kafka thread.
+    /// All of it on a thread without capabilities: librdkafka's threads
+    /// and the Kafka thread inherit their creator's, and a capture holds
+    /// CAP_NET_RAW until its rings are open, after this has started.
     pub fn start(opts: ProducerOptions, capture_id: u64) -> Result<KafkaOut, String> {
+        capture::privilege::without_capabilities(move || KafkaOut::start_here(opts, capture_id))?
+    }
+
+    fn start_here(opts: ProducerOptions, capture_id: u64) -> Result<KafkaOut, String> {
         let counters = Arc::new(ProducerCounters::default());
         let producer: ThreadedProducer<DeliveryCount> = ClientConfig::new()
             .set("bootstrap.servers", &opts.brokers)
