@@ -429,8 +429,8 @@ struct Labels {
     eth_type: Label,
     /// A payload of the ethertype in R0.
     ethertype: Label,
-    /// An IP header of either version, by its version nibble (MPLS and
-    /// GTP-U say no more).
+    /// An IP header of either version, by its version nibble (MPLS, GTP-U,
+    /// WCCP and PIM say no more).
     ip: Label,
     v4: Label,
     v6: Label,
