@@ -231,9 +231,9 @@ fn erspan3(buf: &[u8]) -> Result<Encap<'_>, ParseError> {
 
 /// What follows a WCCP redirect in GRE: an IPv4 packet at once (WCCP
 /// version 1), or after a 4-byte redirect header (version 2: flags,
-/// service id, alternate and primary bucket), told apart as tshark and
-/// tcpdump do: an IPv4 header's first byte has version nibble 4, a
-/// redirect header's never.
+/// service id, alternate and primary bucket), told apart as tshark does:
+/// an IPv4 header's first byte has version nibble 4, a redirect header's
+/// never.
 fn wccp(buf: &[u8]) -> Result<Encap<'_>, ParseError> {
     let first = *buf.first().ok_or(ParseError::TruncatedWccp)?;
     let (id, at) = if first >> 4 == 4 {
