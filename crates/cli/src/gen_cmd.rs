@@ -125,8 +125,9 @@ pub struct GenArgs {
     #[arg(long)]
     batch: Option<usize>,
     /// Carry every frame through a tunnel from 172.16.0.1 to 172.16.0.2:
-    /// vxlan:VNI, geneve:VNI, gre, gre:KEY, gtpu:TEID or ipip (frames grow
-    /// by the tunnel's headers; --size is the inner frame's).
+    /// vxlan:VNI, geneve:VNI, gre, gre:KEY, gtpu:TEID, ipip, wccp:SERVICE,
+    /// vxlan-gpe:VNI or pim (frames grow by the tunnel's headers; --size is
+    /// the inner frame's).
     #[arg(long, value_name = "TUNNEL", value_parser = parse_encap)]
     encap: Option<Encap>,
     /// Print the result as one JSON object.

@@ -49,6 +49,9 @@ fn generated_tunnels_convert_to_their_inner_flows() {
         ("gre:7", Tunnel::Gre, Some(7)),
         ("gre", Tunnel::Gre, None),
         ("gtpu:123456", Tunnel::Gtpu, Some(123456)),
+        ("wccp:89", Tunnel::Wccp, Some(89)),
+        ("vxlan-gpe:77", Tunnel::VxlanGpe, Some(77)),
+        ("pim", Tunnel::Pim, None),
     ] {
         let pcap = s.join(&format!("{encap}.pcap"));
         generate(&pcap, Some(encap));

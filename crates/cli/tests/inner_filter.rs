@@ -152,7 +152,15 @@ fn read_inner_and_outer_select_what_libpcap_selects() {
         );
         wanted.push(at);
     }
-    for encap in ["vxlan:4242", "gre:7", "gtpu:99", "ipip"] {
+    for encap in [
+        "vxlan:4242",
+        "gre:7",
+        "gtpu:99",
+        "ipip",
+        "wccp:89",
+        "vxlan-gpe:77",
+        "pim",
+    ] {
         let pcap = s.join(&format!("{encap}.pcap"));
         generate(&pcap, Some(encap));
         let all = frames_of(&pcap);
@@ -189,7 +197,7 @@ fn read_inner_and_outer_select_what_libpcap_selects() {
             format!("host {host}"),
             "host 172.16.0.1".to_string(),
             "udp".to_string(),
-            "ip proto 47 or ip proto 4".to_string(),
+            "ip proto 47 or ip proto 4 or ip proto 103".to_string(),
         ] {
             let want = tcpdump_select(&pcap, &expr, &s.join("want.pcap"));
             for filter in [expr.clone(), format!("outer {expr}")] {

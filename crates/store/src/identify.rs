@@ -26,8 +26,9 @@ pub enum Identifies {
     Name,
     /// Where a frame is in pcap files that an anonymised copy leaves out.
     FramePointer,
-    /// A tunnel's id (VXLAN/GENEVE VNI, GTP-U TEID, GRE key, MPLS label,
-    /// PPPoE or ERSPAN session), whose width its row's `tunnel` gives:
+    /// A tunnel's id (VXLAN/VXLAN-GPE/GENEVE VNI, GTP-U TEID, GRE key, MPLS
+    /// label, PPPoE or ERSPAN session, WCCP service, NSH service path),
+    /// whose width its row's `tunnel` gives:
     /// names a tenant, a subscriber's session or a link.
     TunnelId,
 }

@@ -339,7 +339,9 @@ mod tests {
     fn tunnelled_sample(i: u32) -> PacketRecord {
         let mut r = sample(i);
         if i % 3 == 0 {
-            r.tunnel.kind = Tunnel::ALL[1 + (i as usize) % (Tunnel::ALL.len() - 1)];
+            // Every kind in turn (by i / 3, so that no kind count sharing
+            // a factor with 3 leaves some out).
+            r.tunnel.kind = Tunnel::ALL[1 + (i as usize / 3) % (Tunnel::ALL.len() - 1)];
             r.tunnel.depth = 1 + (i % 4) as u8;
             r.tunnel.has = (i % 4) as u8;
             r.tunnel.id = 0xff00_0000 | i;
@@ -379,6 +381,10 @@ mod tests {
             assert_eq!(h, H);
             assert_eq!(back, recs, "{n} records");
         }
+        // Each kind of tunnel took part.
+        let kinds: std::collections::BTreeSet<Tunnel> =
+            (0..1000).map(|i| tunnelled_sample(i).tunnel.kind).collect();
+        assert_eq!(kinds.len(), Tunnel::ALL.len(), "{kinds:?}");
         // One field alone is enough to be kept.
         let mut r = sample(1);
         r.tunnel.id = 5;

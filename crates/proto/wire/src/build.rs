@@ -339,13 +339,43 @@ pub enum EncapSpec<'a> {
     /// The inner IP packet in a PPPoE session, in Ethernet: no outer IP
     /// header.
     Pppoe { session: u16 },
+    /// The inner IP packet redirected by WCCP (version 2, with a redirect
+    /// header naming `service`) in GRE.
+    Wccp { service: u8 },
+    /// The inner IP packet behind a Cisco MetaData header (security group
+    /// tag `sgt`) in GRE, with a key if given.
+    Cmd { key: Option<u32>, sgt: u16 },
+    /// The inner IP packet in VXLAN-GPE, over UDP to port 4790: directly,
+    /// or under a Network Service Header of service path `nsh`.
+    VxlanGpe { vni: u32, nsh: Option<u32> },
+    /// The inner IP packet under a Network Service Header of service path
+    /// `spi` (with one context header), in Ethernet: no outer IP header.
+    Nsh { spi: u32 },
+    /// The inner IP packet under these MPLS labels, over UDP to port 6635
+    /// (RFC 7510).
+    MplsUdp { labels: &'a [u32] },
+    /// The inner IP packet in a PIM Register (IP protocol 103).
+    PimRegister,
+}
+
+impl EncapSpec<'_> {
+    /// Whether the encapsulation has an IP header of its own: all but
+    /// those that lie below IP, in the Ethernet frame itself (MPLS, PPPoE,
+    /// NSH), which is why they are built over IPv4 only.
+    pub fn has_outer_ip(&self) -> bool {
+        !matches!(
+            self,
+            EncapSpec::Mpls { .. } | EncapSpec::Pppoe { .. } | EncapSpec::Nsh { .. }
+        )
+    }
 }
 
 impl EncapSpec<'static> {
     /// One of each encapsulation weir builds, in each of its forms (GRE
     /// with every optional field and with none, over IP and as Ethernet;
     /// ERSPAN of each type, with and without a platform subheader; GTP-U
-    /// with and without an extension header): what tests wrap frames in.
+    /// with and without an extension header; VXLAN-GPE with and without
+    /// NSH): what tests wrap frames in.
     pub fn every() -> Vec<EncapSpec<'static>> {
         vec![
             EncapSpec::Vxlan { vni: 0xabcdef },
@@ -388,6 +418,19 @@ impl EncapSpec<'static> {
                 labels: &[1000, 2000, 16],
             },
             EncapSpec::Pppoe { session: 0x1234 },
+            EncapSpec::Wccp { service: 89 },
+            EncapSpec::Cmd {
+                key: Some(0x28),
+                sgt: 17,
+            },
+            EncapSpec::VxlanGpe {
+                vni: 0x12_3456,
+                nsh: Some(0xff_fffe),
+            },
+            EncapSpec::VxlanGpe { vni: 9, nsh: None },
+            EncapSpec::Nsh { spi: 42 },
+            EncapSpec::MplsUdp { labels: &[21, 300] },
+            EncapSpec::PimRegister,
         ]
     }
 }
@@ -442,6 +485,12 @@ pub fn encapsulate(inner: &[u8], encap: &EncapSpec, outer: &OuterSpec, out: &mut
                 let bottom = if i + 1 == labels.len() { 0x100 } else { 0 };
                 out.extend_from_slice(&((l << 12) | bottom | 64).to_be_bytes());
             }
+            out.extend_from_slice(inner_ip);
+            return pad(out, start);
+        }
+        EncapSpec::Nsh { spi } => {
+            out.extend_from_slice(&ethertype::NSH.to_be_bytes());
+            nsh_header(spi, inner_type, out);
             out.extend_from_slice(inner_ip);
             return pad(out, start);
         }
@@ -544,6 +593,59 @@ pub fn encapsulate(inner: &[u8], encap: &EncapSpec, outer: &OuterSpec, out: &mut
             body.extend_from_slice(inner);
             (proto::GRE, 0)
         }
+        EncapSpec::Wccp { service } => {
+            body.extend_from_slice(&[0, 0]);
+            body.extend_from_slice(&ethertype::WCCP.to_be_bytes());
+            // Dynamic service, primary bucket used; alternate and primary
+            // bucket.
+            body.extend_from_slice(&[0x01, service, 0, 7]);
+            body.extend_from_slice(inner_ip);
+            (proto::GRE, 0)
+        }
+        EncapSpec::Cmd { key, sgt } => {
+            body.extend_from_slice(&[(key.is_some() as u8) << 5, 0]);
+            body.extend_from_slice(&ethertype::CMD.to_be_bytes());
+            if let Some(k) = key {
+                body.extend_from_slice(&k.to_be_bytes());
+            }
+            // The payload's ethertype; version 1, length 1, option 1 (SGT).
+            body.extend_from_slice(&inner_type.to_be_bytes());
+            body.extend_from_slice(&[1, 1, 0, 1]);
+            body.extend_from_slice(&sgt.to_be_bytes());
+            body.extend_from_slice(inner_ip);
+            (proto::GRE, 0)
+        }
+        EncapSpec::VxlanGpe { vni, nsh } => {
+            // Flags: VNI and next protocol present.
+            let next = match nsh {
+                Some(_) => 4,
+                None => next_protocol_of(inner_type),
+            };
+            body.extend_from_slice(&[0x0c, 0, 0, next]);
+            body.extend_from_slice(&(vni << 8).to_be_bytes());
+            if let Some(spi) = nsh {
+                nsh_header(spi, inner_type, &mut body);
+            }
+            body.extend_from_slice(inner_ip);
+            (proto::UDP, crate::tunnel::udp_port::VXLAN_GPE)
+        }
+        EncapSpec::MplsUdp { labels } => {
+            for (i, l) in labels.iter().enumerate() {
+                let bottom = if i + 1 == labels.len() { 0x100 } else { 0 };
+                body.extend_from_slice(&((l << 12) | bottom | 64).to_be_bytes());
+            }
+            body.extend_from_slice(inner_ip);
+            (proto::UDP, crate::tunnel::udp_port::MPLS)
+        }
+        EncapSpec::PimRegister => {
+            // Version 2, type 1; the checksum covers the 8-byte header
+            // only; no border or null-register bit.
+            body.extend_from_slice(&[0x21, 0, 0, 0, 0, 0, 0, 0]);
+            let sum = checksum_of(&body);
+            body[2..4].copy_from_slice(&sum.to_be_bytes());
+            body.extend_from_slice(inner_ip);
+            (proto::PIM, 0)
+        }
         EncapSpec::IpIp => {
             body.extend_from_slice(inner_ip);
             let p = if inner_type == ethertype::IPV6 {
@@ -626,6 +728,22 @@ pub fn encapsulate(inner: &[u8], encap: &EncapSpec, outer: &OuterSpec, out: &mut
         out.extend_from_slice(&body);
     }
     pad(out, start)
+}
+
+/// The next-protocol number VXLAN-GPE and NSH give an IP packet of
+/// ethertype `ty`.
+fn next_protocol_of(ty: u16) -> u8 {
+    if ty == ethertype::IPV6 { 2 } else { 1 }
+}
+
+/// A Network Service Header (version 0, MD type 2) of service path `spi`,
+/// index 255, with one context header (an empty variable-length one), for
+/// an IP packet of ethertype `inner_type`.
+fn nsh_header(spi: u32, inner_type: u16, out: &mut Vec<u8>) {
+    // Version 0, TTL 63, length 3 words; MD type 2; next protocol.
+    out.extend_from_slice(&[0x0f, 0xc3, 0x02, next_protocol_of(inner_type)]);
+    out.extend_from_slice(&((spi << 8) | 0xff).to_be_bytes());
+    out.extend_from_slice(&[0x00, 0x01, 0x02, 0x00]);
 }
 
 fn checksum_of(b: &[u8]) -> u16 {

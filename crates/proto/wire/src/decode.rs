@@ -218,9 +218,10 @@ impl Decoder<'_> {
         match ty {
             ethertype::IPV4 => self.ipv4(payload),
             ethertype::IPV6 => self.ipv6(payload),
-            ethertype::MPLS | ethertype::MPLS_MULTICAST | ethertype::PPPOE_SESSION => {
-                self.below_ip(ty, payload)
-            }
+            ethertype::MPLS
+            | ethertype::MPLS_MULTICAST
+            | ethertype::PPPOE_SESSION
+            | ethertype::NSH => self.below_ip(ty, payload),
             _ => Ok(()),
         }
     }
@@ -231,6 +232,7 @@ impl Decoder<'_> {
     fn below_ip(&mut self, ty: u16, payload: &[u8]) -> Step {
         match ty {
             ethertype::PPPOE_SESSION => self.enter(tunnel::pppoe(payload)?),
+            ethertype::NSH => self.enter(tunnel::nsh(payload)?),
             _ => self.enter(tunnel::mpls(payload)?),
         }
     }
@@ -430,9 +432,12 @@ impl Decoder<'_> {
             _ => {
                 self.rec.payload_len = l4_wire;
                 self.has |= Has::PAYLOAD;
-                if matches!(proto_num, proto::IPIP | proto::IPV6_ENCAP | proto::GRE) && !is_fragment
+                if matches!(
+                    proto_num,
+                    proto::IPIP | proto::IPV6_ENCAP | proto::GRE | proto::PIM
+                ) && !is_fragment
                 {
-                    self.over_ip(proto_num, l4)
+                    self.over_ip(proto_num, l4, l4_wire)
                 } else {
                     Ok(())
                 }
@@ -500,7 +505,11 @@ impl Decoder<'_> {
         let dport = udp.dst_port();
         if matches!(
             dport,
-            tunnel::udp_port::VXLAN | tunnel::udp_port::GENEVE | tunnel::udp_port::GTPU
+            tunnel::udp_port::VXLAN
+                | tunnel::udp_port::GENEVE
+                | tunnel::udp_port::GTPU
+                | tunnel::udp_port::VXLAN_GPE
+                | tunnel::udp_port::MPLS
         ) {
             let payload = &l4[UdpHeader::LEN..l4.len().min(len as usize)];
             return self.over_udp(dport, payload);
@@ -511,7 +520,12 @@ impl Decoder<'_> {
     /// An encapsulation an IP header announces, out of the common path.
     #[cold]
     #[inline(never)]
-    fn over_ip(&mut self, proto_num: u8, l4: &[u8]) -> Step {
+    fn over_ip(&mut self, proto_num: u8, l4: &[u8], l4_wire: u32) -> Step {
+        if proto_num == proto::PIM && l4_wire == 0 {
+            // An IP header that states no payload (a null register's
+            // dummy header) holds no PIM message to be cut off.
+            return Ok(());
+        }
         match tunnel::over_ip(proto_num, l4) {
             Some(encap) => self.enter(encap?),
             None => Ok(()),
@@ -678,7 +692,7 @@ pub fn flow_hash_of(link: LinkType, frame: &[u8], wire_len: u32) -> Option<u32> 
 }
 
 /// Follows `next` through what may lie between an encapsulation and an IP
-/// header (Ethernet, VLAN tags, MPLS, PPPoE) as decode does: whether the IP
+/// header (Ethernet, VLAN tags, MPLS, PPPoE, NSH) as decode does: whether the IP
 /// header is IPv4, and where it starts.
 fn ip_below<'a>(mut next: Next<'a>, depth: &mut u8) -> Option<(bool, &'a [u8])> {
     loop {
@@ -702,6 +716,7 @@ fn ip_below<'a>(mut next: Next<'a>, depth: &mut u8) -> Option<(bool, &'a [u8])> 
                 let e = match ty {
                     ethertype::MPLS | ethertype::MPLS_MULTICAST => tunnel::mpls(b),
                     ethertype::PPPOE_SESSION => tunnel::pppoe(b),
+                    ethertype::NSH => tunnel::nsh(b),
                     _ => return None,
                 }
                 .ok()?;

@@ -20,6 +20,7 @@ pub mod proto {
     pub const ICMPV6: u8 = 58;
     pub const IPV6_NONXT: u8 = 59;
     pub const IPV6_DSTOPTS: u8 = 60;
+    pub const PIM: u8 = 103;
     pub const SCTP: u8 = 132;
 }
 

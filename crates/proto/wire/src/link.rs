@@ -26,6 +26,13 @@ pub mod ethertype {
     pub const ERSPAN: u16 = 0x88be;
     /// ERSPAN type III.
     pub const ERSPAN3: u16 = 0x22eb;
+    /// WCCP redirection (as GRE's protocol type).
+    pub const WCCP: u16 = 0x883e;
+    /// Cisco MetaData (a security group tag; in GRE, before the ethertype
+    /// of what it carries).
+    pub const CMD: u16 = 0x8909;
+    /// A Network Service Header.
+    pub const NSH: u16 = 0x894f;
 
     /// Whether this ethertype announces an 802.1Q/802.1ad tag.
     #[inline]

@@ -96,11 +96,18 @@ pub enum ParseError {
     /// ([`crate::decode::MAX_ENCAPSULATIONS`]); the record describes the
     /// innermost packet reached.
     EncapsulationTooDeep,
+    /// Ends inside a WCCP redirect header (in GRE).
+    TruncatedWccp,
+    /// Ends inside the NSH header (with the context headers its length
+    /// announces).
+    TruncatedNsh,
+    /// Ends inside the 8-byte header of a PIM Register.
+    TruncatedPim,
 }
 
 impl ParseError {
     /// Every code, in numeric order.
-    pub const ALL: [ParseError; 23] = [
+    pub const ALL: [ParseError; 26] = [
         ParseError::None,
         ParseError::UnsupportedLinkType,
         ParseError::TruncatedLink,
@@ -124,6 +131,9 @@ impl ParseError {
         ParseError::TruncatedGeneve,
         ParseError::TruncatedGtpu,
         ParseError::EncapsulationTooDeep,
+        ParseError::TruncatedWccp,
+        ParseError::TruncatedNsh,
+        ParseError::TruncatedPim,
     ];
 
     /// The name stored in the dataset's `parse_error` column.
@@ -152,6 +162,9 @@ impl ParseError {
             ParseError::TruncatedGeneve => "truncated_geneve",
             ParseError::TruncatedGtpu => "truncated_gtpu",
             ParseError::EncapsulationTooDeep => "encapsulation_too_deep",
+            ParseError::TruncatedWccp => "truncated_wccp",
+            ParseError::TruncatedNsh => "truncated_nsh",
+            ParseError::TruncatedPim => "truncated_pim",
         }
     }
 
@@ -200,11 +213,22 @@ pub enum Tunnel {
     Ipip,
     /// GTP-U (UDP port 2152) carrying a G-PDU; id: the TEID.
     Gtpu,
+    /// WCCP redirection in GRE (protocol type 0x883e); id: the service id
+    /// of a version 2 redirect header.
+    Wccp,
+    /// VXLAN-GPE (UDP port 4790); id: the VNI, when its flag says so.
+    VxlanGpe,
+    /// A Network Service Header (ethertype 0x894f, VXLAN-GPE's next
+    /// protocol 4); id: the service path id.
+    Nsh,
+    /// A PIM Register (IP protocol 103, message type 1) carrying a
+    /// multicast packet to the rendezvous point.
+    Pim,
 }
 
 impl Tunnel {
     /// Every kind, in numeric order.
-    pub const ALL: [Tunnel; 9] = [
+    pub const ALL: [Tunnel; 13] = [
         Tunnel::None,
         Tunnel::Mpls,
         Tunnel::Pppoe,
@@ -214,6 +238,10 @@ impl Tunnel {
         Tunnel::Geneve,
         Tunnel::Ipip,
         Tunnel::Gtpu,
+        Tunnel::Wccp,
+        Tunnel::VxlanGpe,
+        Tunnel::Nsh,
+        Tunnel::Pim,
     ];
 
     /// The name stored in the dataset's `tunnel` column.
@@ -228,6 +256,10 @@ impl Tunnel {
             Tunnel::Geneve => "geneve",
             Tunnel::Ipip => "ipip",
             Tunnel::Gtpu => "gtpu",
+            Tunnel::Wccp => "wccp",
+            Tunnel::VxlanGpe => "vxlan-gpe",
+            Tunnel::Nsh => "nsh",
+            Tunnel::Pim => "pim",
         }
     }
 

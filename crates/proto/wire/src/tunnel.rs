@@ -1,5 +1,6 @@
-//! Encapsulation headers: MPLS, PPPoE sessions, GRE (and ERSPAN over it),
-//! VXLAN, GENEVE, GTP-U, and IP in IP.
+//! Encapsulation headers: MPLS (on a link or in UDP), PPPoE sessions, GRE
+//! (and ERSPAN, WCCP and Cisco MetaData in it), VXLAN, VXLAN-GPE, NSH,
+//! GENEVE, GTP-U, PIM Registers, and IP in IP.
 //!
 //! Each parser checks the length of its header once (a variable part, as
 //! GENEVE's options or GTP-U's extension headers, once more per part), and
@@ -15,6 +16,9 @@ pub mod udp_port {
     pub const VXLAN: u16 = 4789;
     pub const GENEVE: u16 = 6081;
     pub const GTPU: u16 = 2152;
+    pub const VXLAN_GPE: u16 = 4790;
+    /// MPLS in UDP (RFC 7510).
+    pub const MPLS: u16 = 6635;
 }
 
 /// How many MPLS labels are followed before giving up.
@@ -129,9 +133,12 @@ pub fn pppoe(buf: &[u8]) -> Result<Encap<'_>, ParseError> {
 }
 
 /// A GRE header (RFC 2784, with RFC 2890's key and sequence number), and
-/// for ERSPAN the ERSPAN header after it. Only version 0 without RFC 1701
-/// routing is followed; other GRE (PPTP's version 1) counts as a GRE
-/// tunnel whose payload is not decoded.
+/// for ERSPAN the ERSPAN header after it, for WCCP its redirect header.
+/// Only version 0 without RFC 1701 routing is followed; other GRE (PPTP's
+/// version 1) counts as a GRE tunnel whose payload is not decoded. A Cisco
+/// MetaData header (protocol type 0x8909) is read as part of the GRE
+/// tunnel: an ethertype, then 6 bytes of version, length, option and
+/// security group tag, then a payload of that ethertype.
 pub fn gre(buf: &[u8]) -> Result<Encap<'_>, ParseError> {
     const CHECKSUM: u8 = 0x80;
     const ROUTING: u8 = 0x40;
@@ -177,6 +184,18 @@ pub fn gre(buf: &[u8]) -> Result<Encap<'_>, ParseError> {
             })
         }
         ethertype::ERSPAN3 => erspan3(payload),
+        ethertype::WCCP => wccp(payload),
+        ethertype::CMD => {
+            if payload.len() < 8 {
+                return Err(ParseError::TruncatedGre);
+            }
+            Ok(Encap {
+                tunnel: Tunnel::Gre,
+                id: key,
+                next: Next::Ethertype(be16(payload, 0), &payload[8..]),
+                truncated: ParseError::TruncatedGre,
+            })
+        }
         proto => Ok(Encap {
             tunnel: Tunnel::Gre,
             id: key,
@@ -207,6 +226,102 @@ fn erspan3(buf: &[u8]) -> Result<Encap<'_>, ParseError> {
             Next::Stop
         },
         truncated: ParseError::TruncatedErspan,
+    })
+}
+
+/// What follows a WCCP redirect in GRE: an IPv4 packet at once (WCCP
+/// version 1), or after a 4-byte redirect header (version 2: flags,
+/// service id, alternate and primary bucket), told apart as tshark does:
+/// an IPv4 header's first byte has version nibble 4, a redirect header's
+/// never.
+fn wccp(buf: &[u8]) -> Result<Encap<'_>, ParseError> {
+    let first = *buf.first().ok_or(ParseError::TruncatedWccp)?;
+    let (id, at) = if first >> 4 == 4 {
+        (None, 0)
+    } else if buf.len() < 4 {
+        return Err(ParseError::TruncatedWccp);
+    } else {
+        (Some(buf[1] as u32), 4)
+    };
+    Ok(Encap {
+        tunnel: Tunnel::Wccp,
+        id,
+        next: Next::Ip(&buf[at..]),
+        truncated: ParseError::TruncatedWccp,
+    })
+}
+
+/// What follows a header whose next-protocol byte is `proto` in the
+/// numbering VXLAN-GPE and NSH share: 1 IPv4, 2 IPv6, 3 Ethernet, 4 NSH,
+/// 5 MPLS.
+fn after_next_protocol(proto: u8, payload: &[u8]) -> Next<'_> {
+    match proto {
+        1 => Next::Ethertype(ethertype::IPV4, payload),
+        2 => Next::Ethertype(ethertype::IPV6, payload),
+        3 => Next::Ethernet(payload),
+        4 => Next::Ethertype(ethertype::NSH, payload),
+        5 => Next::Ethertype(ethertype::MPLS, payload),
+        _ => Next::Stop,
+    }
+}
+
+/// A VXLAN-GPE header: VXLAN's 8 bytes (flags, next protocol in the
+/// fourth byte, 24-bit VNI) and a payload of the next protocol. Only
+/// version 0 with the P flag (the next protocol present, as it must be)
+/// is read: anything else to the port is not taken for a tunnel.
+pub fn vxlan_gpe(buf: &[u8]) -> Result<Encap<'_>, ParseError> {
+    if buf.len() < 8 {
+        return Err(ParseError::TruncatedVxlan);
+    }
+    if buf[0] & 0x34 != 0x04 {
+        return Ok(Encap::not_a_tunnel(ParseError::TruncatedVxlan));
+    }
+    Ok(Encap {
+        tunnel: Tunnel::VxlanGpe,
+        id: Some(be32(buf, 4) >> 8),
+        next: after_next_protocol(buf[3], &buf[8..]),
+        truncated: ParseError::TruncatedVxlan,
+    })
+}
+
+/// A Network Service Header (RFC 8300), version 0: the base header (its
+/// length in 4-byte words, at least the 2 of the fixed part, and the next
+/// protocol), the service path (24-bit path id, index), the context
+/// headers the length covers, then a payload of the next protocol.
+pub fn nsh(buf: &[u8]) -> Result<Encap<'_>, ParseError> {
+    if buf.len() < 8 {
+        return Err(ParseError::TruncatedNsh);
+    }
+    if buf[0] >> 6 != 0 {
+        return Ok(Encap::not_a_tunnel(ParseError::TruncatedNsh));
+    }
+    let len = (buf[1] & 0x3f) as usize * 4;
+    if len < 8 || buf.len() < len {
+        return Err(ParseError::TruncatedNsh);
+    }
+    Ok(Encap {
+        tunnel: Tunnel::Nsh,
+        id: Some(be32(buf, 4) >> 8),
+        next: after_next_protocol(buf[3], &buf[len..]),
+        truncated: ParseError::TruncatedNsh,
+    })
+}
+
+/// A PIM version 2 message: a Register (type 1) carries the multicast
+/// packet after its 8 bytes (the PIM header, then the border and null-
+/// register bits); other messages carry none.
+pub fn pim(buf: &[u8]) -> Result<Encap<'_>, ParseError> {
+    if *buf.first().ok_or(ParseError::TruncatedPim)? != 0x21 {
+        return Ok(Encap::not_a_tunnel(ParseError::TruncatedPim));
+    }
+    if buf.len() < 8 {
+        return Err(ParseError::TruncatedPim);
+    }
+    Ok(Encap {
+        tunnel: Tunnel::Pim,
+        id: None,
+        next: Next::Ip(&buf[8..]),
+        truncated: ParseError::TruncatedPim,
     })
 }
 
@@ -315,6 +430,8 @@ pub fn over_udp(dst_port: u16, payload: &[u8]) -> Option<Result<Encap<'_>, Parse
         udp_port::VXLAN => Some(vxlan(payload)),
         udp_port::GENEVE => Some(geneve(payload)),
         udp_port::GTPU => Some(gtpu(payload)),
+        udp_port::VXLAN_GPE => Some(vxlan_gpe(payload)),
+        udp_port::MPLS => Some(mpls(payload)),
         _ => None,
     }
 }
@@ -326,6 +443,7 @@ pub fn over_ip(proto_num: u8, payload: &[u8]) -> Option<Result<Encap<'_>, ParseE
     match proto_num {
         proto::IPIP | proto::IPV6_ENCAP => Some(Ok(ip_in_ip(proto_num, payload))),
         proto::GRE => Some(gre(payload)),
+        proto::PIM => Some(pim(payload)),
         _ => None,
     }
 }

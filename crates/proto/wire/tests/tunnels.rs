@@ -203,13 +203,49 @@ fn encaps() -> Vec<(EncapSpec<'static>, Tunnel, Option<u32>)> {
             Tunnel::Pppoe,
             Some(0x1234),
         ),
+        (EncapSpec::Wccp { service: 89 }, Tunnel::Wccp, Some(89)),
+        (
+            EncapSpec::Cmd {
+                key: Some(0x28),
+                sgt: 17,
+            },
+            Tunnel::Gre,
+            Some(0x28),
+        ),
+        (EncapSpec::Cmd { key: None, sgt: 0 }, Tunnel::Gre, None),
+        (
+            EncapSpec::VxlanGpe {
+                vni: 0x12_3456,
+                nsh: Some(0xff_fffe),
+            },
+            Tunnel::VxlanGpe,
+            Some(0x12_3456),
+        ),
+        (
+            EncapSpec::VxlanGpe { vni: 9, nsh: None },
+            Tunnel::VxlanGpe,
+            Some(9),
+        ),
+        (EncapSpec::Nsh { spi: 42 }, Tunnel::Nsh, Some(42)),
+        (
+            EncapSpec::MplsUdp { labels: &[21, 300] },
+            Tunnel::Mpls,
+            Some(21),
+        ),
+        (EncapSpec::PimRegister, Tunnel::Pim, None),
     ]
 }
 
-/// Whether the encapsulation has its own IP header (MPLS and PPPoE lie
-/// below IP).
 fn has_outer_ip(e: &EncapSpec) -> bool {
-    !matches!(e, EncapSpec::Mpls { .. } | EncapSpec::Pppoe { .. })
+    e.has_outer_ip()
+}
+
+/// Encapsulations the frame goes through: VXLAN-GPE's NSH is one more.
+fn depth_of(e: &EncapSpec) -> u8 {
+    match e {
+        EncapSpec::VxlanGpe { nsh: Some(_), .. } => 2,
+        _ => 1,
+    }
 }
 
 /// Every tunnelled frame: (encapsulation, kind, id, outer, inner, frame).
@@ -323,14 +359,18 @@ fn parse_raw(packet: &[u8], wire_len: u32) -> PacketRecord {
 #[test]
 fn each_encapsulation_gives_the_inner_packet_and_the_tunnel() {
     let all = tunnelled();
-    assert_eq!(all.len(), 12 * 4 + 2 * 2);
+    assert_eq!(all.len(), 19 * 4 + 3 * 2);
     for (e, kind, id, outer, inner, f) in &all {
         let r = agrees(f, f.len() as u32);
         let alone = parse(inner, inner.len() as u32);
         assert_eq!(r.parse_error, ParseError::None, "{e:?}: {r:?}");
         assert_eq!(l3_l4(&r), l3_l4(&alone), "{e:?}");
         assert!(r.has(Has::FLOW));
-        assert_eq!((r.tunnel.kind, r.tunnel.depth), (*kind, 1), "{e:?}");
+        assert_eq!(
+            (r.tunnel.kind, r.tunnel.depth),
+            (*kind, depth_of(e)),
+            "{e:?}"
+        );
         assert_eq!(
             r.tunnel.has & TunnelHas::ID != 0,
             id.is_some(),
@@ -385,6 +425,10 @@ fn a_tunnelled_frame_cut_anywhere_in_its_headers_says_where() {
             }
             Tunnel::Erspan => ParseError::TruncatedErspan,
             Tunnel::Gtpu => ParseError::TruncatedGtpu,
+            Tunnel::Wccp => ParseError::TruncatedWccp,
+            Tunnel::VxlanGpe => ParseError::TruncatedVxlan,
+            Tunnel::Nsh => ParseError::TruncatedNsh,
+            Tunnel::Pim => ParseError::TruncatedPim,
             Tunnel::Mpls => ParseError::TruncatedMpls,
             Tunnel::Pppoe => ParseError::TruncatedPppoe,
             Tunnel::Ipip | Tunnel::None => ParseError::None,
@@ -604,4 +648,72 @@ fn randomly_damaged_tunnelled_frames_parse_and_hash_alike() {
     }
     // The damage still lets every kind through now and then.
     assert_eq!(tunnels_seen.len(), Tunnel::ALL.len(), "{tunnels_seen:?}");
+}
+
+/// The forms `EncapSpec` does not build: WCCP version 1 (no redirect
+/// header), a PIM null register (its dummy header states no payload),
+/// PIM messages other than Register, and NSH of another version.
+#[test]
+fn wccp_without_redirect_header_null_registers_and_other_pim() {
+    let inner = &inner_frames()[0];
+    let outer = outers()[0];
+    let build = |e: EncapSpec| {
+        let mut f = Vec::new();
+        encapsulate(inner, &e, &outer, &mut f);
+        f
+    };
+    let alone = parse(inner, inner.len() as u32);
+    let gre_payload = 14 + 20 + 4;
+
+    // WCCP version 1: the IPv4 packet right after the GRE header.
+    let wccp = build(EncapSpec::Wccp { service: 5 });
+    let mut v1 = wccp[..gre_payload].to_vec();
+    v1.extend_from_slice(&wccp[gre_payload + 4..]);
+    let total = (v1.len() - 14) as u16;
+    v1[16..18].copy_from_slice(&total.to_be_bytes());
+    let r = agrees(&v1, v1.len() as u32);
+    assert_eq!(r.parse_error, ParseError::None, "{r:?}");
+    assert_eq!((r.tunnel.kind, r.tunnel.depth), (Tunnel::Wccp, 1));
+    assert_eq!(r.tunnel.has & TunnelHas::ID, 0);
+    assert_eq!(l3_l4(&r), l3_l4(&alone));
+
+    // A null register: the inner header alone, of protocol PIM, stating
+    // no payload. It is the record's packet, whole.
+    let pim = build(EncapSpec::PimRegister);
+    let pim_payload = 14 + 20;
+    let mut null = pim[..pim_payload + 8].to_vec();
+    null[pim_payload + 4] = 0x40;
+    let mut dummy = pim[pim_payload + 8..pim_payload + 8 + 20].to_vec();
+    dummy[2..4].copy_from_slice(&20u16.to_be_bytes());
+    dummy[9] = 103;
+    null.extend_from_slice(&dummy);
+    let total = (null.len() - 14) as u16;
+    null[16..18].copy_from_slice(&total.to_be_bytes());
+    let r = agrees(&null, null.len() as u32);
+    assert_eq!(r.parse_error, ParseError::None, "{r:?}");
+    assert_eq!((r.tunnel.kind, r.tunnel.depth), (Tunnel::Pim, 1));
+    assert_eq!((r.ip_proto, r.ip_src), (103, alone.ip_src));
+    assert!(r.has(Has::FLOW));
+    // Cut before the register's first byte, it says so.
+    let r = agrees(&null[..pim_payload], null.len() as u32);
+    assert_eq!(r.parse_error, ParseError::TruncatedPim);
+
+    // A PIM Hello (type 0) carries no packet: the record is its own.
+    let mut hello = pim.clone();
+    hello[pim_payload] = 0x20;
+    let r = agrees(&hello, hello.len() as u32);
+    assert_eq!(
+        (r.tunnel.kind, r.tunnel.depth, r.parse_error),
+        (Tunnel::None, 0, ParseError::None)
+    );
+    assert_eq!((r.ip_proto, r.ip_src), (103, v4_mapped([192, 0, 2, 1])));
+
+    // NSH of version 1 is not read; nor is it counted.
+    let mut nsh = build(EncapSpec::Nsh { spi: 3 });
+    nsh[14] |= 0x40;
+    let r = agrees(&nsh, nsh.len() as u32);
+    assert_eq!(
+        (r.tunnel.kind, r.tunnel.depth, r.parse_error, r.has(Has::IP)),
+        (Tunnel::None, 0, ParseError::None, false)
+    );
 }

@@ -61,6 +61,7 @@ fn frames() -> Vec<(&'static str, LinkType, Vec<u8>)> {
         ("v4 tcp", v4(a, b, 0x4000), tcp(40000, 443), None),
         ("v4 tcp reply", v4(b, a, 0x4000), tcp(443, 40000), None),
         ("v4 udp", v4(a, b, 0), udp(5353, 53), None),
+        // VXLAN-GPE's port, but zeros are no VXLAN-GPE header (no P flag).
         ("v4 udp to 4790", v4(a, b, 0), udp(1234, 4790), None),
         ("v4 icmp", v4(a, b, 0), icmp, None),
         ("v4 sctp", v4(a, b, 0), sctp, None),

@@ -151,15 +151,16 @@ pub struct Key {
 const TUNNEL_ID_ROUNDS: u8 = 8;
 
 /// The width in bits of a tunnel id of `kind` (the `tunnel` column's
-/// name): 24 for a VXLAN or GENEVE VNI, 20 for an MPLS label, 16 for a
-/// PPPoE session, 10 for an ERSPAN session, 32 for a GRE key, a GTP-U
-/// TEID and anything else.
+/// name): 24 for a VXLAN, VXLAN-GPE or GENEVE VNI and an NSH service path,
+/// 20 for an MPLS label, 16 for a PPPoE session, 10 for an ERSPAN session,
+/// 8 for a WCCP service, 32 for a GRE key, a GTP-U TEID and anything else.
 pub fn tunnel_id_bits(kind: &str) -> u32 {
     match kind {
-        "vxlan" | "geneve" => 24,
+        "vxlan" | "vxlan-gpe" | "geneve" | "nsh" => 24,
         "mpls" => 20,
         "pppoe" => 16,
         "erspan" => 10,
+        "wccp" => 8,
         _ => 32,
     }
 }

@@ -460,11 +460,14 @@ fn nothing_panics_on_arbitrary_input() {
 /// others.
 fn tunnel_kinds() -> Vec<(&'static str, u32, Vec<u32>)> {
     [
+        ("wccp", 8),
         ("erspan", 10),
         ("pppoe", 16),
         ("mpls", 20),
         ("vxlan", 24),
+        ("vxlan-gpe", 24),
         ("geneve", 24),
+        ("nsh", 24),
         ("gre", 32),
         ("gtpu", 32),
     ]
@@ -503,10 +506,11 @@ fn tunnel_ids_are_permuted_within_their_width() {
         for (&v, &a) in ids.iter().zip(&images) {
             assert_eq!(k.reveal_tunnel_id(kind, a), v, "{kind}");
         }
-        // A permutation, not the identity: most ids move.
+        // A permutation, not the identity: most ids move (a random one
+        // fixes about one; of a WCCP service's 256, a few more may stay).
         let moved = ids.iter().zip(&images).filter(|(v, a)| v != a).count();
         assert!(
-            moved * 100 > ids.len() * 99,
+            ids.len() - moved <= (ids.len() / 100).max(6),
             "{kind}: {moved} of {} moved",
             ids.len()
         );
@@ -521,7 +525,7 @@ fn tunnel_ids_are_permuted_within_their_width() {
 fn tunnel_ids_are_keyed_and_per_kind() {
     let (a, a2, b) = (key(1), key(1), key(2));
     for (kind, bits, ids) in tunnel_kinds() {
-        let ids = &ids[..1000];
+        let ids = &ids[..ids.len().min(1000)];
         let under = |k: &Key| {
             ids.iter()
                 .map(|&v| k.tunnel_id(kind, v))
@@ -535,7 +539,11 @@ fn tunnel_ids_are_keyed_and_per_kind() {
             .count();
         // Another key: a mapping unrelated to the first (a chance match
         // per id of 2^-bits).
-        assert!(differ >= 990, "{kind}/{bits}: only {differ} of 1000 differ");
+        assert!(
+            ids.len() - differ <= (ids.len() / 100).max(6),
+            "{kind}/{bits}: only {differ} of {} differ",
+            ids.len()
+        );
     }
     // Two kinds of one width map the same id apart.
     let same = (0..1000)

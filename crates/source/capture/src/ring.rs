@@ -60,7 +60,7 @@ pub enum FanoutBy {
     /// `flow_hash % rings`.
     Flow,
     /// The kernel's symmetric flow hash, which stops at the outer header of
-    /// a UDP tunnel (VXLAN, GENEVE, GTP-U).
+    /// a UDP tunnel (VXLAN, VXLAN-GPE, GENEVE, GTP-U, MPLS in UDP).
     Kernel,
 }
 

@@ -6,8 +6,9 @@
 //! The program is the kernel-side twin of [`wire::decode`]'s flow hash
 //! (`wire::flow`, version 1): the same headers followed (Ethernet, up to
 //! four VLAN tags, IPv4, IPv6 and its extension headers, and the
-//! encapsulations of `wire::tunnel`: MPLS, PPPoE, GRE and ERSPAN, VXLAN,
-//! GENEVE, GTP-U and IP in IP, up to [`MAX_ENCAPSULATIONS`] deep), the same
+//! encapsulations of `wire::tunnel`: MPLS (on a link or in UDP), PPPoE,
+//! GRE with ERSPAN, WCCP or Cisco MetaData, VXLAN, VXLAN-GPE, NSH, GENEVE,
+//! GTP-U, PIM Registers and IP in IP, up to [`MAX_ENCAPSULATIONS`] deep), the same
 //! rules for fragments (no ports) and for frames that cannot be hashed
 //! (hash 0), the same arithmetic. A tunnelled frame hashes as its innermost
 //! IP packet, so both directions of a tenant flow share out together
@@ -244,6 +245,8 @@ pub fn program(
         transport: a.label(),
         no_ports: a.label(),
         hashed: a.label(),
+        mpls: a.label(),
+        next_protocol: a.label(),
     };
     let next = Next {
         eth: a.label(),
@@ -315,6 +318,7 @@ pub fn program(
     }
     ethernet(&mut a, &l);
     below_ip(&mut a, &l, &next);
+    next_protocol(&mut a, &l, &next);
     ip_by_version(&mut a, &l);
     ipv4(&mut a, &l);
     ipv6(&mut a, &l);
@@ -446,8 +450,8 @@ struct Labels {
     eth_type: Label,
     /// A payload of the ethertype in R0.
     ethertype: Label,
-    /// An IP header of either version, by its version nibble (MPLS and
-    /// GTP-U say no more).
+    /// An IP header of either version, by its version nibble (MPLS, GTP-U,
+    /// WCCP and PIM say no more).
     ip: Label,
     v4: Label,
     v6: Label,
@@ -459,6 +463,10 @@ struct Labels {
     /// R0 = this IP packet's flow hash: kept, then any encapsulation it
     /// carries is followed.
     hashed: Label,
+    /// An MPLS label stack (on a link, or in UDP).
+    mpls: Label,
+    /// R0 = a VXLAN-GPE or NSH next-protocol number, R7 at the payload.
+    next_protocol: Label,
 }
 
 /// Adds [`ZERO`] to R7: the verifier no longer knows where parsing is.
@@ -524,21 +532,38 @@ fn ethernet(a: &mut Asm, l: &Labels) {
 }
 
 /// What an ethertype leads to, and the encapsulations below IP: MPLS label
-/// stacks and PPPoE sessions, whose packet is the next level's.
+/// stacks, PPPoE sessions and NSH, whose packet is the next level's.
 fn below_ip(a: &mut Asm, l: &Labels, next: &Next) {
     a.place(l.ethertype);
     a.jump_imm(Cond::Eq, R0, ethertype::IPV4 as i32, l.v4);
     a.jump_imm(Cond::Eq, R0, ethertype::IPV6 as i32, l.v6);
-    let (mpls, mpls_label, pppoe, at_least_8, within) =
+    let (mpls_label, pppoe, at_least_8, within, nsh) =
         (a.label(), a.label(), a.label(), a.label(), a.label());
-    a.jump_imm(Cond::Eq, R0, ethertype::MPLS as i32, mpls);
-    a.jump_imm(Cond::Eq, R0, ethertype::MPLS_MULTICAST as i32, mpls);
+    a.jump_imm(Cond::Eq, R0, ethertype::MPLS as i32, l.mpls);
+    a.jump_imm(Cond::Eq, R0, ethertype::MPLS_MULTICAST as i32, l.mpls);
     a.jump_imm(Cond::Eq, R0, ethertype::PPPOE_SESSION as i32, pppoe);
+    a.jump_imm(Cond::Eq, R0, ethertype::NSH as i32, nsh);
     a.jump(l.outer);
+
+    // NSH version 0: its length (in 4-byte words, at least the fixed 2)
+    // covers the context headers; then a payload of its next protocol.
+    a.place(nsh);
+    need(a, R7, 8, l.outer);
+    a.packet_ind(Size::B, R7, 0);
+    a.jump_imm(Cond::Set, R0, 0xc0, l.outer);
+    a.packet_ind(Size::B, R7, 1);
+    a.alu64_imm(Alu::And, R0, 0x3f);
+    a.jump_imm(Cond::Lt, R0, 2, l.outer);
+    a.alu64_imm(Alu::Lsh, R0, 2);
+    a.alu64_reg(Alu::Mov, R9, R0);
+    need_r9(a, l.outer);
+    a.packet_ind(Size::B, R7, 3);
+    a.alu64_reg(Alu::Add, R7, R9);
+    a.jump(l.next_protocol);
 
     // Label stack entries down to the one with the bottom-of-stack bit;
     // then IP by its version nibble.
-    a.place(mpls);
+    a.place(l.mpls);
     a.alu64_imm(Alu::Mov, R9, 0);
     a.place(mpls_label);
     a.jump_imm(Cond::Eq, R9, MAX_MPLS_LABELS as i32, l.outer);
@@ -577,7 +602,27 @@ fn below_ip(a: &mut Asm, l: &Labels, next: &Next) {
     a.jump(l.outer);
 }
 
-/// An IP header known by its version nibble only (after MPLS and GTP-U).
+/// What a VXLAN-GPE or NSH next-protocol number (R0) leads to: 1 IPv4,
+/// 2 IPv6, 3 Ethernet, 4 NSH, 5 MPLS, each the next level's.
+fn next_protocol(a: &mut Asm, l: &Labels, next: &Next) {
+    let (nsh, mpls) = (a.label(), a.label());
+    a.place(l.next_protocol);
+    a.jump_imm(Cond::Eq, R0, 1, next.v4);
+    a.jump_imm(Cond::Eq, R0, 2, next.v6);
+    a.jump_imm(Cond::Eq, R0, 3, next.eth);
+    a.jump_imm(Cond::Eq, R0, 4, nsh);
+    a.jump_imm(Cond::Eq, R0, 5, mpls);
+    a.jump(l.outer);
+    a.place(nsh);
+    a.alu64_imm(Alu::Mov, R0, ethertype::NSH as i32);
+    a.jump(next.ethertype);
+    a.place(mpls);
+    a.alu64_imm(Alu::Mov, R0, ethertype::MPLS as i32);
+    a.jump(next.ethertype);
+}
+
+/// An IP header known by its version nibble only (after MPLS, GTP-U,
+/// WCCP and PIM).
 fn ip_by_version(a: &mut Asm, l: &Labels) {
     a.place(l.ip);
     forget_offset(a);
@@ -805,12 +850,13 @@ fn transport(a: &mut Asm, l: &Labels) {
 }
 
 /// After an IP packet's hash: the encapsulation it carries, if any (IP in
-/// IP, GRE and ERSPAN; VXLAN, GENEVE and GTP-U by UDP destination port),
-/// whose inner packet's hash (the next level's) replaces it; a fragment's
-/// payload is not looked into.
+/// IP, GRE and what it carries, PIM Registers; VXLAN, VXLAN-GPE, GENEVE,
+/// GTP-U and MPLS by UDP destination port), whose inner packet's hash (the
+/// next level's) replaces it; a fragment's payload is not looked into.
 fn over_ip(a: &mut Asm, l: &Labels, next: &Next) {
     a.place(l.hashed);
     let (udp, vxlan, geneve, gtpu, gre) = (a.label(), a.label(), a.label(), a.label(), a.label());
+    let (gpe, pim) = (a.label(), a.label());
     a.store(Size::DW, FP, OUTER_HASH, R0);
     a.load(Size::DW, R1, FP, FRAG);
     a.jump_imm(Cond::Ne, R1, 0, l.decide);
@@ -819,6 +865,7 @@ fn over_ip(a: &mut Asm, l: &Labels, next: &Next) {
     a.jump_imm(Cond::Eq, R1, proto::GRE as i32, gre);
     a.jump_imm(Cond::Eq, R1, proto::IPIP as i32, next.v4);
     a.jump_imm(Cond::Eq, R1, proto::IPV6_ENCAP as i32, next.v6);
+    a.jump_imm(Cond::Eq, R1, proto::PIM as i32, pim);
     a.jump(l.decide);
 
     // A whole UDP header whose length is at least its own and at most the
@@ -842,7 +889,28 @@ fn over_ip(a: &mut Asm, l: &Labels, next: &Next) {
     a.jump_imm(Cond::Eq, R1, udp_port::VXLAN as i32, vxlan);
     a.jump_imm(Cond::Eq, R1, udp_port::GENEVE as i32, geneve);
     a.jump_imm(Cond::Eq, R1, udp_port::GTPU as i32, gtpu);
+    a.jump_imm(Cond::Eq, R1, udp_port::VXLAN_GPE as i32, gpe);
+    a.jump_imm(Cond::Eq, R1, udp_port::MPLS as i32, l.mpls);
     a.jump(l.outer);
+
+    // VXLAN-GPE version 0 with its P flag: 8 bytes, then a payload of the
+    // next protocol in the fourth.
+    a.place(gpe);
+    need(a, R7, 8, l.outer);
+    a.packet_ind(Size::B, R7, 0);
+    a.alu64_imm(Alu::And, R0, 0x34);
+    a.jump_imm(Cond::Ne, R0, 0x04, l.outer);
+    a.packet_ind(Size::B, R7, 3);
+    a.alu64_imm(Alu::Add, R7, 8);
+    a.jump(l.next_protocol);
+
+    // A PIM version 2 Register: 8 bytes, then IP by its version nibble.
+    a.place(pim);
+    need(a, R7, 8, l.outer);
+    a.packet_ind(Size::B, R7, 0);
+    a.jump_imm(Cond::Ne, R0, 0x21, l.outer);
+    a.alu64_imm(Alu::Add, R7, 8);
+    a.jump(next.ip);
 
     // VXLAN: 8 bytes, then Ethernet.
     a.place(vxlan);
@@ -954,10 +1022,13 @@ fn gtpu_header(a: &mut Asm, l: &Labels, at: Label, next: &Next) {
 
 /// GRE version 0 without routing: 4 bytes and the optional checksum, key
 /// and sequence words; then ERSPAN (type I: nothing more; type II: 8 bytes;
-/// type III: 12, or 20 with its platform subheader) and Ethernet, or a
-/// payload of the protocol type.
+/// type III: 12, or 20 with its platform subheader) and Ethernet; a WCCP
+/// redirect header (none before an IPv4 header, else 4 bytes) and IP; a
+/// Cisco MetaData header (8 bytes, the first two the ethertype of what
+/// follows); or a payload of the protocol type.
 fn gre_header(a: &mut Asm, l: &Labels, at: Label, next: &Next) {
     let (erspan, erspan2, erspan3, subheader) = (a.label(), a.label(), a.label(), a.label());
+    let (wccp, cmd) = (a.label(), a.label());
     a.place(at);
     need(a, R7, 4, l.outer);
     a.packet_ind(Size::B, R7, 1);
@@ -981,6 +1052,23 @@ fn gre_header(a: &mut Asm, l: &Labels, at: Label, next: &Next) {
     a.jump_imm(Cond::Eq, R0, ethertype::ERSPAN as i32, erspan);
     a.jump_imm(Cond::Eq, R0, ethertype::ERSPAN3 as i32, erspan3);
     a.jump_imm(Cond::Eq, R0, ethertype::TEB as i32, next.eth);
+    a.jump_imm(Cond::Eq, R0, ethertype::WCCP as i32, wccp);
+    a.jump_imm(Cond::Eq, R0, ethertype::CMD as i32, cmd);
+    a.jump(next.ethertype);
+
+    a.place(wccp);
+    need(a, R7, 1, l.outer);
+    a.packet_ind(Size::B, R7, 0);
+    a.alu64_imm(Alu::Rsh, R0, 4);
+    a.jump_imm(Cond::Eq, R0, 4, next.ip);
+    need(a, R7, 4, l.outer);
+    a.alu64_imm(Alu::Add, R7, 4);
+    a.jump(next.ip);
+
+    a.place(cmd);
+    need(a, R7, 8, l.outer);
+    a.packet_ind(Size::H, R7, 0);
+    a.alu64_imm(Alu::Add, R7, 8);
     a.jump(next.ethertype);
 
     a.place(erspan);

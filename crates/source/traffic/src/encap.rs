@@ -9,7 +9,8 @@ use wire::build::{EncapSpec, IpSpec, OuterSpec, encapsulate};
 use crate::FrameSource;
 
 /// A tunnel to wrap frames in: `vxlan:VNI`, `geneve:VNI`, `gre`,
-/// `gre:KEY`, `gtpu:TEID` or `ipip`.
+/// `gre:KEY`, `gtpu:TEID`, `ipip`, `wccp:SERVICE`, `vxlan-gpe:VNI` or
+/// `pim`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Encap {
     Vxlan(u32),
@@ -17,6 +18,9 @@ pub enum Encap {
     Gre(Option<u32>),
     Gtpu(u32),
     IpIp,
+    Wccp(u8),
+    VxlanGpe(u32),
+    Pim,
 }
 
 impl Encap {
@@ -38,6 +42,9 @@ impl Encap {
                 extension: false,
             },
             Encap::IpIp => EncapSpec::IpIp,
+            Encap::Wccp(service) => EncapSpec::Wccp { service },
+            Encap::VxlanGpe(vni) => EncapSpec::VxlanGpe { vni, nsh: None },
+            Encap::Pim => EncapSpec::PimRegister,
         }
     }
 }
@@ -64,9 +71,13 @@ impl FromStr for Encap {
             "gre" => Encap::Gre(Some(num(u32::MAX as u64, "KEY")?)),
             "gtpu" => Encap::Gtpu(num(u32::MAX as u64, "TEID")?),
             "ipip" if id.is_none() => Encap::IpIp,
+            "wccp" => Encap::Wccp(num(u8::MAX as u64, "SERVICE")? as u8),
+            "vxlan-gpe" => Encap::VxlanGpe(num(0xff_ffff, "VNI")?),
+            "pim" if id.is_none() => Encap::Pim,
             _ => {
                 return Err(format!(
-                    "{s:?} is not a tunnel: use vxlan:VNI, geneve:VNI, gre, gre:KEY, gtpu:TEID or ipip"
+                    "{s:?} is not a tunnel: use vxlan:VNI, geneve:VNI, gre, gre:KEY, gtpu:TEID, \
+                     ipip, wccp:SERVICE, vxlan-gpe:VNI or pim"
                 ));
             }
         })
@@ -82,6 +93,9 @@ impl fmt::Display for Encap {
             Encap::Gre(Some(k)) => write!(f, "gre:{k}"),
             Encap::Gtpu(t) => write!(f, "gtpu:{t}"),
             Encap::IpIp => write!(f, "ipip"),
+            Encap::Wccp(s) => write!(f, "wccp:{s}"),
+            Encap::VxlanGpe(v) => write!(f, "vxlan-gpe:{v}"),
+            Encap::Pim => write!(f, "pim"),
         }
     }
 }

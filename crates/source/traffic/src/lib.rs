@@ -15,7 +15,7 @@
 //!   lookups, with handshakes, slow-start rounds, delayed ACKs, round-trip
 //!   times and jitter.
 //! - [`Encapsulated`]: any model's frames carried through a tunnel
-//!   (VXLAN, GENEVE, GRE, GTP-U, IP in IP).
+//!   (VXLAN, GENEVE, GRE, GTP-U, IP in IP, WCCP, VXLAN-GPE, PIM Register).
 
 mod appmix;
 mod encap;
