@@ -628,15 +628,18 @@ pub struct AppFiles {
     pub http: Vec<String>,
 }
 
+fn table<B>(builders: B, schema: SchemaRef, dir: &'static str) -> Table<B> {
+    Table {
+        builders,
+        rows: 0,
+        files: None,
+        schema,
+        dir,
+    }
+}
+
 impl AppWriter {
     pub fn new(root: &Path, writer_id: u16, rotate_rows: u64) -> Self {
-        let table = |b, schema, dir| Table {
-            builders: b,
-            rows: 0,
-            files: None,
-            schema,
-            dir,
-        };
         AppWriter {
             root: root.to_path_buf(),
             writer_id,

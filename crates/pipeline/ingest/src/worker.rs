@@ -129,6 +129,10 @@ impl Worker {
             .rpc
             .filter(|o| o.mode != RpcMode::Off)
             .map(|o| RpcStage::new(&dataset, id, o, TablesOn::WriterThread));
+        let app = opts
+            .app
+            .filter(|o| o.on)
+            .map(|o| AppStage::new(&dataset, id, o));
         Worker {
             id,
             dataset,
@@ -142,10 +146,7 @@ impl Worker {
             stats: FrameStats::default(),
             rpc,
             rpc_error: None,
-            app: opts
-                .app
-                .filter(|o| o.on)
-                .map(|o| AppStage::new(&dataset, id, o)),
+            app,
             app_error: None,
             handed: None,
             tap: None,

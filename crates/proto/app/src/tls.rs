@@ -100,14 +100,10 @@ pub fn handshake_bytes(stream: &[u8], out: &mut Vec<u8>) -> Result<bool, TlsErro
     let mut at = 0;
     while let Some(h) = stream.get(at..at + 5) {
         let len = u16::from_be_bytes([h[3], h[4]]) as usize;
-        if h[1] != 3 || len > (1 << 14) + 2048 {
-            return if at == 0 {
-                Err(TlsError::NotTls)
-            } else {
-                Err(TlsError::Malformed)
-            };
-        }
-        if h[0] != CONTENT_HANDSHAKE {
+        if h[0] != CONTENT_HANDSHAKE || h[1] != 3 || len > (1 << 14) + 2048 {
+            // After the handshake records anything may follow (other
+            // records, or bytes that are not TLS): no more clear
+            // handshake comes.
             return if at == 0 {
                 Err(TlsError::NotTls)
             } else {
