@@ -51,7 +51,8 @@ pub enum ByArg {
 #[derive(Args)]
 pub struct AnalyzeArgs {
     /// One or more datasets, then the analysis (summary, flows, rates,
-    /// bursts, top hosts|ports|pairs, loss, stack, rpc), then an optional
+    /// bursts, top hosts|ports|pairs, loss, stack, rpc, dns, tls, http),
+    /// then an optional
     /// filter in tcpdump syntax: on the frame as captured, or after the
     /// word `inner` on the innermost IP packet of tunnelled frames.
     #[arg(required = true, value_name = "DATASET... KIND")]
@@ -62,7 +63,8 @@ pub struct AnalyzeArgs {
     #[arg(long, value_enum, default_value = "bytes")]
     by: ByArg,
     /// flows, top: rows to print (0: all; default 20 in a table, all in
-    /// JSON/CSV for flows); rpc: file handles (0: all; default 20).
+    /// JSON/CSV for flows); rpc: file handles (0: all; default 20); dns,
+    /// tls, http: names, servers, hosts (0: all; default 20).
     #[arg(long, value_name = "N")]
     limit: Option<usize>,
     /// rates: window length.
@@ -166,8 +168,8 @@ fn open(datasets: &[PathBuf], out: &OutputArgs, filter: Option<&str>) -> Result<
 }
 
 /// The analyses, by the names `weir analyze` takes.
-const KINDS: [&str; 8] = [
-    "summary", "flows", "rates", "bursts", "top", "loss", "stack", "rpc",
+const KINDS: [&str; 11] = [
+    "summary", "flows", "rates", "bursts", "top", "loss", "stack", "rpc", "dns", "tls", "http",
 ];
 
 pub fn run_analyze(a: AnalyzeArgs) -> Result<ExitCode, String> {
@@ -196,7 +198,7 @@ pub fn run_analyze(a: AnalyzeArgs) -> Result<ExitCode, String> {
             .unwrap_or_default();
         return Err(format!(
             "give the dataset, then the analysis: summary, flows, rates, bursts, top \
-             hosts|ports|pairs, loss, stack or rpc{hint}"
+             hosts|ports|pairs, loss, stack, rpc, dns, tls or http{hint}"
         ));
     };
     // `top` takes what to rank; the words after are the filter.
@@ -236,6 +238,10 @@ pub fn run_analyze(a: AnalyzeArgs) -> Result<ExitCode, String> {
             handles: a.limit.unwrap_or(analyze::rpc::TOP_HANDLES),
         },
         "stack" => Analysis::Stack,
+        "dns" | "tls" | "http" => Analysis::App {
+            kind: KINDS.iter().find(|k| *k == kind).copied().unwrap_or("dns"),
+            limit: a.limit.unwrap_or(analyze::app::TOP),
+        },
         "rates" => Analysis::Rates {
             every_ns: ns_of(parse_duration(&a.every).map_err(|e| format!("--every: {e}"))?),
             sample_ns: ns_of(parse_duration(&a.sample).map_err(|e| format!("--sample: {e}"))?),
@@ -246,7 +252,7 @@ pub fn run_analyze(a: AnalyzeArgs) -> Result<ExitCode, String> {
         other => {
             return Err(format!(
                 "unknown analysis {other:?}: choose summary, flows, rates, bursts, top \
-                 hosts|ports|pairs, loss, stack or rpc"
+                 hosts|ports|pairs, loss, stack, rpc, dns, tls or http"
             ));
         }
     };

@@ -451,8 +451,10 @@ impl Tracker {
         let flow = match self.flows.entry(key) {
             Entry::Occupied(o) => o.into_mut(),
             Entry::Vacant(v) => {
-                if !syn && seg.payload_wire == 0 && seg.tcp_flags & (FIN | RST) != 0 {
-                    // The last packets of a flow whose start was not seen.
+                if !syn && seg.payload_wire == 0 {
+                    // An ACK, FIN or RST of a flow not followed (its start
+                    // not seen, or its end already written): nothing to
+                    // decode, and not worth a place.
                     return;
                 }
                 if full {

@@ -38,6 +38,11 @@ pub enum Analysis {
         handles: usize,
     },
     Stack,
+    /// dns, tls or http: ranked tables cut at `limit` rows (0: all).
+    App {
+        kind: &'static str,
+        limit: usize,
+    },
 }
 
 impl Analysis {
@@ -52,6 +57,7 @@ impl Analysis {
             Analysis::Loss => "loss",
             Analysis::Rpc { .. } => "rpc",
             Analysis::Stack => "stack",
+            Analysis::App { kind, .. } => kind,
         }
     }
 
@@ -153,6 +159,10 @@ pub fn answer(
                 how: "answered from the rpc and nfs tables".into(),
             })
         }
+        Analysis::App { kind, limit } => Ok(Answer {
+            tables: crate::app::app(session, kind, *limit)?,
+            how: format!("answered from the {kind} table"),
+        }),
         Analysis::Stack => {
             let s = crate::stack::stack(session, 6)?;
             if let Some(p) = plot {

@@ -39,7 +39,9 @@ pub struct Request<'a> {
 
 /// The analyses `--emit-sql` covers: those whose whole answer is SQL.
 /// (`stack` joins results in Rust between its queries.)
-pub const KINDS: &[&str] = &["summary", "flows", "top", "loss", "rates", "bursts", "rpc"];
+pub const KINDS: &[&str] = &[
+    "summary", "flows", "top", "loss", "rates", "bursts", "rpc", "dns", "tls", "http",
+];
 
 /// The span the statements of analysis `kind` place their intervals over,
 /// as the analysis itself does: for `rates` its windows' span
@@ -152,6 +154,14 @@ pub fn statements(req: &Request, span: Option<(i64, i64)>) -> Result<Vec<Stateme
                 st("handles", "busiest file handles", handles),
             ]
         }
+        "dns" | "tls" | "http" => crate::app::queries(req.kind)
+            .unwrap_or_default()
+            .iter()
+            .map(|(name, sql)| {
+                let limit = analyses::sql_limit(req.limit).to_string();
+                Ok(st(name, name, fill(sql, &[("limit", limit)])?))
+            })
+            .collect::<Result<Vec<_>, AnalyzeError>>()?,
         other => {
             return Err(AnalyzeError::Usage(format!(
                 "--emit-sql covers {}, not {other}",
@@ -210,6 +220,9 @@ pub fn script(
         ("stats", store::stats::stats_schema()),
         ("rpc", store::rpc::rpc_schema()),
         ("nfs", store::rpc::nfs_schema()),
+        ("dns", store::app::dns_schema()),
+        ("tls", store::app::tls_schema()),
+        ("http", store::app::http_schema()),
     ];
     for (table, _) in &tables {
         if reads(table) {
