@@ -18,16 +18,23 @@ pub const HTTP_STATUS_SQL: &str = include_str!("sql/http_status.sql");
 /// Rows of each ranked table when not told how many.
 pub const TOP: usize = 20;
 
-/// The analyses' names and their tables: (table name, SQL).
+/// The analyses' names and their tables: (table name, SQL); the names are
+/// unique across the three, so one --emit-sql script may hold them all.
 pub fn queries(kind: &str) -> Option<&'static [(&'static str, &'static str)]> {
     Some(match kind {
         "dns" => &[
-            ("names", DNS_NAMES_SQL),
-            ("rcodes", DNS_RCODES_SQL),
-            ("servers", DNS_SERVERS_SQL),
+            ("dns_names", DNS_NAMES_SQL),
+            ("dns_rcodes", DNS_RCODES_SQL),
+            ("dns_servers", DNS_SERVERS_SQL),
         ],
-        "tls" => &[("servers", TLS_SERVERS_SQL), ("clients", TLS_CLIENTS_SQL)],
-        "http" => &[("hosts", HTTP_HOSTS_SQL), ("status", HTTP_STATUS_SQL)],
+        "tls" => &[
+            ("tls_servers", TLS_SERVERS_SQL),
+            ("tls_clients", TLS_CLIENTS_SQL),
+        ],
+        "http" => &[
+            ("http_hosts", HTTP_HOSTS_SQL),
+            ("http_status", HTTP_STATUS_SQL),
+        ],
         _ => return None,
     })
 }
