@@ -84,7 +84,8 @@ pub enum ByArg {
 #[derive(Args)]
 pub struct AnalyzeArgs {
     /// One or more datasets, then the analysis (summary, flows, rates,
-    /// bursts, top hosts|ports|pairs, loss, stack, rpc), then an optional
+    /// bursts, top hosts|ports|pairs, loss, stack, rpc, dns, tls, http),
+    /// then an optional
     /// filter in tcpdump syntax: on the frame as captured, or after the
     /// word `inner` on the innermost IP packet of tunnelled frames.
     #[arg(required = true, value_name = "DATASET... KIND")]
@@ -95,7 +96,8 @@ pub struct AnalyzeArgs {
     #[arg(long, value_enum, default_value = "bytes")]
     by: ByArg,
     /// flows, top: rows to print (0: all; default 20 in a table, all in
-    /// JSON/CSV for flows); rpc: file handles (0: all; default 20).
+    /// JSON/CSV for flows); rpc: file handles (0: all; default 20); dns,
+    /// tls, http: names, servers, hosts (0: all; default 20).
     #[arg(long, value_name = "N")]
     limit: Option<usize>,
     /// rates: window length (default: a round length giving 80-200

@@ -142,6 +142,8 @@ pub struct CaptureArgs {
     quiet: bool,
     #[command(flatten)]
     rpc: crate::rpc_args::RpcArgs,
+    #[command(flatten)]
+    app: crate::app_args::AppArgs,
     /// Also stream the packet records to Kafka (host:port[,host:port]):
     /// zstd-compressed batches, each frame to the partition of its flow
     /// hash. A slow broker never slows the capture: batches that find the
@@ -216,6 +218,7 @@ pub fn run(a: CaptureArgs) -> Result<ExitCode, String> {
         },
         records_every: a.records_every,
         rpc: a.rpc.options(),
+        app: a.app.options(),
         user: a.user.clone(),
         sign_key: a.sign.load()?,
         command: std::env::args().collect::<Vec<_>>().join(" "),

@@ -11,6 +11,7 @@ use clap::{Args, CommandFactory, Parser, Subcommand, ValueEnum};
 
 mod analyze_cmd;
 mod anonymize_cmd;
+mod app_args;
 mod capture_cmd;
 mod collect_cmd;
 mod config_file;
@@ -46,7 +47,7 @@ enum Command {
     /// Built-in analyses of one or more datasets (summary, flows, rates,
     /// bursts, top, loss, stack, rpc).
     Analyze(analyze_cmd::AnalyzeArgs),
-    /// Run SQL over one or more datasets (tables packets, stats, stack, rpc, nfs; view flows).
+    /// Run SQL over one or more datasets (tables packets, stats, stack, rpc, nfs, dns, tls, http; view flows).
     Sql(analyze_cmd::SqlArgs),
     /// Write the frames of a dataset that match a time window and a filter
     /// to a pcap file.
@@ -147,6 +148,8 @@ struct ConvertArgs {
     #[command(flatten)]
     rpc: rpc_args::RpcArgs,
     #[command(flatten)]
+    app: app_args::AppArgs,
+    #[command(flatten)]
     sign: verify_cmd::SignKeyArg,
     /// No progress bar and no summary.
     #[arg(short, long)]
@@ -221,6 +224,7 @@ fn convert(a: ConvertArgs) -> Result<ExitCode, String> {
         index_sources: a.index_sources,
         command: std::env::args().collect::<Vec<_>>().join(" "),
         rpc: a.rpc.options(),
+        app: a.app.options(),
         ..Default::default()
     };
     if let Some(w) = a.workers {

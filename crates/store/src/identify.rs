@@ -26,6 +26,15 @@ pub enum Identifies {
     Name,
     /// Where a frame is in pcap files that an anonymised copy leaves out.
     FramePointer,
+    /// A DNS name (DNS questions and answers, TLS SNI, HTTP Host): each
+    /// label pseudonymised alone, so that names sharing a suffix still do.
+    HostName,
+    /// An HTTP request target: each `/`-separated segment pseudonymised
+    /// alone.
+    UrlPath,
+    /// A certificate's subject or issuer (`CN=...,O=...`): each value
+    /// pseudonymised as a host name, the attribute names kept.
+    CertName,
     /// A tunnel's id (VXLAN/VXLAN-GPE/GENEVE VNI, GTP-U TEID, GRE key, MPLS
     /// label, PPPoE or ERSPAN session, WCCP service, NSH service path),
     /// whose width its row's `tunnel` gives:
@@ -43,6 +52,9 @@ pub fn table_schema(table: &str) -> Option<SchemaRef> {
         "stack_intervals" => crate::stack_intervals::interval_schema(),
         "rpc" => crate::rpc::rpc_schema(),
         "nfs" => crate::rpc::nfs_schema(),
+        "dns" => crate::app::dns_schema(),
+        "tls" => crate::app::tls_schema(),
+        "http" => crate::app::http_schema(),
         _ => return None,
     })
 }
@@ -56,6 +68,9 @@ pub const TABLES: &[&str] = &[
     "stack_intervals",
     "rpc",
     "nfs",
+    "dns",
+    "tls",
+    "http",
 ];
 
 /// The tags: (table, or `*` for any; column; what it reveals).
@@ -96,6 +111,24 @@ const TAGS: &[(&str, &str, Identifies)] = &[
     ("nfs", "res_fh", Identifies::FileHandle),
     ("nfs", "name", Identifies::Name),
     ("nfs", "name2", Identifies::Name),
+    ("dns", "status", Identifies::Nothing),
+    ("dns", "qname", Identifies::HostName),
+    ("dns", "answer_names", Identifies::HostName),
+    ("dns", "answer_data", Identifies::HostName),
+    ("dns", "answer_addrs", Identifies::Address),
+    ("tls", "sni", Identifies::HostName),
+    ("tls", "alpn", Identifies::Nothing),
+    ("tls", "ja3", Identifies::Nothing),
+    ("tls", "ja4", Identifies::Nothing),
+    ("tls", "server_alpn", Identifies::Nothing),
+    ("tls", "cert_subject", Identifies::CertName),
+    ("tls", "cert_issuer", Identifies::CertName),
+    ("http", "method", Identifies::Nothing),
+    ("http", "host", Identifies::HostName),
+    ("http", "path", Identifies::UrlPath),
+    ("http", "version", Identifies::Nothing),
+    ("http", "user_agent", Identifies::Name),
+    ("http", "content_type", Identifies::Nothing),
 ];
 
 /// Whether values of `t` could hold an address, a name or other text.

@@ -13,11 +13,15 @@
 //!                          stack's default mode (see [`stack_intervals`])
 //!   rpc/*.parquet          one row per RPC call and its reply (see [`rpc`])
 //!   nfs/*.parquet          one row per NFS operation of those calls
+//!   dns/*.parquet          one row per DNS query and its response (see [`app`])
+//!   tls/*.parquet          one row per TLS handshake
+//!   http/*.parquet         one row per HTTP/1.x request and its response
 //! ```
 //!
 //! Files are written under a hidden temporary name and renamed into place
 //! when complete, so a reader never sees half a file.
 
+pub mod app;
 pub mod dataset;
 pub mod decode;
 pub mod encode;

@@ -48,6 +48,9 @@ pub struct Manifest {
     /// ONC RPC / NFS transactions found in the packets (`rpc/`, `nfs/`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rpc: Option<RpcInfo>,
+    /// DNS, TLS and HTTP found in the packets (`dns/`, `tls/`, `http/`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub app: Option<AppInfo>,
     /// Set on a copy made by `weir anonymize`: how each kind of value was
     /// changed, and which key (by fingerprint) did it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -179,6 +182,41 @@ pub struct RpcInfo {
     pub counters: BTreeMap<String, u64>,
     pub rpc_files: Vec<String>,
     pub nfs_files: Vec<String>,
+}
+
+/// What the DNS, TLS and HTTP decoders did (the dns, tls and http tables).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct AppInfo {
+    /// Rows of each table.
+    pub dns: u64,
+    pub tls: u64,
+    pub http: u64,
+    /// The tracker's counters (app::Counters): dns_messages, dns_matched,
+    /// dns_unanswered, dns_unmatched_responses, dns_errors and its kinds,
+    /// tls_handshakes, tls_errors, http_requests, http_errors,
+    /// flows_without_start, gaps, ...
+    pub counters: BTreeMap<String, u64>,
+    pub dns_files: Vec<String>,
+    pub tls_files: Vec<String>,
+    pub http_files: Vec<String>,
+}
+
+impl AppInfo {
+    /// Adds another writer's part (capture workers, conversion sources).
+    pub fn merge(&mut self, other: AppInfo) {
+        self.dns += other.dns;
+        self.tls += other.tls;
+        self.http += other.http;
+        for (k, v) in other.counters {
+            *self.counters.entry(k).or_default() += v;
+        }
+        self.dns_files.extend(other.dns_files);
+        self.tls_files.extend(other.tls_files);
+        self.http_files.extend(other.http_files);
+        self.dns_files.sort();
+        self.tls_files.sort();
+        self.http_files.sort();
+    }
 }
 
 impl RpcInfo {
@@ -518,6 +556,7 @@ impl Manifest {
             drops: None,
             stack: None,
             rpc: None,
+            app: None,
             anonymized: None,
             merge: None,
             kafka: None,

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use arrow_array::cast::AsArray;
 use arrow_array::types::{UInt16Type, UInt32Type, UInt64Type};
 use arrow_array::{
-    Array, ArrayRef, FixedSizeBinaryArray, RecordBatch, RecordBatchReader, StringArray,
+    Array, ArrayRef, FixedSizeBinaryArray, ListArray, RecordBatch, RecordBatchReader, StringArray,
     UInt16Array, UInt32Array, UInt64Array,
 };
 use arrow_schema::DataType;
@@ -166,6 +166,21 @@ fn apply(col: &ArrayRef, r: &Rewrite, batch: &RecordBatch) -> Result<ArrayRef, S
         (Rewrite::Text(f), DataType::Utf8) => {
             let a = col.as_string::<i32>();
             Arc::new(a.iter().map(|v| v.map(f)).collect::<StringArray>())
+        }
+        // A list's values are rewritten as a column of their own (the
+        // answers' names and addresses of a DNS response).
+        (_, DataType::List(field)) => {
+            let l = col.as_list::<i32>();
+            let values = apply(l.values(), r, batch)?;
+            Arc::new(
+                ListArray::try_new(
+                    field.clone(),
+                    l.offsets().clone(),
+                    values,
+                    l.nulls().cloned(),
+                )
+                .map_err(|e| e.to_string())?,
+            )
         }
         (_, t) => return Err(format!("cannot rewrite a column of type {t}")),
     })

@@ -76,6 +76,8 @@ pub struct CaptureOptions {
     /// this often, so that queries see a running capture.
     pub records_every: Duration,
     pub rpc: RpcOptions,
+    /// DNS, TLS and HTTP into the dns, tls and http tables (records on).
+    pub app: crate::app::AppOptions,
     /// Become this user once the rings are open.
     pub user: Option<String>,
     /// Signs the manifest's seal at every write (`--sign-key`).
@@ -159,6 +161,7 @@ pub fn capture(
     }
     let worker = WorkerOptions {
         rpc: Some(rpc),
+        app: Some(opts.app),
         file_every: Some(opts.records_every),
         ..Default::default()
     };

@@ -8,9 +8,12 @@ use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, Sender, bounded, unbounded};
 use pcapio::{Chunk, ReaderOptions, TraceReader};
-use store::manifest::{Files, InterfaceEntry, Manifest, RpcInfo, RunInfo, SourceInfo, TimeSpan};
+use store::manifest::{
+    AppInfo, Files, InterfaceEntry, Manifest, RpcInfo, RunInfo, SourceInfo, TimeSpan,
+};
 use store::{Dataset, StoreError};
 
+use crate::app::{AppOptions, AppStage};
 use crate::rpc::{RpcMode, RpcOptions, RpcStage, SegmentAt, TablesOn, chunk_segments};
 use crate::stats::FrameStats;
 use crate::worker::{FrameMeta, Worker, WorkerOptions};
@@ -46,6 +49,8 @@ pub struct ConvertOptions {
     pub command: String,
     /// ONC RPC / NFS transactions into the rpc and nfs tables.
     pub rpc: RpcOptions,
+    /// DNS, TLS and HTTP into the dns, tls and http tables.
+    pub app: AppOptions,
 }
 
 impl Default for ConvertOptions {
@@ -57,6 +62,7 @@ impl Default for ConvertOptions {
             index_sources: false,
             command: String::new(),
             rpc: RpcOptions::default(),
+            app: AppOptions::default(),
         }
     }
 }
@@ -126,6 +132,7 @@ struct Registry {
     interfaces: Vec<InterfaceEntry>,
     errors: Vec<String>,
     rpc: Option<store::manifest::RpcInfo>,
+    app: Option<AppInfo>,
 }
 
 /// Converts `inputs` into `dataset` (already created, empty) and writes its
@@ -181,7 +188,7 @@ pub fn convert(
             .map(|_| {
                 let tx = job_txs.clone();
                 let (registry, abort, next_input, load) = (&registry, &abort, &next_input, &load);
-                let (reader_opts, rpc_opts) = (opts.reader, opts.rpc);
+                let (reader_opts, rpc_opts, app_opts) = (opts.reader, opts.rpc, opts.app);
                 std::thread::Builder::new()
                     .name("weir-read".into())
                     .spawn_scoped(s, move || {
@@ -205,16 +212,17 @@ pub fn convert(
                                     progress,
                                 )
                             };
-                            if rpc_opts.mode == RpcMode::Off {
+                            if rpc_opts.mode == RpcMode::Off && !app_opts.on {
                                 read(None);
                             } else {
-                                let rpc = RpcStage::new(
-                                    dataset,
-                                    i.min(u16::MAX as usize) as u16,
-                                    rpc_opts,
-                                    TablesOn::Caller,
-                                );
-                                read(start_rpc_stage(s, i, rpc, workers, registry));
+                                let id = i.min(u16::MAX as usize) as u16;
+                                let stages = Stages {
+                                    rpc: (rpc_opts.mode != RpcMode::Off).then(|| {
+                                        RpcStage::new(dataset, id, rpc_opts, TablesOn::Caller)
+                                    }),
+                                    app: app_opts.on.then(|| AppStage::new(dataset, id, app_opts)),
+                                };
+                                read(start_rpc_stage(s, i, stages, workers, registry));
                             }
                             progress.files_done.fetch_add(1, Ordering::Relaxed);
                         }
@@ -276,6 +284,7 @@ fn convert_manifest(
             frames_per_s: stats.frames as f64 / elapsed.as_secs_f64().max(1e-9),
         }),
         rpc: registry.rpc,
+        app: registry.app,
         ..Manifest::new("convert", "source", opts.worker.writer.order)
     }
 }
@@ -474,7 +483,19 @@ impl<'a> FlowDealer<'a> {
     }
 }
 
-/// Starts the RPC stage of source `index` on a thread of its own and
+/// The stages a source's segments go through, in order.
+struct Stages {
+    rpc: Option<RpcStage>,
+    app: Option<AppStage>,
+}
+
+/// What a source's stages did.
+struct StagesDone {
+    rpc: Result<Option<RpcInfo>, String>,
+    app: Result<Option<AppInfo>, String>,
+}
+
+/// Starts the RPC and app stages of source `index` on a thread of its own and
 /// returns where its chunks go. Each of the `workers` hands on its part of
 /// every chunk (the segments of the frames it decoded); the stage puts the
 /// parts of a chunk together and the chunks in order (it needs each flow's
@@ -487,24 +508,30 @@ impl<'a> FlowDealer<'a> {
 fn start_rpc_stage<'scope>(
     s: &'scope std::thread::Scope<'scope, '_>,
     index: usize,
-    mut rpc: RpcStage,
+    stages: Stages,
     workers: usize,
     registry: &'scope Mutex<Registry>,
 ) -> Option<Sender<RpcJob>> {
     let (tx, rx) = bounded::<RpcJob>(4);
-    let record = move |result: Result<Option<RpcInfo>, String>| {
+    let record = move |done: StagesDone| {
         let mut reg = registry.lock().unwrap_or_else(|p| p.into_inner());
-        match result {
+        let path = reg.sources[index].path.clone();
+        match done.rpc {
             Ok(Some(info)) => reg.rpc.get_or_insert_with(Default::default).merge(info),
             Ok(None) => {}
-            Err(e) => {
-                let path = reg.sources[index].path.clone();
-                reg.errors.push(format!("{path}: RPC stage: {e}"));
-            }
+            Err(e) => reg.errors.push(format!("{path}: RPC stage: {e}")),
+        }
+        match done.app {
+            Ok(Some(info)) => reg.app.get_or_insert_with(Default::default).merge(info),
+            Ok(None) => {}
+            Err(e) => reg.errors.push(format!("{path}: DNS/TLS/HTTP stage: {e}")),
         }
     };
+    let Stages { mut rpc, mut app } = stages;
     let stage = move || {
+        // Each stage's first error stops it alone.
         let mut error = None;
+        let mut app_error = None;
         let mut next = 0u64;
         // Chunks by sequence number: the parts come so far.
         let mut early: BTreeMap<u64, Vec<RpcJob>> = BTreeMap::new();
@@ -519,38 +546,56 @@ fn start_rpc_stage<'scope>(
                     segments.extend(p.segments);
                 }
                 segments.sort_unstable_by_key(|s| s.frame);
-                if error.is_none() {
-                    for seg in chunk_segments(&first.job.chunk, &segments) {
-                        if let Err(e) = rpc.segment(&seg) {
-                            error = Some(e);
-                            break;
-                        }
+                for seg in chunk_segments(&first.job.chunk, &segments) {
+                    if let Some(r) = rpc.as_mut()
+                        && let Err(e) = r.segment(&seg)
+                    {
+                        error = Some(e);
+                        rpc = None;
+                    }
+                    if let Some(a) = app.as_mut()
+                        && let Err(e) = a.segment(&seg)
+                    {
+                        app_error = Some(e);
+                        app = None;
                     }
                 }
             }
         }
         // Chunks after one that never came (the conversion was stopped)
         // are left unread.
-        match error {
-            Some(e) => Err(e),
-            None => rpc.finish(),
-        }
+        let rpc = match (error, rpc) {
+            (Some(e), _) => Err(e.to_string()),
+            (None, Some(r)) => r.finish().map_err(|e| e.to_string()),
+            (None, None) => Ok(None),
+        };
+        let app = match (app_error, app) {
+            (Some(e), _) => Err(e.to_string()),
+            (None, Some(a)) => a.finish().map(Some).map_err(|e| e.to_string()),
+            (None, None) => Ok(None),
+        };
+        StagesDone { rpc, app }
     };
     let started = std::thread::Builder::new()
         .name("weir-rpc".into())
         .spawn_scoped(s, move || {
             let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(stage));
-            record(match result {
-                Ok(r) => r.map_err(|e| e.to_string()),
-                Err(_) => {
-                    Err("the RPC stage panicked; this is a bug in weir, please report it".into())
+            record(result.unwrap_or_else(|_| {
+                let bug = "the stage panicked; this is a bug in weir, please report it";
+                StagesDone {
+                    rpc: Err(bug.into()),
+                    app: Err(bug.into()),
                 }
-            });
+            }));
         });
     match started {
         Ok(_) => Some(tx),
         Err(e) => {
-            record(Err(format!("starting the RPC thread: {e}")));
+            let e = format!("starting the RPC/app thread: {e}");
+            record(StagesDone {
+                rpc: Err(e.clone()),
+                app: Err(e),
+            });
             None
         }
     }

@@ -7,6 +7,7 @@
 //! worker takes the next chunk, so one big file spreads over every core as
 //! well as many small ones do.
 
+mod app;
 pub mod capture_run;
 mod convert;
 pub mod live;
@@ -16,6 +17,7 @@ mod rpc;
 mod stats;
 mod worker;
 
+pub use app::{AppOptions, AppStage};
 pub use convert::{ConvertError, ConvertOptions, ConvertReport, Input, Progress, convert};
 pub use rpc::{
     RpcMode, RpcOptions, RpcStage, SegmentAt, TablesOn, chunk_segments, write_ready_transactions,

@@ -688,6 +688,7 @@ struct Live<'a> {
 struct Joined {
     records_files: Vec<store::PacketFileSummary>,
     rpc_info: Option<store::manifest::RpcInfo>,
+    app_info: Option<store::manifest::AppInfo>,
     frame_stats: FrameStats,
     pcap_files: Vec<PcapFileInfo>,
     /// Kept open until the last counts are read.
@@ -983,6 +984,7 @@ impl Live<'_> {
         m.clock = if hw { "hardware" } else { "kernel" }.to_string();
         m.counts = done.frame_stats.counts();
         m.rpc = done.rpc_info.take();
+        m.app = done.app_info.take();
         m.counts.frames = frames;
         m.counts.wire_bytes = totals_bytes(watched);
         m.time_span = first.zip(last).map(|(a, b)| TimeSpan::new(a, b));
@@ -1062,6 +1064,13 @@ fn join_workers(handles: Vec<JoinHandle<WorkerOut>>) -> Result<Joined, LiveError
             }
             if let Some(e) = done.rpc_error {
                 j.warnings.push(format!("RPC decoding stopped early: {e}"));
+            }
+            if let Some(info) = done.app {
+                j.app_info.get_or_insert_with(Default::default).merge(info);
+            }
+            if let Some(e) = done.app_error {
+                j.warnings
+                    .push(format!("DNS/TLS/HTTP decoding stopped early: {e}"));
             }
         }
         if let Some(h) = out.spool {

@@ -110,6 +110,7 @@ struct MergedTables {
     interfaces: Vec<store::manifest::InterfaceEntry>,
     sources: Vec<store::manifest::SourceInfo>,
     stack: Option<store::manifest::StackInfo>,
+    app: Option<store::manifest::AppInfo>,
     warnings: Vec<String>,
 }
 
@@ -198,6 +199,7 @@ pub fn merge(
         }),
         drops: merged_drops(&sources),
         stack: tables.stack,
+        app: tables.app,
         anonymized: first.anonymized.clone(),
         merge: Some(merge_info),
         // A chain of its own, naming each input by its seal.
@@ -473,6 +475,23 @@ impl MergedTables {
         }
         if let Some(st) = &m.stack {
             self.add_stack(s, st, &prefix, out)?;
+        }
+        if let Some(a) = &m.app {
+            // Each row is whole in itself: the files are carried over
+            // (a query two boxes both saw is in both, as in the inputs).
+            let mut moved = a.clone();
+            for list in [
+                &mut moved.dns_files,
+                &mut moved.tls_files,
+                &mut moved.http_files,
+            ] {
+                for rel in list.iter_mut() {
+                    let to = renamed(rel, &prefix);
+                    link_or_copy(&s.root.join(&*rel), &out.root().join(&to))?;
+                    *rel = to;
+                }
+            }
+            self.app.get_or_insert_with(Default::default).merge(moved);
         }
         if m.rpc.is_some() {
             self.warnings.push(format!(

@@ -5,9 +5,10 @@ use store::{
 };
 use wire::{Has, LinkType, decode};
 
+use crate::app::{AppOptions, AppStage};
 use crate::rpc::{RpcMode, RpcOptions, RpcStage, SegmentAt, TablesOn};
 use crate::stats::FrameStats;
-use store::manifest::RpcInfo;
+use store::manifest::{AppInfo, RpcInfo};
 
 /// Takes a copy of every record a worker makes (the Kafka stream of a
 /// capture). It runs on the capture path: it must not block.
@@ -46,6 +47,8 @@ pub struct WorkerOptions {
     /// An RPC stage in the worker (live capture, whose fanout keeps each
     /// flow on one worker; a conversion runs its own per source).
     pub rpc: Option<RpcOptions>,
+    /// A DNS/TLS/HTTP stage in the worker (live capture, as for `rpc`).
+    pub app: Option<AppOptions>,
 }
 
 impl Default for WorkerOptions {
@@ -55,6 +58,7 @@ impl Default for WorkerOptions {
             rows_per_file: 32 << 20,
             file_every: None,
             rpc: None,
+            app: None,
         }
     }
 }
@@ -78,6 +82,9 @@ pub struct Worker {
     rpc: Option<RpcStage>,
     /// The RPC stage's first error; the packets go on without it.
     rpc_error: Option<StoreError>,
+    app: Option<AppStage>,
+    /// The app stage's first error; the packets go on without it.
+    app_error: Option<StoreError>,
     /// A conversion's worker: the frames since the last
     /// [`Worker::take_segments`] (counted) and their segments, for the RPC
     /// stage of their source.
@@ -100,6 +107,9 @@ pub struct WorkerDone {
     pub rpc: Option<RpcInfo>,
     /// Why the RPC stage stopped early, if it did.
     pub rpc_error: Option<String>,
+    pub app: Option<AppInfo>,
+    /// Why the app stage stopped early, if it did.
+    pub app_error: Option<String>,
 }
 
 /// Where a frame came from, for the record's capture fields.
@@ -119,6 +129,10 @@ impl Worker {
             .rpc
             .filter(|o| o.mode != RpcMode::Off)
             .map(|o| RpcStage::new(&dataset, id, o, TablesOn::WriterThread));
+        let app = opts
+            .app
+            .filter(|o| o.on)
+            .map(|o| AppStage::new(&dataset, id, o));
         Worker {
             id,
             dataset,
@@ -132,6 +146,8 @@ impl Worker {
             stats: FrameStats::default(),
             rpc,
             rpc_error: None,
+            app,
+            app_error: None,
             handed: None,
             tap: None,
             rows_lost: 0,
@@ -225,6 +241,7 @@ impl Worker {
         let (id, stats) = (self.id, &mut self.stats);
         let (rpc, rpc_error) = (&mut self.rpc, &mut self.rpc_error);
         let (tap, handed) = (&mut self.tap, &mut self.handed);
+        let (app, app_error) = (&mut self.app, &mut self.app_error);
         // The record is built where the writer keeps it: no copy.
         let pushed = writer.push_with(|rec| {
             rec.ts_ns = meta.ts_ns;
@@ -245,6 +262,13 @@ impl Worker {
             if let Some((frames, segs)) = handed {
                 segs.extend(SegmentAt::new(*frames, rec, payload.clone()));
                 *frames += 1;
+            }
+            if let Some(stage) = app
+                && let Some(seg) = SegmentAt::new(0, rec, payload.clone())
+                && let Err(e) = stage.segment(&seg.segment(bytes))
+            {
+                *app = None;
+                app_error.get_or_insert(e);
             }
             if let Some(stage) = rpc
                 && let Err(e) = stage.decoded(rec, bytes, payload)
@@ -324,11 +348,22 @@ impl Worker {
             }
             None => None,
         };
+        let mut app_error = self.app_error.map(|e| e.to_string());
+        let app = match self.app.map(AppStage::finish) {
+            Some(Ok(info)) => Some(info),
+            Some(Err(e)) => {
+                app_error.get_or_insert(e.to_string());
+                None
+            }
+            None => None,
+        };
         Ok(WorkerDone {
             files: self.files,
             stats: self.stats,
             rpc,
             rpc_error,
+            app,
+            app_error,
         })
     }
 }

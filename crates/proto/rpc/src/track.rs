@@ -58,24 +58,7 @@ impl Default for TrackerOptions {
     }
 }
 
-/// One packet's transport view: what the tracker needs of it.
-#[derive(Clone, Copy, Debug)]
-pub struct Segment<'a> {
-    pub ts_ns: i64,
-    pub src: [u8; 16],
-    pub dst: [u8; 16],
-    pub src_port: u16,
-    pub dst_port: u16,
-    /// [`TCP`] or [`UDP`].
-    pub proto: u8,
-    pub tcp_seq: u32,
-    pub tcp_flags: u16,
-    /// The captured payload.
-    pub payload: &'a [u8],
-    /// The payload's length on the wire (more than `payload.len()` when
-    /// the capture cut the frame short: the rest is a gap).
-    pub payload_wire: u32,
-}
+pub use wire::Segment;
 
 /// One call with its reply, or a call that got none, or a reply whose call
 /// was not seen.

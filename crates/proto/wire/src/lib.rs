@@ -25,6 +25,7 @@ pub mod ip;
 pub mod link;
 pub mod linktype;
 pub mod record;
+mod segment;
 pub mod transport;
 pub mod tunnel;
 
@@ -32,3 +33,4 @@ pub use decode::{Layout, decode, decode_layout};
 pub use flow::{FlowKey, flow_hash};
 pub use linktype::LinkType;
 pub use record::{Has, PacketFields, PacketRecord, ParseError, Tunnel, TunnelFields, TunnelHas};
+pub use segment::Segment;

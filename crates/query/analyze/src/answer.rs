@@ -84,6 +84,27 @@ pub const KINDS: &[Kind] = &[
         plots: true,
         emits_sql: true,
     },
+    Kind {
+        name: "dns",
+        about: "names looked up, rcodes, latency per server",
+        takes_what: false,
+        plots: false,
+        emits_sql: true,
+    },
+    Kind {
+        name: "tls",
+        about: "server names, versions, fingerprints",
+        takes_what: false,
+        plots: false,
+        emits_sql: true,
+    },
+    Kind {
+        name: "http",
+        about: "hosts, methods, status codes, latency",
+        takes_what: false,
+        plots: false,
+        emits_sql: true,
+    },
 ];
 
 /// What `top` ranks.
@@ -168,6 +189,11 @@ pub enum Analysis {
         handles: usize,
     },
     Stack,
+    /// dns, tls or http: ranked tables cut at `limit` rows (0: all).
+    App {
+        kind: &'static str,
+        limit: usize,
+    },
 }
 
 impl Analysis {
@@ -219,6 +245,10 @@ impl Analysis {
             "bursts" => Analysis::Bursts {
                 scales_ns: s.scales_ns.clone(),
             },
+            "dns" | "tls" | "http" => Analysis::App {
+                kind: kind(name).map_or("dns", |k| k.name),
+                limit: s.limit.unwrap_or(crate::app::TOP),
+            },
             other => {
                 return Err(AnalyzeError::Usage(format!(
                     "unknown analysis {other:?}: choose {}",
@@ -239,6 +269,7 @@ impl Analysis {
             Analysis::Loss => "loss",
             Analysis::Rpc { .. } => "rpc",
             Analysis::Stack => "stack",
+            Analysis::App { kind, .. } => kind,
         }
     }
 
@@ -333,6 +364,10 @@ pub fn answer(
                 how: "answered from the rpc and nfs tables".into(),
             })
         }
+        Analysis::App { kind, limit } => Ok(Answer {
+            tables: crate::app::app(session, kind, *limit)?,
+            how: format!("answered from the {kind} table"),
+        }),
         Analysis::Stack => {
             let s = crate::stack::stack(session, 6)?;
             if let Some(p) = plot {

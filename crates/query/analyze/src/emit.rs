@@ -158,6 +158,14 @@ pub fn statements(req: &Request, span: Option<(i64, i64)>) -> Result<Vec<Stateme
                 st("handles", "busiest file handles", handles),
             ]
         }
+        "dns" | "tls" | "http" => crate::app::queries(req.kind)
+            .unwrap_or_default()
+            .iter()
+            .map(|(name, sql)| {
+                let limit = analyses::sql_limit(req.limit).to_string();
+                Ok(st(name, name, fill(sql, &[("limit", limit)])?))
+            })
+            .collect::<Result<Vec<_>, AnalyzeError>>()?,
         other => {
             return Err(AnalyzeError::Usage(format!(
                 "--emit-sql covers {}, not {other}",
@@ -214,6 +222,9 @@ pub fn script(
         ("stats", store::stats::stats_schema()),
         ("rpc", store::rpc::rpc_schema()),
         ("nfs", store::rpc::nfs_schema()),
+        ("dns", store::app::dns_schema()),
+        ("tls", store::app::tls_schema()),
+        ("http", store::app::http_schema()),
     ];
     for (table, _) in &tables {
         if reads(table) {
@@ -260,27 +271,31 @@ pub fn script(
 /// types Spark reads weir's Parquet columns as (unsigned integers widened,
 /// timestamps as BIGINT ns).
 pub fn ddl(schema: &datafusion::arrow::datatypes::Schema) -> String {
-    use datafusion::arrow::datatypes::DataType as T;
     schema
         .fields()
         .iter()
-        .map(|f| {
-            let t = match f.data_type() {
-                T::Int8 => "TINYINT",
-                T::Int16 | T::UInt8 => "SMALLINT",
-                T::Int32 | T::UInt16 => "INT",
-                T::Int64 | T::UInt32 | T::Timestamp(..) => "BIGINT",
-                T::UInt64 => "DECIMAL(20,0)",
-                T::Float32 => "FLOAT",
-                T::Float64 => "DOUBLE",
-                T::Boolean => "BOOLEAN",
-                T::Utf8 | T::LargeUtf8 => "STRING",
-                _ => "BINARY",
-            };
-            format!("{} {t}", f.name())
-        })
+        .map(|f| format!("{} {}", f.name(), ddl_type(f.data_type())))
         .collect::<Vec<_>>()
         .join(", ")
+}
+
+/// A column type as Spark's DDL says it.
+fn ddl_type(t: &datafusion::arrow::datatypes::DataType) -> String {
+    use datafusion::arrow::datatypes::DataType as T;
+    match t {
+        T::Int8 => "TINYINT".into(),
+        T::Int16 | T::UInt8 => "SMALLINT".into(),
+        T::Int32 | T::UInt16 => "INT".into(),
+        T::Int64 | T::UInt32 | T::Timestamp(..) => "BIGINT".into(),
+        T::UInt64 => "DECIMAL(20,0)".into(),
+        T::Float32 => "FLOAT".into(),
+        T::Float64 => "DOUBLE".into(),
+        T::Boolean => "BOOLEAN".into(),
+        T::Utf8 | T::LargeUtf8 => "STRING".into(),
+        // The DNS answers, TLS cipher lists and the like.
+        T::List(f) | T::LargeList(f) => format!("ARRAY<{}>", ddl_type(f.data_type())),
+        _ => "BINARY".into(),
+    }
 }
 
 #[cfg(test)]

@@ -12,6 +12,7 @@
 
 pub mod analyses;
 pub mod answer;
+pub mod app;
 mod columns;
 mod count_pass;
 pub mod emit;

@@ -424,6 +424,9 @@ impl Session {
             ),
             ("rpc", store::rpc::RPC_DIR, store::rpc::rpc_schema()),
             ("nfs", store::rpc::NFS_DIR, store::rpc::nfs_schema()),
+            ("dns", store::app::DNS_DIR, store::app::dns_schema()),
+            ("tls", store::app::TLS_DIR, store::app::tls_schema()),
+            ("http", store::app::HTTP_DIR, store::app::http_schema()),
         ];
         for (name, dir, schema) in &tables {
             self.register_files(&format!("{name}_files"), &roots, dir, schema.clone(), true)?;

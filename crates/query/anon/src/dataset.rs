@@ -78,6 +78,36 @@ fn ip16(key: &Key, b: &[u8]) -> Vec<u8> {
     }
 }
 
+/// A DNS name, label by label: `www.example.org` and `mail.example.org`
+/// keep a common suffix under the key, and each label reveals with it.
+pub fn host_name(key: &Key, name: &str) -> String {
+    name.split('.')
+        .map(|label| key.name(label))
+        .collect::<Vec<_>>()
+        .join(".")
+}
+
+/// An HTTP request target, segment by segment (the query string is part
+/// of the last segment).
+pub fn url_path(key: &Key, path: &str) -> String {
+    path.split('/')
+        .map(|seg| key.name(seg))
+        .collect::<Vec<_>>()
+        .join("/")
+}
+
+/// A certificate name (`CN=www.example.org,O=Example`): each value as a
+/// host name, the attribute names kept.
+pub fn cert_name(key: &Key, dn: &str) -> String {
+    dn.split(',')
+        .map(|atv| match atv.split_once('=') {
+            Some((k, v)) => format!("{k}={}", host_name(key, v)),
+            None => host_name(key, atv),
+        })
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
 fn mac(key: &Key, b: &[u8]) -> Vec<u8> {
     match <[u8; 6]>::try_from(b) {
         Ok(m) => key.mac(&m).to_vec(),
@@ -129,6 +159,9 @@ pub fn anonymize_dataset(opts: &AnonymizeOptions) -> Result<AnonymizeReport, Str
     let mac_fn = |b: &[u8]| mac(&key, b);
     let fh_fn = |v: u64| key.file_handle(v);
     let name_fn = |s: &str| key.name(s);
+    let host_fn = |s: &str| host_name(&key, s);
+    let path_fn = |s: &str| url_path(&key, s);
+    let cert_fn = |s: &str| cert_name(&key, s);
     // A row without its tunnel's kind (none in records weir writes) is
     // taken at the widest.
     let tunnel_id_fn = |kind: Option<&str>, id: u32| key.tunnel_id(kind.unwrap_or(""), id);
@@ -141,6 +174,9 @@ pub fn anonymize_dataset(opts: &AnonymizeOptions) -> Result<AnonymizeReport, Str
             Identifies::Mac => Rewrite::Bytes(&mac_fn),
             Identifies::FileHandle => Rewrite::U64(&fh_fn),
             Identifies::Name => Rewrite::Text(&name_fn),
+            Identifies::HostName => Rewrite::Text(&host_fn),
+            Identifies::UrlPath => Rewrite::Text(&path_fn),
+            Identifies::CertName => Rewrite::Text(&cert_fn),
             Identifies::TunnelId => Rewrite::U32By("tunnel", &tunnel_id_fn),
             // Records point at frames in pcap files that are not copied.
             Identifies::FramePointer => Rewrite::Null,

@@ -65,6 +65,15 @@ struct Session {
     /// When the next round may start.
     clock: f64,
     pending: VecDeque<Pkt>,
+    /// What the session says (see [`crate::content`]): its own generator,
+    /// and the bytes each side is sending from the sequence number given
+    /// (zeros elsewhere: encrypted or uninteresting data).
+    content: Rng,
+    requests_done: u32,
+    c_data: Vec<u8>,
+    c_data_seq: u32,
+    s_data: Vec<u8>,
+    s_data_seq: u32,
 }
 
 /// TCP and UDP applications: bulk downloads, web-like sessions and DNS-like
@@ -150,14 +159,29 @@ impl AppMix {
             phase: Phase::Idle,
             clock: t,
             pending: VecDeque::new(),
+            content: Rng::new(0),
+            requests_done: 0,
+            c_data: Vec::new(),
+            c_data_seq: 0,
+            s_data: Vec::new(),
+            s_data_seq: 0,
         };
+        s.content = Rng::new(
+            (s.cport as u64) << 48
+                ^ (s.client as u64) << 24
+                ^ s.server as u64
+                ^ (t as u64).rotate_left(29),
+        );
         match kind {
             Kind::Dns => {
-                let q = r.range(30, 60) as u32;
-                let a = r.range(60, 400) as u32;
-                s.pending.push_back(udp(t, true, q));
+                // Drawn as before the content was real, so that the
+                // mix's times stay as they were.
+                let _ = (r.range(30, 60), r.range(60, 400));
+                let (q, a) = crate::content::dns_exchange(&mut s.content, s.v6);
+                s.pending.push_back(udp(t, true, q.len() as u32));
                 s.pending
-                    .push_back(udp(t + rtt * (0.9 + 0.2 * r.unit()), false, a));
+                    .push_back(udp(t + rtt * (0.9 + 0.2 * r.unit()), false, a.len() as u32));
+                (s.c_data, s.s_data) = (q, a);
                 s.phase = Phase::Done;
             }
             Kind::Web | Kind::Bulk => {
@@ -274,9 +298,42 @@ impl AppMix {
             transport,
             payload: Payload::Zeros(p.payload as usize),
         };
+        let bytes = payload_bytes(s, p);
+        let spec = FrameSpec {
+            payload: match &bytes {
+                Some(b) => Payload::Bytes(b),
+                None => spec.payload,
+            },
+            ..spec
+        };
         out.clear();
         spec.build(out);
     }
+}
+
+/// The bytes of `p`'s payload where its side is saying something (the
+/// rest zeros); `None` for all zeros.
+fn payload_bytes(s: &Session, p: &Pkt) -> Option<Vec<u8>> {
+    let (data, from) = if p.from_client {
+        (&s.c_data, s.c_data_seq)
+    } else {
+        (&s.s_data, s.s_data_seq)
+    };
+    if data.is_empty() || p.payload == 0 {
+        return None;
+    }
+    let off = if matches!(s.kind, Kind::Dns) {
+        0
+    } else {
+        p.seq.wrapping_sub(from) as usize
+    };
+    if off >= data.len() {
+        return None;
+    }
+    let mut b = vec![0u8; p.payload as usize];
+    let n = (data.len() - off).min(b.len());
+    b[..n].copy_from_slice(&data[off..off + n]);
+    Some(b)
 }
 
 fn v6_host(net: u8, i: u32) -> [u8; 16] {
@@ -326,15 +383,35 @@ fn handshake_and_request(s: &mut Session, t: f64, r: &mut Rng) {
 }
 
 fn request(s: &mut Session, t: f64, r: &mut Rng) {
-    let len = r.range(200, 900) as u32;
+    let mut len = r.range(200, 900) as u32;
+    let mut size = match s.kind {
+        Kind::Bulk => r.pareto(200e3, 1.1).min(50e6),
+        _ => r.pareto(2e3, 1.3).min(2e6),
+    } as u64;
+    // What is said: a TLS handshake opens a session to 443, every
+    // request to 80 is HTTP; the rest (encrypted data, QUIC) zeros.
+    let first = s.requests_done == 0;
+    s.requests_done += 1;
+    let tcp = matches!(s.kind, Kind::Web | Kind::Bulk);
+    (s.c_data, s.s_data) = (Vec::new(), Vec::new());
+    if tcp && s.sport == 443 && first {
+        let (hello, server) = crate::content::tls_handshake(&mut s.content);
+        size = size.max(server.len() as u64);
+        (s.c_data, s.s_data) = (hello, server);
+    } else if tcp && s.sport == 80 {
+        let (req, head, total) = crate::content::http_exchange(&mut s.content, size);
+        size = total;
+        (s.c_data, s.s_data) = (req, head);
+    }
+    if !s.c_data.is_empty() {
+        len = s.c_data.len() as u32;
+    }
+    s.c_data_seq = s.c_nxt;
+    s.s_data_seq = s.s_nxt;
     s.pending
         .push_back(seg(t, true, PSH | ACK, s.c_nxt, s.s_nxt, len));
     s.c_nxt = s.c_nxt.wrapping_add(len);
     s.requests_left = s.requests_left.saturating_sub(1);
-    let size = match s.kind {
-        Kind::Bulk => r.pareto(200e3, 1.1).min(50e6),
-        _ => r.pareto(2e3, 1.3).min(2e6),
-    } as u64;
     // The response starts a round trip (plus server time) later.
     let server_time = if s.kind == Kind::Web {
         r.exponential(300e3)

@@ -11,13 +11,15 @@
 //!   spaced (the classic packet-rate test).
 //! - [`Imix`]: the 7:4:1 IMIX sizes over many TCP flows, Poisson arrivals.
 //! - [`AppMix`]: TCP and UDP applications as a monitor would see them:
-//!   bulk transfers, web-like request/response sessions and DNS-like
+//!   bulk transfers, web-like request/response sessions and DNS
 //!   lookups, with handshakes, slow-start rounds, delayed ACKs, round-trip
-//!   times and jitter.
+//!   times and jitter; the DNS messages, TLS handshakes (to port 443) and
+//!   HTTP/1.1 requests and response heads (to port 80) are real.
 //! - [`Encapsulated`]: any model's frames carried through a tunnel
 //!   (VXLAN, GENEVE, GRE, GTP-U, IP in IP, WCCP, VXLAN-GPE, PIM Register).
 
 mod appmix;
+mod content;
 mod encap;
 mod flood;
 mod rng;
