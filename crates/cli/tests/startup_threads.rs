@@ -232,6 +232,7 @@ fn in_namespace(ns: &str) {
             },
             records_every: Duration::from_secs(10),
             rpc: Default::default(),
+            app: Default::default(),
             user: None,
             sign_key: None,
             command: "startup_threads".into(),
