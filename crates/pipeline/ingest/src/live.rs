@@ -856,6 +856,7 @@ impl Live<'_> {
             direct: p.direct,
             on_full: p.on_full,
             retention: self.retention.clone(),
+            hand_on: None,
         };
         let (s, h) = spool(o).map_err(LiveError::Thread)?;
         let _ = slot.counters.spool.set(s.shared());
