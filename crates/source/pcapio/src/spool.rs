@@ -118,8 +118,8 @@ impl std::fmt::Debug for HandOn {
 }
 
 impl HandOn {
-    /// A hand-on that lets its reader hold at most `most` blocks, and the
-    /// reader's end.
+    /// A hand-on that lets its reader hold at most `most` blocks (0: none,
+    /// the reader is told only what it missed), and the reader's end.
     pub fn new(most: usize) -> (HandOn, Receiver<Staged>) {
         let (tx, rx) = unbounded();
         let held = Arc::new(AtomicUsize::new(0));
@@ -127,7 +127,7 @@ impl HandOn {
             HandOn {
                 tx,
                 held,
-                most: most.max(1),
+                most,
             },
             rx,
         )
