@@ -343,7 +343,9 @@ fn build_missing_records(
     let mut covered: BTreeMap<u32, (BTreeSet<u64>, u16)> = BTreeMap::new();
     for f in packets.iter() {
         for (file, offset, iface) in store::read::read_pcap_pointers(&root.join(&f.path))? {
-            let e = covered.entry(file).or_insert_with(|| (BTreeSet::new(), iface));
+            let e = covered
+                .entry(file)
+                .or_insert_with(|| (BTreeSet::new(), iface));
             e.0.insert(offset);
         }
     }
@@ -475,7 +477,10 @@ mod tests {
 
     #[test]
     fn packet_file_numbers_follow_the_writers_names() {
-        assert_eq!(packet_file_number("packets/w003-00012.parquet"), Some((3, 12)));
+        assert_eq!(
+            packet_file_number("packets/w003-00012.parquet"),
+            Some((3, 12))
+        );
         assert_eq!(packet_file_number("packets/part-0.parquet"), None);
     }
 

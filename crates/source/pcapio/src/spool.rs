@@ -123,14 +123,7 @@ impl HandOn {
     pub fn new(most: usize) -> (HandOn, Receiver<Staged>) {
         let (tx, rx) = unbounded();
         let held = Arc::new(AtomicUsize::new(0));
-        (
-            HandOn {
-                tx,
-                held,
-                most,
-            },
-            rx,
-        )
+        (HandOn { tx, held, most }, rx)
     }
 }
 
@@ -1352,7 +1345,10 @@ mod tests {
             match m {
                 Staged::Block(b) => {
                     for f in b.frames() {
-                        seen.insert((b.file_id, f.offset), (f.ts_ns, f.wire_len, f.data.to_vec()));
+                        seen.insert(
+                            (b.file_id, f.offset),
+                            (f.ts_ns, f.wire_len, f.data.to_vec()),
+                        );
                     }
                     blocks.push(b);
                 }

@@ -208,7 +208,11 @@ impl Records {
             self.lose_front("the capture's records failed first".into());
             return;
         }
-        if self.late_file.as_ref().is_none_or(|(id, ..)| *id != span.file_id) {
+        if self
+            .late_file
+            .as_ref()
+            .is_none_or(|(id, ..)| *id != span.file_id)
+        {
             self.late_file = None;
             let finished = self.pcap.finished_files();
             let Some(info) = finished.iter().find(|f| f.id == span.file_id) else {
@@ -253,7 +257,9 @@ impl Records {
         match result {
             Ok((built, next)) => {
                 self.c.records.fetch_add(built, Ordering::Relaxed);
-                self.c.records_late_built.fetch_add(built, Ordering::Relaxed);
+                self.c
+                    .records_late_built
+                    .fetch_add(built, Ordering::Relaxed);
                 let front = &mut self.late.spans[0];
                 front.from = next;
                 front.frames = front.frames.saturating_sub(built);
@@ -272,7 +278,9 @@ impl Records {
     /// The oldest late span's frames will have no record.
     fn lose_front(&mut self, why: String) {
         if let Some(s) = self.late.spans.pop_front() {
-            self.c.records_late_lost.fetch_add(s.frames, Ordering::Relaxed);
+            self.c
+                .records_late_lost
+                .fetch_add(s.frames, Ordering::Relaxed);
             if self.warnings.len() < 8 {
                 self.warnings.push(format!(
                     "{} frames of pcap file {} got no packet record: {why}",
@@ -327,7 +335,11 @@ mod tests {
         let got: Vec<_> = l.spans.iter().copied().collect();
         assert_eq!(
             got,
-            vec![span(1, 24, 300, 7), span(1, 400, 500, 1), span(2, 500, 600, 1)]
+            vec![
+                span(1, 24, 300, 7),
+                span(1, 400, 500, 1),
+                span(2, 500, 600, 1)
+            ]
         );
     }
 }
