@@ -9,8 +9,9 @@
 #   - window ns/frame: the capturer's CPU (utime+stime of the whole
 #     process) from 2 s into the traffic to its end, per frame received
 #     then (the issue's measure);
-#   - whole ns/frame: all its CPU from launch to exit (weir builds records
-#     it put off at the end: that is counted here), per frame received;
+#   - whole ns/frame: all its CPU from the traffic's start to its exit
+#     (weir builds records it put off at the end: that is counted here),
+#     per frame received;
 #   - kept: frames in its pcap files against frames sent;
 #   - late: weir's records built from the pcap files instead of as the
 #     frames came (its manifest's late_records.built);
@@ -50,6 +51,12 @@ rate_arg=()
 
 echo "# capture cost: $(nproc) cores, $(uname -r), weir $("$W" --version 2>/dev/null | head -1), tcpdump $(tcpdump --version 2>&1 | head -1 | awk '{print $3}')"
 echo "# $SIZE-byte frames, rate ${RATE/#0/max}, 1,024 flows, ${SECS} s, to $DIR ($(stat -f -c %T "$DIR")); load: $(uptime | sed 's/.*load average: //')"
+if [ "$(stat -f -c %T "$DIR")" != tmpfs ]; then
+  # The disk's own bandwidth, as weir writes (O_DIRECT, large writes).
+  bw=$(dd if=/dev/zero of="$work/dd" bs=4M count=256 oflag=direct 2>&1 | sed -n 's/.*, \([0-9.,]* [GM]B\/s\)$/\1/p')
+  rm -f "$work/dd"
+  echo "# the disk's O_DIRECT write bandwidth now (dd, 1 GiB in 4 MiB writes): $bw"
+fi
 echo
 echo "| run | tool | sent | received | kept % | window ns/frame | whole ns/frame | late records | peak RSS MiB |"
 echo "|---|---|---|---|---|---|---|---|---|"
@@ -65,6 +72,7 @@ run() {
     weir-pcap) cmd=("$W" capture -i veth0 -o "$work/out/ds" --pcap -B 262144 udp) ;;
     tcpdump) cmd=(tcpdump -i veth0 -w "$work/out/t.pcap" -B 262144 -n udp) ;;
   esac
+  rm -f "$work/err.txt" "$work/pid" "$work/times"
   # The capturer under a subshell that reports its children's CPU at exit.
   ip netns exec "$b" taskset -c 1 bash -c '"$@" & p=$!; echo $p > '"$work/pid"'; wait $p; times > '"$work/times" _ "${cmd[@]}" \
     >"$work/out.txt" 2>"$work/err.txt" &
@@ -74,13 +82,20 @@ run() {
     sleep 0.025
   done
   local pid
-  pid=$(cat "$work/pid")
+  pid=$(cat "$work/pid" 2>/dev/null || true)
+  if [ -z "$pid" ] || ! grep -qE "capturing on|listening on" "$work/err.txt" 2>/dev/null; then
+    echo "| $rep | $tool | did not start: $(head -c 300 "$work/err.txt" 2>/dev/null) |"
+    [ -n "$pid" ] && kill -INT "$pid" 2>/dev/null
+    wait "$shell" || true
+    return
+  fi
   sleep 1
   ip netns exec "$a" taskset -c 0 "$W" gen -i veth0 --size "$SIZE" "${rate_arg[@]}" --duration "${SECS}s" \
     --flows 1024 --payload half-random >"$work/gen.txt" 2>&1 &
   local g=$!
+  local ts t0 t1 rss
+  ts=$(ticks "$pid")
   sleep 2
-  local t0 t1 rss
   t0=$(ticks "$pid")
   wait "$g" || true
   t1=$(ticks "$pid")
@@ -107,7 +122,7 @@ run() {
   local win whole kp
   # Frames received in the window: the share of the traffic after 2 s.
   win=$(awk -v d=$((t1 - t0)) -v hz="$hz" -v r="$received" -v s=$SECS 'BEGIN {f=r*(s-2)/s; printf "%.0f", (f>0 ? d/hz*1e9/f : 0)}')
-  whole=$(awk -v c="$whole_s" -v r="$received" 'BEGIN {printf "%.0f", (r>0 ? c*1e9/r : 0)}')
+  whole=$(awk -v c="$whole_s" -v ts="$ts" -v hz="$hz" -v r="$received" 'BEGIN {printf "%.0f", (r>0 ? (c-ts/hz)*1e9/r : 0)}')
   kp=$(awk -v k="$kept" -v s="$sent" 'BEGIN {printf "%.1f", (s>0 ? k*100/s : 0)}')
   WIN[$tool]="${WIN[$tool]:-} $win"
   WHOLE[$tool]="${WHOLE[$tool]:-} $whole"
@@ -122,3 +137,18 @@ echo
 for t in weir weir-pcap tcpdump; do
   echo "median $t: window $(echo "${WIN[$t]}" | median) ns/frame, whole $(echo "${WHOLE[$t]}" | median) ns/frame, kept $(echo "${KEPT[$t]}" | median) % (all:${KEPT[$t]})"
 done
+# What the records of the same traffic cost in a conversion: the same
+# frames (2.4 M, written by weir gen), `weir convert -j 1` pinned to CPU 1.
+rm -rf "$work/out" && mkdir -p "$work/out"
+"$W" gen --size "$SIZE" --count 2400000 --flows 1024 --payload half-random \
+  -w "$work/out/g.pcap" >/dev/null 2>&1
+conv=""
+for r in $(seq "$REPS"); do
+  rm -rf "$work/out/ds"
+  s=$( { /usr/bin/env bash -c 'taskset -c 1 "$@" >/dev/null 2>&1; times' _ "$W" convert -j 1 \
+    "$work/out/g.pcap" -o "$work/out/ds"; } | sed -n 2p | awk '{
+    split($1,u,"m"); split($2,s,"m"); sub("s","",u[2]); sub("s","",s[2]);
+    print u[1]*60+u[2]+s[1]*60+s[2] }')
+  conv="$conv $(awk -v c="$s" 'BEGIN {printf "%.0f", c*1e9/2400000}')"
+done
+echo "median weir convert -j 1 of the same traffic (2.4 M frames): $(echo "$conv" | median) ns/frame (all:$conv)"
