@@ -1,8 +1,8 @@
 //! A worker's packet records, off its capture thread: the pcap writer hands
 //! each block it has written on to this thread, which makes the records of
 //! the block's frames (decode, flows, the app and RPC stages, Parquet) and
-//! gives the block back to the staging pool. It runs below the capture
-//! thread's priority, so on a core shared with the capture it takes only
+//! gives the block back to the staging pool. It runs below every ordinary
+//! thread (SCHED_IDLE), so on a core shared with the capture it takes only
 //! the time the capture leaves.
 //!
 //! When it falls behind, the writer stops handing blocks on and names the
@@ -20,9 +20,6 @@ use crate::late::{self, LateError};
 
 /// Late records built in one go before looking for new blocks again.
 const LATE_BATCH: u64 = 16_384;
-
-/// Priority below the capture thread's (nice steps).
-const BELOW_CAPTURE: libc::c_int = 5;
 
 pub(super) struct RecordsCtx {
     pub(super) worker: Worker,
@@ -62,14 +59,20 @@ impl LateSpans {
     }
 }
 
-/// Lowers the calling thread's priority by `steps` (Linux applies
-/// `setpriority` to a thread id as to one thread).
-fn lower_priority(steps: libc::c_int) {
-    // SAFETY: plain system calls on this thread's own id.
+/// Puts the calling thread below every ordinary thread (SCHED_IDLE): on a
+/// core it shares with the capture and the pcap writer it runs only in
+/// the time they leave, so a busy core puts records off rather than drop
+/// frames; where a core is free it runs at full speed. Where the policy is
+/// refused, the lowest nice level instead.
+fn run_below_capture() {
+    // SAFETY: plain system calls on this thread's own id (Linux applies
+    // both to a thread id as to one thread).
     unsafe {
-        let tid = libc::syscall(libc::SYS_gettid) as libc::id_t;
-        let now = libc::getpriority(libc::PRIO_PROCESS, tid);
-        libc::setpriority(libc::PRIO_PROCESS, tid, (now + steps).min(19));
+        let tid = libc::syscall(libc::SYS_gettid) as libc::pid_t;
+        let param = libc::sched_param { sched_priority: 0 };
+        if libc::sched_setscheduler(tid, libc::SCHED_IDLE, &param) != 0 {
+            libc::setpriority(libc::PRIO_PROCESS, tid as libc::id_t, 19);
+        }
     }
 }
 
@@ -94,7 +97,7 @@ struct Records {
 }
 
 pub(super) fn run_records(ctx: RecordsCtx) -> RecordsOut {
-    lower_priority(BELOW_CAPTURE);
+    run_below_capture();
     let mut r = Records {
         w: ctx.worker,
         link: ctx.link,
