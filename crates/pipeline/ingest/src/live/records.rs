@@ -115,8 +115,16 @@ pub(super) fn run_records(ctx: RecordsCtx) -> RecordsOut {
         late_file: None,
     };
     let mut last_tick = Instant::now();
+    // Late records were built last time round: look for a block without
+    // waiting, and build more if there is none.
+    let mut building = false;
     loop {
-        match ctx.from.recv_timeout(Duration::from_millis(200)) {
+        let wait = if building {
+            Duration::ZERO
+        } else {
+            Duration::from_millis(200)
+        };
+        match ctx.from.recv_timeout(wait) {
             Ok(Staged::Block(b)) => r.block(&b),
             Ok(Staged::Missed(span)) => {
                 r.c.records_late.fetch_add(span.frames, Ordering::Relaxed);
@@ -135,9 +143,7 @@ pub(super) fn run_records(ctx: RecordsCtx) -> RecordsOut {
             }
         }
         // Nothing new waiting: time for the records put off.
-        if ctx.from.is_empty() && !r.late.spans.is_empty() {
-            r.build_late(LATE_BATCH, false);
-        }
+        building = ctx.from.is_empty() && r.build_late(LATE_BATCH, false);
     }
     // The files are all finished now: every late span gets its records.
     while !r.late.spans.is_empty() {
@@ -202,14 +208,15 @@ impl Records {
     }
 
     /// Builds up to `most` late records, from the oldest span whose pcap
-    /// file is finished (`all`: every file is).
-    fn build_late(&mut self, most: u64, all: bool) {
+    /// file is finished (`all`: every file is); whether there was any to
+    /// build.
+    fn build_late(&mut self, most: u64, all: bool) -> bool {
         let Some(span) = self.late.spans.front().copied() else {
-            return;
+            return false;
         };
         if self.error.is_some() {
             self.lose_front("the capture's records failed first".into());
-            return;
+            return true;
         }
         if self
             .late_file
@@ -224,7 +231,7 @@ impl Records {
                     // failed): nothing to read the frames from.
                     self.lose_front("its pcap file was not finished".into());
                 }
-                return;
+                return all;
             };
             let path = self.pcap_dir.join(&info.name);
             match late::open_pcap(&path) {
@@ -232,19 +239,19 @@ impl Records {
                 Err(e) => {
                     // Retention took it first, or it cannot be read.
                     self.lose_front(e.to_string());
-                    return;
+                    return true;
                 }
             }
         }
         let Some((id, path, file)) = &self.late_file else {
-            return;
+            return false;
         };
         if !self.in_late_file {
             // Late records in files of their own, so that no file's time
             // range spans the gap.
             if let Err(e) = self.w.close() {
                 self.failed(e);
-                return;
+                return true;
             }
             self.in_late_file = true;
         }
@@ -271,11 +278,15 @@ impl Records {
                 }
             }
             Err(LateError::Store(e)) => {
+                // Counted with the packet file it gave up (a full disk);
+                // the rest of the span is not tried again.
                 self.failed(e);
+                self.lose_front("its packet records could not be written".into());
             }
             Err(e) => self.lose_front(e.to_string()),
         }
         self.publish();
+        true
     }
 
     /// The oldest late span's frames will have no record.
