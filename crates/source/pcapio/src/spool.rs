@@ -101,9 +101,10 @@ impl SpoolOptions {
 /// Written blocks handed on to a reader of the frames (the records of a
 /// capture), so that the frames are copied once, into staging, and read
 /// from there off the capture thread. A reader that falls behind never
-/// holds the pcap path up: once it holds `most` blocks, each further block
-/// goes back to the pool at once and the reader is told only which span of
-/// which file it missed ([`Staged::Missed`]), to read from the file later.
+/// holds the pcap path up: once it holds `most` blocks, or while the writer
+/// itself is behind, each further block goes back to the pool at once and
+/// the reader is told only which span of which file it missed
+/// ([`Staged::Missed`]), to read from the file later.
 #[derive(Clone)]
 pub struct HandOn {
     tx: crossbeam_channel::Sender<Staged>,
@@ -846,6 +847,10 @@ struct FileWriter {
     hand_on: Option<HandOn>,
 }
 
+/// Blocks queued for the writer from which it counts as behind: it hands
+/// no block on to the reader until it has caught up (2 MiB of backlog).
+const WRITER_BEHIND: usize = 8;
+
 /// Buffer of a writer's file: large writes, a few per staging pool.
 const WRITE_BUFFER: usize = 4 << 20;
 
@@ -864,7 +869,10 @@ impl FileWriter {
                 }) => {
                     let backlog = rx.len() as f64 / self.free.max.max(1) as f64;
                     let at = self.block(&data, frames, (ts_first, ts_last, ts_min), backlog);
-                    self.hand_on(data, frames, at);
+                    // Behind, the reader gets no block: the core is the
+                    // writer's until it has caught up.
+                    let behind = rx.len() >= WRITER_BEHIND;
+                    self.hand_on(data, frames, at, behind);
                 }
                 Ok(Msg::Close) => self.close(),
                 Err(RecvTimeoutError::Timeout) => {}
@@ -1017,11 +1025,11 @@ impl FileWriter {
     }
 
     /// A written block goes to the reader, or (the reader holds too many,
-    /// or there is none) back to the pool; a reader that misses it is told
+    /// the writer is behind, or there is none) back to the pool; a reader that misses it is told
     /// which span of which file it missed.
-    fn hand_on(&mut self, mut data: Vec<u8>, frames: u64, at: Option<(u32, u64)>) {
+    fn hand_on(&mut self, mut data: Vec<u8>, frames: u64, at: Option<(u32, u64)>, behind: bool) {
         if let (Some(h), Some((file_id, offset))) = (&self.hand_on, at) {
-            if h.held.load(Ordering::Relaxed) < h.most {
+            if !behind && h.held.load(Ordering::Relaxed) < h.most {
                 h.held.fetch_add(1, Ordering::Relaxed);
                 let b = StagedBlock {
                     data,
