@@ -399,3 +399,40 @@ fn origin(s: &mut String, m: &Manifest) {
         );
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use store::manifest::LateRecords;
+
+    /// A running capture whose records for some frames are still to be
+    /// built: the summary and every reader's note say how many; once none
+    /// are pending, readers say nothing.
+    #[test]
+    fn records_still_to_build_are_said() {
+        let root = std::env::temp_dir().join(format!("weir-describe-late-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&root);
+        let ds = store::Dataset::create(&root, false).unwrap();
+        let mut m = Manifest::new("capture", "kernel", RowOrder::Flow);
+        m.late_records = Some(LateRecords {
+            built: 1_000,
+            pending: 2_500,
+            lost: 0,
+        });
+        ds.write_manifest(&m).unwrap();
+        let text = describe(&m);
+        assert!(text.contains("1,000 built late"), "{text}");
+        assert!(text.contains("2,500 still to build"), "{text}");
+        let notes = pending_records_notes(std::slice::from_ref(&root));
+        assert_eq!(notes.len(), 1);
+        assert!(notes[0].contains("2,500 frames"), "{}", notes[0]);
+        m.late_records = Some(LateRecords {
+            built: 3_500,
+            pending: 0,
+            lost: 0,
+        });
+        ds.write_manifest(&m).unwrap();
+        assert!(pending_records_notes(std::slice::from_ref(&root)).is_empty());
+        let _ = std::fs::remove_dir_all(&root);
+    }
+}
