@@ -52,7 +52,7 @@ echo
 echo "| run | tool | ready after (ms) | first-second frames | first-second drops |"
 echo "|---|---|---|---|---|"
 # One generator for the whole run (bounded: it stops on its own).
-ip netns exec "$a" "$W" gen -i veth0 --size 1514 --duration $((REPS * 12 + 10))s --flows 1000 \
+ip netns exec "$a" "$W" gen -i veth0 --size 1514 --duration $((REPS * 12 + 10))s --count 1G --flows 1000 \
   >/dev/null 2>&1 &
 gen=$!
 sleep 1

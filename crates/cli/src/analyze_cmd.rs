@@ -196,6 +196,9 @@ pub(crate) fn parse_window(
 
 fn open(datasets: &[PathBuf], out: &OutputArgs, filter: Option<&str>) -> Result<Session, String> {
     let window = parse_window(datasets, out.from.as_deref(), out.to.as_deref())?;
+    for n in crate::describe::pending_records_notes(datasets) {
+        eprintln!("{n}");
+    }
     Session::open(datasets, window, filter, out.threads.unwrap_or(0)).map_err(|e| e.to_string())
 }
 

@@ -84,6 +84,14 @@ pub struct CaptureArgs {
     /// only while the writer falls behind, and given back after.
     #[arg(long = "buffer", alias = "staging", value_parser = parse_size, value_name = "SIZE")]
     buffer: Option<u64>,
+    /// Staged frames the packet records may fall behind the pcap files by,
+    /// all workers together, before the records of further frames are put
+    /// off and built from the pcap files instead (when the records catch
+    /// up, and at the end). 0 builds every record from the pcap files,
+    /// leaving the capture's cores to the capture. Default: a quarter of
+    /// --buffer, at most 64Mi a worker.
+    #[arg(long = "records-lag", value_parser = parse_size, value_name = "SIZE")]
+    records_lag: Option<u64>,
     /// Compress pcap files off the capture path: none, lz4, zstd,
     /// zstd:LEVEL (-7..19), or auto (the zstd level follows the writer's
     /// backlog, down to storing blocks as they are). Compressed files are
@@ -206,6 +214,7 @@ pub fn run(a: CaptureArgs) -> Result<ExitCode, String> {
             rotate_size: a.rotate_size,
             rotate_time: a.rotate_time,
             staging_bytes: a.buffer,
+            records_lag: a.records_lag,
             codec: a.compress,
             direct: !a.no_direct,
             on_full: if a.on_full == "drop" {

@@ -117,6 +117,57 @@ fn drops(s: &mut String, m: &Manifest) {
     if let Some(d) = &m.drops {
         capture_drops(s, d);
     }
+    if let Some(l) = &m.late_records {
+        late_records(s, l);
+    }
+}
+
+/// What a reader of these datasets should know before it answers: a
+/// running capture whose records for some stored frames are still to be
+/// built (readers see the frames that have records).
+pub fn pending_records_notes(datasets: &[std::path::PathBuf]) -> Vec<String> {
+    let mut notes = Vec::new();
+    for d in datasets {
+        let m = store::Dataset::open(d).and_then(|ds| ds.read_manifest());
+        if let Ok(Manifest {
+            late_records: Some(l),
+            ..
+        }) = m
+            && l.pending > 0
+        {
+            notes.push(format!(
+                "note: {}: {} frames in the pcap files have no packet record yet (the capture \
+                 is still building them from the pcap files); the answer leaves them out",
+                d.display(),
+                group_digits(l.pending)
+            ));
+        }
+    }
+    notes
+}
+
+/// Records built from the pcap files rather than as the frames came.
+fn late_records(s: &mut String, l: &store::manifest::LateRecords) {
+    let mut line = format!(
+        "records    {} built late from the pcap files (the record threads had fallen behind)",
+        group_digits(l.built)
+    );
+    if l.pending > 0 {
+        let _ = write!(
+            line,
+            "; {} still to build: their frames are in the pcap files but not yet in the \
+             packet records",
+            group_digits(l.pending)
+        );
+    }
+    if l.lost > 0 {
+        let _ = write!(
+            line,
+            "; {} never built (their pcap file went first)",
+            group_digits(l.lost)
+        );
+    }
+    let _ = writeln!(s, "{line}");
 }
 
 fn capture_drops(s: &mut String, d: &Drops) {
@@ -346,5 +397,42 @@ fn origin(s: &mut String, m: &Manifest) {
             run.elapsed_s,
             group_digits(run.frames_per_s as u64)
         );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use store::manifest::LateRecords;
+
+    /// A running capture whose records for some frames are still to be
+    /// built: the summary and every reader's note say how many; once none
+    /// are pending, readers say nothing.
+    #[test]
+    fn records_still_to_build_are_said() {
+        let root = std::env::temp_dir().join(format!("weir-describe-late-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&root);
+        let ds = store::Dataset::create(&root, false).unwrap();
+        let mut m = Manifest::new("capture", "kernel", RowOrder::Flow);
+        m.late_records = Some(LateRecords {
+            built: 1_000,
+            pending: 2_500,
+            lost: 0,
+        });
+        ds.write_manifest(&m).unwrap();
+        let text = describe(&m);
+        assert!(text.contains("1,000 built late"), "{text}");
+        assert!(text.contains("2,500 still to build"), "{text}");
+        let notes = pending_records_notes(std::slice::from_ref(&root));
+        assert_eq!(notes.len(), 1);
+        assert!(notes[0].contains("2,500 frames"), "{}", notes[0]);
+        m.late_records = Some(LateRecords {
+            built: 3_500,
+            pending: 0,
+            lost: 0,
+        });
+        ds.write_manifest(&m).unwrap();
+        assert!(pending_records_notes(std::slice::from_ref(&root)).is_empty());
+        let _ = std::fs::remove_dir_all(&root);
     }
 }

@@ -413,7 +413,13 @@ fn recover(a: RecoverArgs) -> Result<ExitCode, String> {
     for p in &r.parts_removed {
         println!(
             "weir recover: removed {p} (never finished: its footer was not written; its frames \
-             are in the pcap files, and weir convert of those rebuilds their records)"
+             are in the pcap files)"
+        );
+    }
+    if r.records_built > 0 {
+        println!(
+            "weir recover: built {} packet records from the pcap files, for frames that had none",
+            util::fmt::group_digits(r.records_built)
         );
     }
     for s in &r.stats_recovered {

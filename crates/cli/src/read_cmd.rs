@@ -54,6 +54,11 @@ pub fn run(a: ReadArgs) -> Result<ExitCode, String> {
         ));
     }
     let window = parse_window(&datasets, a.from.as_deref(), a.to.as_deref())?;
+    if !a.quiet {
+        for n in crate::describe::pending_records_notes(&datasets) {
+            eprintln!("{n}");
+        }
+    }
     let opts = ReadOptions {
         datasets,
         filter: rest.join(" "),

@@ -142,6 +142,7 @@ fn in_namespace(ns: &str) {
             // Beyond what is written up front, so each spool also has a
             // thread growing its staging.
             staging_bytes: pcapio::spool::READY_STAGING_BYTES + (8 << 20),
+            records_lag: None,
             codec: Codec::None,
             direct: false,
             on_full: OnFull::Stop,
@@ -224,6 +225,7 @@ fn in_namespace(ns: &str) {
                 rotate_size: None,
                 rotate_time: None,
                 staging_bytes: Some(8 << 20),
+                records_lag: None,
                 codec: Codec::None,
                 direct: false,
                 on_full: OnFull::Stop,

@@ -63,6 +63,11 @@ pub struct Manifest {
     /// collector took (`weir collect`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kafka: Option<KafkaInfo>,
+    /// Packet records built from the pcap files after their frames were
+    /// stored: a capture's record threads fell behind (or `weir recover`
+    /// found frames with no record).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub late_records: Option<LateRecords>,
     /// Every file's size and digest in a hash chain, and the seal over it
     /// and the rest of this manifest (see [`crate::integrity`]). Kept up
     /// to date by [`crate::Dataset::write_manifest`].
@@ -371,7 +376,10 @@ pub struct Drops {
     /// Dropped by the kernel: the receive ring was full.
     pub kernel: u64,
     /// Captured but not written to pcap: staging memory was full, or the
-    /// disk was (then also counted in `pcap_write`).
+    /// disk was (then also counted in `pcap_write`). With pcap and records
+    /// (the default) the records are made from what pcap staged, so these
+    /// frames have no record either (but those of a block cut from a file
+    /// after its write failed may).
     pub pcap: u64,
     /// Of those, frames lost because a write failed (a full disk).
     #[serde(default)]
@@ -525,6 +533,21 @@ pub struct PcapFileEntry {
     pub digest: Option<util::digest::FileDigest>,
 }
 
+/// Records made from the pcap files rather than as the frames came.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LateRecords {
+    /// Records built so far from the pcap files (in the packet files).
+    pub built: u64,
+    /// Frames whose records are still to be built (a running capture);
+    /// readers of the dataset do not see those frames' records yet.
+    #[serde(default)]
+    pub pending: u64,
+    /// Frames whose records can no longer be built: their pcap file was
+    /// removed (retention) or could not be read first.
+    #[serde(default)]
+    pub lost: u64,
+}
+
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct RunInfo {
     pub command: String,
@@ -560,6 +583,7 @@ impl Manifest {
             anonymized: None,
             merge: None,
             kafka: None,
+            late_records: None,
             integrity: None,
         }
     }

@@ -42,6 +42,50 @@ pub fn read_packet_file(path: &Path) -> Result<Vec<PacketRecord>, StoreError> {
     Ok(out)
 }
 
+/// Where each record of one packet file points in the pcap files:
+/// (pcap file id, record offset, interface) of every record that has a
+/// frame there. Reads those three columns only.
+pub fn read_pcap_pointers(path: &Path) -> Result<Vec<(u32, u64, u16)>, StoreError> {
+    let file = File::open(path).map_err(|e| StoreError::io(path, e))?;
+    let b =
+        ParquetRecordBatchReaderBuilder::try_new(file).map_err(|e| StoreError::parquet(path, e))?;
+    let want = ["pcap_file", "pcap_offset", "iface"];
+    let mask = parquet::arrow::ProjectionMask::columns(b.parquet_schema(), want);
+    let reader = b
+        .with_projection(mask)
+        .with_batch_size(64 * 1024)
+        .build()
+        .map_err(|e| StoreError::parquet(path, e))?;
+    let invalid = |message: String| StoreError::Invalid {
+        path: path.to_path_buf(),
+        message,
+    };
+    let mut out = Vec::new();
+    for batch in reader {
+        let batch = batch.map_err(|e| invalid(e.to_string()))?;
+        let col = |name: &str| {
+            batch
+                .column_by_name(name)
+                .ok_or_else(|| invalid(format!("column {name} is missing")))
+        };
+        let file = col("pcap_file")?
+            .as_primitive_opt::<UInt32Type>()
+            .ok_or_else(|| invalid("pcap_file type".into()))?;
+        let offset = col("pcap_offset")?
+            .as_primitive_opt::<UInt64Type>()
+            .ok_or_else(|| invalid("pcap_offset type".into()))?;
+        let iface = col("iface")?
+            .as_primitive_opt::<UInt16Type>()
+            .ok_or_else(|| invalid("iface type".into()))?;
+        for i in 0..batch.num_rows() {
+            if file.is_valid(i) && offset.is_valid(i) {
+                out.push((file.value(i), offset.value(i), iface.value(i)));
+            }
+        }
+    }
+    Ok(out)
+}
+
 /// Converts a batch of the packet table back into records.
 pub fn append_records(batch: &RecordBatch, out: &mut Vec<PacketRecord>) -> Result<(), String> {
     let col = |name: &str| {

@@ -40,6 +40,9 @@ pub struct PcapPolicy {
     /// Staging memory for all workers together (default: an eighth of the
     /// memory available, from 256 MiB to 4 GiB).
     pub staging_bytes: Option<u64>,
+    /// How far the records may fall behind pcap, all workers together
+    /// (`--records-lag`; default from the staging).
+    pub records_lag: Option<u64>,
     pub codec: Codec,
     /// O_DIRECT where the filesystem takes it.
     pub direct: bool,
@@ -299,6 +302,7 @@ fn pcap_out(opts: &CaptureOptions, rings: usize) -> Result<PcapOut, String> {
                 .then_some(opts.records_every)
         }),
         staging_bytes: (staging / rings as u64).max(1 << 20) as usize,
+        records_lag: p.records_lag.map(|b| (b / rings as u64) as usize),
         codec: p.codec,
         direct: p.direct,
         on_full: p.on_full,

@@ -10,6 +10,7 @@
 mod app;
 pub mod capture_run;
 mod convert;
+pub mod late;
 pub mod live;
 pub mod merge;
 pub mod recover;

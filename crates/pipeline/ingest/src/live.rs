@@ -23,7 +23,9 @@ use capture::ring::{
 use capture::shard::{self, Shard, Verdict};
 use pcapio::retention::{RemovedFile, Retention};
 use pcapio::seekable::Codec;
-use pcapio::spool::{OnFull, PcapFileInfo, Spool, SpoolOptions, SpoolReport, SpoolShared, spool};
+use pcapio::spool::{
+    HandOn, OnFull, PcapFileInfo, Spool, SpoolOptions, SpoolReport, SpoolShared, spool,
+};
 use store::manifest::{
     CaptureInfo, Drops, Files, InterfaceEntry, Manifest, PcapFileEntry, RemovedPcapEntry, RunInfo,
     ShardInfo, TimeSpan,
@@ -37,12 +39,14 @@ use crate::worker::{FrameMeta, Worker, WorkerOptions};
 
 mod disk;
 mod manifest;
+mod records;
 mod rings;
 mod sampler;
 mod worker_loop;
 
 use disk::*;
 use manifest::*;
+use records::*;
 use sampler::*;
 use worker_loop::*;
 
@@ -56,6 +60,10 @@ pub struct PcapOut {
     pub rotate: Option<Duration>,
     /// Staging memory per worker.
     pub staging_bytes: usize,
+    /// Staged bytes per worker the records may fall behind the pcap files
+    /// by before further records are built from the files (default: from
+    /// the staging).
+    pub records_lag: Option<usize>,
     pub codec: Codec,
     /// O_DIRECT writes where the filesystem takes them.
     pub direct: bool,
@@ -133,6 +141,12 @@ struct Counters {
     records: AtomicU64,
     /// Of those, records not on disk (a full disk), since the start.
     records_drops: AtomicU64,
+    /// Frames whose records the records thread put off (it fell behind),
+    /// of those the records built since from the pcap files, and those
+    /// that could not be (their file went first).
+    records_late: AtomicU64,
+    records_late_built: AtomicU64,
+    records_late_lost: AtomicU64,
     /// Flows-table slices lost with flows files not written.
     flow_slices_lost: AtomicU64,
     ring_backlog: AtomicU64,
@@ -793,14 +807,10 @@ impl Live<'_> {
     /// records worker with the first file open.
     fn set_up_worker(&self, slot: Slot, rings: usize) -> Result<WorkerCtx, LiveError> {
         let opts = self.opts;
-        let spool = match &opts.pcap {
-            Some(p) => Some(self.start_spool(p, &slot, rings)?),
-            None => None,
-        };
         let records = match (opts.records, self.dataset) {
             (true, Some(d)) => {
                 // Row buffers backed and the first file open before any
-                // frame arrives: the capture path never meets fresh memory.
+                // frame arrives: the records never meet fresh memory.
                 let mut wo = opts.worker;
                 wo.writer.prefault = true;
                 let mut w = Worker::new(slot.worker, d.clone(), wo);
@@ -808,19 +818,56 @@ impl Live<'_> {
                 if let Some(t) = &opts.taps {
                     w.set_tap((t.records)(slot.worker));
                 }
-                if let Err(e) = w.open_file() {
-                    end_spool(spool);
-                    return Err(e.into());
-                }
+                w.open_file()?;
                 Some(w)
             }
             _ => None,
+        };
+        // With pcap, the records are made off the capture thread, from the
+        // blocks the pcap writer has written.
+        let (hand_on, from_writer) = match (&opts.pcap, &records) {
+            (Some(p), Some(_)) => {
+                let (h, rx) = HandOn::new(records_lag_blocks(p.staging_bytes, p.records_lag));
+                (Some(h), Some(rx))
+            }
+            _ => (None, None),
+        };
+        let spool = match &opts.pcap {
+            Some(p) => Some(self.start_spool(p, &slot, rings, hand_on)?),
+            None => None,
+        };
+        let (records, records_thread) = match (records, from_writer, &spool, &opts.pcap) {
+            (Some(worker), Some(from), Some((s, _)), Some(p)) => {
+                let ctx = RecordsCtx {
+                    worker,
+                    from,
+                    link: slot.link,
+                    iface: slot.iface,
+                    pcap_dir: p.dir.clone(),
+                    pcap: s.shared(),
+                    counters: slot.counters.clone(),
+                    disk: self.disk.clone(),
+                    stop: self.stop_flag.clone(),
+                };
+                let t = std::thread::Builder::new()
+                    .name(format!("weir-rec{}", slot.worker))
+                    .spawn(move || run_records(ctx));
+                match t {
+                    Ok(t) => (None, Some(t)),
+                    Err(e) => {
+                        end_spool(spool);
+                        return Err(LiveError::Thread(e));
+                    }
+                }
+            }
+            (records, ..) => (records, None),
         };
         Ok(WorkerCtx {
             handover: slot.handover.clone(),
             slot,
             spool,
             records,
+            records_thread,
             disk: self.disk.clone(),
             stop: self.stop_flag.clone(),
             claimed: self.claimed.clone(),
@@ -834,6 +881,7 @@ impl Live<'_> {
         p: &PcapOut,
         slot: &Slot,
         rings: usize,
+        hand_on: Option<HandOn>,
     ) -> Result<(Spool, JoinHandle<SpoolReport>), LiveError> {
         let single = p.single_name.clone().filter(|_| rings == 1);
         let o = SpoolOptions {
@@ -847,15 +895,14 @@ impl Live<'_> {
             snaplen: self.opts.snaplen,
             rotate_bytes: p.rotate_bytes,
             rotate_ns: p.rotate.map(|d| d.as_nanos() as i64),
-            // A block being filled and the one being written
-            // both fit in a core's L2 cache.
-            block_bytes: 256 << 10,
-            blocks: (p.staging_bytes >> 18).max(4),
+            block_bytes: STAGING_BLOCK,
+            blocks: (p.staging_bytes / STAGING_BLOCK).max(4),
             first_file_id: (slot.worker as u32) << 20,
             codec: p.codec,
             direct: p.direct,
             on_full: p.on_full,
             retention: self.retention.clone(),
+            hand_on,
         };
         let (s, h) = spool(o).map_err(LiveError::Thread)?;
         let _ = slot.counters.spool.set(s.shared());
@@ -946,18 +993,21 @@ impl Live<'_> {
         let removed = (self.retention.as_ref())
             .map(|r| r.removed().0)
             .unwrap_or_default();
+        let late = late_records(watched);
         let now = Announced {
             packets: packets.len(),
             pcap: pcap.len(),
             removed: removed.len(),
+            late,
         };
         if now != *announced {
-            let m = running_manifest(
+            let mut m = running_manifest(
                 base_manifest(self.opts, self.libpcap, watched.len() as u32),
                 packets,
                 &pcap,
                 &removed,
             );
+            m.late_records = late;
             match d.write_manifest(&m) {
                 Ok(_) => *announced = now,
                 // Tried again next second; the manifest on disk stays whole.
@@ -1012,6 +1062,7 @@ impl Live<'_> {
             .to_string();
             c.direct_io = done.direct_io;
         }
+        m.late_records = late_records(watched);
         m.drops = Some(Drops {
             kernel_seen: kernel_total.packets,
             kernel: kernel_total.drops,
@@ -1031,8 +1082,28 @@ impl Live<'_> {
 fn abandon(ctxs: Vec<WorkerCtx>) {
     for ctx in ctxs {
         end_spool(ctx.spool);
+        // Its pcap writer gone, the records thread ends too.
+        if let Some(t) = ctx.records_thread {
+            let _ = t.join();
+        }
     }
 }
+
+/// Blocks the records thread may hold before the pcap writer hands it no
+/// more and names the spans it missed instead: by default a quarter of
+/// the staging, at most 64 MiB (a few seconds of small frames at full
+/// rate), so that the pcap path always has the rest.
+fn records_lag_blocks(staging_bytes: usize, lag: Option<usize>) -> usize {
+    let blocks = staging_bytes / STAGING_BLOCK;
+    match lag {
+        Some(bytes) => (bytes / STAGING_BLOCK).min(blocks / 2),
+        None => (blocks / 4).clamp(4, (64 << 20) / STAGING_BLOCK),
+    }
+}
+
+/// A pcap staging block: the one being filled and the one being written
+/// both fit in a core's L2 cache.
+const STAGING_BLOCK: usize = 256 << 10;
 
 fn end_spool(spool: Option<(Spool, JoinHandle<SpoolReport>)>) {
     if let Some((s, h)) = spool {
@@ -1056,23 +1127,6 @@ fn join_workers(handles: Vec<JoinHandle<WorkerOut>>) -> Result<Joined, LiveError
         if let Some(e) = out.error {
             j.first_error.get_or_insert(e);
         }
-        if let Some(done) = out.records {
-            j.records_files.extend(done.files);
-            j.frame_stats.merge(&done.stats);
-            if let Some(info) = done.rpc {
-                j.rpc_info.get_or_insert_with(Default::default).merge(info);
-            }
-            if let Some(e) = done.rpc_error {
-                j.warnings.push(format!("RPC decoding stopped early: {e}"));
-            }
-            if let Some(info) = done.app {
-                j.app_info.get_or_insert_with(Default::default).merge(info);
-            }
-            if let Some(e) = done.app_error {
-                j.warnings
-                    .push(format!("DNS/TLS/HTTP decoding stopped early: {e}"));
-            }
-        }
         if let Some(h) = out.spool {
             let Ok(report) = h.join() else {
                 panicked = Some(LiveError::Usage(
@@ -1091,6 +1145,43 @@ fn join_workers(handles: Vec<JoinHandle<WorkerOut>>) -> Result<Joined, LiveError
             j.direct_io |= report.direct;
             j.pcap_write_lost += report.frames_lost;
             j.pcap_files.extend(report.files);
+        }
+        // Its pcap writer has ended, so the records thread ends too, once
+        // it has built what it put off.
+        let mut records = out.records;
+        if let Some(t) = out.records_thread {
+            match t.join() {
+                Ok(r) => {
+                    if let Some(e) = r.error {
+                        j.first_error.get_or_insert(e);
+                    }
+                    j.warnings.extend(r.warnings);
+                    records = r.records;
+                }
+                Err(_) => {
+                    panicked = Some(LiveError::Usage(
+                        "a records thread panicked; this is a bug in weir".into(),
+                    ));
+                    continue;
+                }
+            }
+        }
+        if let Some(done) = records {
+            j.records_files.extend(done.files);
+            j.frame_stats.merge(&done.stats);
+            if let Some(info) = done.rpc {
+                j.rpc_info.get_or_insert_with(Default::default).merge(info);
+            }
+            if let Some(e) = done.rpc_error {
+                j.warnings.push(format!("RPC decoding stopped early: {e}"));
+            }
+            if let Some(info) = done.app {
+                j.app_info.get_or_insert_with(Default::default).merge(info);
+            }
+            if let Some(e) = done.app_error {
+                j.warnings
+                    .push(format!("DNS/TLS/HTTP decoding stopped early: {e}"));
+            }
         }
         j.rings.extend(out.rings);
     }

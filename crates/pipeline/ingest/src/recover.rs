@@ -18,6 +18,9 @@ use store::packets::summarize_packet_file;
 use store::stats::{read_stats_file, recover_journal};
 use store::{Dataset, Manifest, StoreError};
 
+use crate::late::{self, LateError};
+use crate::worker::{Worker, WorkerOptions};
+
 /// What recovery did.
 #[derive(Debug, Default)]
 pub struct Recovered {
@@ -28,6 +31,8 @@ pub struct Recovered {
     pub parts_removed: Vec<String>,
     /// The stats files written from the journals.
     pub stats_recovered: Vec<String>,
+    /// Records built from the pcap files for frames that had none.
+    pub records_built: u64,
     /// Nothing needed doing to the files.
     pub already_complete: bool,
     /// The manifest of a complete dataset was signed or its signature
@@ -137,7 +142,18 @@ pub fn recover(
         .pcap_removed
         .retain(|r| !pcap.iter().any(|f| f.id == r.id));
     // Packet records: finished files stay; unfinished ones cannot be read.
-    let packets = packet_files(root, &dirs.packets, &mut out)?;
+    let mut packets = packet_files(root, &dirs.packets, &mut out)?;
+    // Frames that have no record (put off by the record threads, or in a
+    // packet file left unfinished) get theirs from the pcap files.
+    let records_sink = (m.capture.as_ref()).is_some_and(|c| c.sinks.iter().any(|s| s == "records"));
+    if records_sink {
+        let built = build_missing_records(&ds, root, &pcap, &mut packets, &mut out)?;
+        if built > 0 || m.late_records.is_some() {
+            let l = m.late_records.get_or_insert_with(Default::default);
+            l.built += built;
+            l.pending = 0;
+        }
+    }
     remove_flow_parts(&dirs.flows, &mut out)?;
     let stats = stats_files(&dirs.stats, &mut out)?;
 
@@ -312,6 +328,82 @@ fn packet_files(
     Ok(packets)
 }
 
+/// Builds the records of every frame in the pcap files that no packet
+/// file points at, into packet files of their own (numbered after each
+/// worker's last); returns how many.
+fn build_missing_records(
+    ds: &Dataset,
+    root: &Path,
+    pcap: &[PcapFileEntry],
+    packets: &mut Vec<store::PacketFileSummary>,
+    out: &mut Recovered,
+) -> Result<u64, StoreError> {
+    use std::collections::{BTreeMap, BTreeSet};
+    // What the finished packet files cover, per pcap file.
+    let mut covered: BTreeMap<u32, (BTreeSet<u64>, u16)> = BTreeMap::new();
+    for f in packets.iter() {
+        for (file, offset, iface) in store::read::read_pcap_pointers(&root.join(&f.path))? {
+            let e = covered
+                .entry(file)
+                .or_insert_with(|| (BTreeSet::new(), iface));
+            e.0.insert(offset);
+        }
+    }
+    // Each worker's next packet file number.
+    let mut next_seq: BTreeMap<u16, u32> = BTreeMap::new();
+    for f in packets.iter() {
+        if let Some((w, seq)) = packet_file_number(&f.path) {
+            let n = next_seq.entry(w).or_insert(0);
+            *n = (*n).max(seq + 1);
+        }
+    }
+    let mut workers: BTreeMap<u16, Worker> = BTreeMap::new();
+    let mut built = 0u64;
+    let none = (BTreeSet::new(), 0u16);
+    for f in pcap {
+        let path = root.join(&f.path);
+        let (offsets, iface) = covered.get(&f.id).unwrap_or(&none);
+        let late_err = |e: LateError| match e {
+            LateError::Store(e) => e,
+            other => StoreError::Invalid {
+                path: path.clone(),
+                message: other.to_string(),
+            },
+        };
+        let file = late::open_pcap(&path).map_err(late_err)?;
+        let spans = late::uncovered_spans(&file, &path, offsets).map_err(late_err)?;
+        if spans.is_empty() {
+            continue;
+        }
+        let id = (f.id >> 20) as u16;
+        let w = workers.entry(id).or_insert_with(|| {
+            let mut w = Worker::new(id, ds.clone(), WorkerOptions::default());
+            w.set_next_file(next_seq.get(&id).copied().unwrap_or(0));
+            w
+        });
+        for (from, to, _) in spans {
+            let (n, _) = late::build_span(w, &file, &path, f.id, *iface, (from, to), u64::MAX)
+                .map_err(late_err)?;
+            built += n;
+        }
+        // A file of their own per pcap file's missing frames.
+        w.close()?;
+    }
+    for (_, w) in workers {
+        packets.extend(w.finish()?.files);
+    }
+    out.records_built = built;
+    packets.sort_by(|a, b| a.path.cmp(&b.path));
+    Ok(built)
+}
+
+/// (worker, sequence) of a packet file's path (`packets/wWWW-SSSSS.parquet`).
+fn packet_file_number(path: &str) -> Option<(u16, u32)> {
+    let name = path.rsplit('/').next()?.strip_suffix(".parquet")?;
+    let (w, seq) = name.strip_prefix('w')?.split_once('-')?;
+    Some((w.parse().ok()?, seq.parse().ok()?))
+}
+
 /// Flows files are written after their packet file: a part one goes (its
 /// packets are whole, and readers then answer from the packets).
 fn remove_flow_parts(flows_dir: &Path, out: &mut Recovered) -> Result<(), StoreError> {
@@ -381,7 +473,16 @@ fn note_overwritten(m: &mut Manifest, mk: &OverwriteMarker, by: Option<String>) 
 
 #[cfg(test)]
 mod tests {
-    use super::pcap_id;
+    use super::{packet_file_number, pcap_id};
+
+    #[test]
+    fn packet_file_numbers_follow_the_writers_names() {
+        assert_eq!(
+            packet_file_number("packets/w003-00012.parquet"),
+            Some((3, 12))
+        );
+        assert_eq!(packet_file_number("packets/part-0.parquet"), None);
+    }
 
     #[test]
     fn pcap_ids_follow_the_writers_names() {

@@ -95,6 +95,10 @@ pub struct Worker {
     rows_lost: u64,
     /// Flows-table slices lost with flows files that could not be written.
     flow_slices_lost: u64,
+    /// Frames given now are late ones, built from the pcap files: they
+    /// get their packet records, but the RPC and app stages, which follow
+    /// conversations in order, do not see them.
+    late: bool,
 }
 
 /// Packet files the workers of a running capture have finished.
@@ -152,6 +156,21 @@ impl Worker {
             tap: None,
             rows_lost: 0,
             flow_slices_lost: 0,
+            late: false,
+        }
+    }
+
+    /// From now on the frames given are late ones ([`Worker::frame`]
+    /// makes their records only), or again frames as they come.
+    pub fn set_late(&mut self, late: bool) {
+        self.late = late;
+    }
+
+    /// Numbers this worker's next packet file `seq` (and those after it
+    /// from there): for records added to a dataset that has files.
+    pub fn set_next_file(&mut self, seq: u32) {
+        if self.writer.is_none() {
+            self.file_seq = seq;
         }
     }
 
@@ -242,6 +261,7 @@ impl Worker {
         let (rpc, rpc_error) = (&mut self.rpc, &mut self.rpc_error);
         let (tap, handed) = (&mut self.tap, &mut self.handed);
         let (app, app_error) = (&mut self.app, &mut self.app_error);
+        let in_order = !self.late;
         // The record is built where the writer keeps it: no copy.
         let pushed = writer.push_with(|rec| {
             rec.ts_ns = meta.ts_ns;
@@ -263,14 +283,16 @@ impl Worker {
                 segs.extend(SegmentAt::new(*frames, rec, payload.clone()));
                 *frames += 1;
             }
-            if let Some(stage) = app
+            if in_order
+                && let Some(stage) = app
                 && let Some(seg) = SegmentAt::new(0, rec, payload.clone())
                 && let Err(e) = stage.segment(&seg.segment(bytes))
             {
                 *app = None;
                 app_error.get_or_insert(e);
             }
-            if let Some(stage) = rpc
+            if in_order
+                && let Some(stage) = rpc
                 && let Err(e) = stage.decoded(rec, bytes, payload)
             {
                 *rpc = None;

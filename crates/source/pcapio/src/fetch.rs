@@ -149,6 +149,18 @@ impl PcapFile {
         }))
     }
 
+    /// Bytes of the pcap stream (decompressed), header included.
+    pub fn stream_len(&self) -> std::io::Result<u64> {
+        match &self.file {
+            Body::Plain(f, _) => Ok(f.metadata()?.len()),
+            Body::Packed(m) => Ok(m
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .table
+                .decompressed_len()),
+        }
+    }
+
     /// Reads the record at `offset` (as the packet records keep it) into
     /// `data`, replacing its contents.
     pub fn read_at(&self, offset: u64, data: &mut Vec<u8>) -> Result<FetchedFrame, ReadError> {

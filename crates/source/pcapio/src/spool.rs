@@ -70,6 +70,9 @@ pub struct SpoolOptions {
     pub direct: bool,
     pub on_full: OnFull,
     pub retention: Option<Arc<Retention>>,
+    /// Where each block goes once it is written (the packet records of a
+    /// capture), instead of straight back to the pool.
+    pub hand_on: Option<HandOn>,
 }
 
 impl SpoolOptions {
@@ -90,7 +93,123 @@ impl SpoolOptions {
             direct: false,
             on_full: OnFull::Stop,
             retention: None,
+            hand_on: None,
         }
+    }
+}
+
+/// Written blocks handed on to a reader of the frames (the records of a
+/// capture), so that the frames are copied once, into staging, and read
+/// from there off the capture thread. A reader that falls behind never
+/// holds the pcap path up: once it holds `most` blocks, or while the writer
+/// itself is behind, each further block goes back to the pool at once and
+/// the reader is told only which span of which file it missed
+/// ([`Staged::Missed`]), to read from the file later.
+#[derive(Clone)]
+pub struct HandOn {
+    tx: crossbeam_channel::Sender<Staged>,
+    held: Arc<AtomicUsize>,
+    most: usize,
+}
+
+impl std::fmt::Debug for HandOn {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HandOn").field("most", &self.most).finish()
+    }
+}
+
+impl HandOn {
+    /// A hand-on that lets its reader hold at most `most` blocks (0: none,
+    /// the reader is told only what it missed), and the reader's end.
+    pub fn new(most: usize) -> (HandOn, Receiver<Staged>) {
+        let (tx, rx) = unbounded();
+        let held = Arc::new(AtomicUsize::new(0));
+        (HandOn { tx, held, most }, rx)
+    }
+}
+
+/// What a spool's writer hands on, in the order the frames were staged.
+pub enum Staged {
+    Block(StagedBlock),
+    Missed(MissedSpan),
+}
+
+/// Frames of a pcap file the reader was not handed (it held too many
+/// blocks): `from..to` in the file's decompressed pcap stream.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MissedSpan {
+    pub file_id: u32,
+    pub from: u64,
+    pub to: u64,
+    pub frames: u64,
+}
+
+/// A written staging block: its frames as they are in the pcap file. It
+/// goes back to the spool's pool when dropped.
+pub struct StagedBlock {
+    data: Vec<u8>,
+    /// The file the frames are in, and the first frame's offset there.
+    pub file_id: u32,
+    pub offset: u64,
+    pub frames: u64,
+    home: FreeBlocks,
+    held: Arc<AtomicUsize>,
+}
+
+impl StagedBlock {
+    /// The block's frames with their offsets in the file.
+    pub fn frames(&self) -> StagedFrames<'_> {
+        StagedFrames {
+            bytes: &self.data,
+            at: 0,
+            offset: self.offset,
+        }
+    }
+}
+
+impl Drop for StagedBlock {
+    fn drop(&mut self) {
+        let mut data = std::mem::take(&mut self.data);
+        data.clear();
+        self.home.give(data);
+        self.held.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+/// A frame of a [`StagedBlock`].
+#[derive(Clone, Copy, Debug)]
+pub struct StagedFrame<'a> {
+    /// The frame's record offset in its file.
+    pub offset: u64,
+    pub ts_ns: i64,
+    pub wire_len: u32,
+    pub data: &'a [u8],
+}
+
+/// The frames of a staging block, in the spool's own record layout
+/// (little-endian, nanoseconds).
+pub struct StagedFrames<'a> {
+    bytes: &'a [u8],
+    at: usize,
+    offset: u64,
+}
+
+impl<'a> Iterator for StagedFrames<'a> {
+    type Item = StagedFrame<'a>;
+    fn next(&mut self) -> Option<StagedFrame<'a>> {
+        let h = self.bytes.get(self.at..self.at + 16)?;
+        let word = |i: usize| u32::from_le_bytes([h[i], h[i + 1], h[i + 2], h[i + 3]]);
+        let cap = word(8) as usize;
+        let data = self.bytes.get(self.at + 16..self.at + 16 + cap)?;
+        let frame = StagedFrame {
+            offset: self.offset,
+            ts_ns: word(0) as i64 * 1_000_000_000 + word(4) as i64,
+            wire_len: word(12),
+            data,
+        };
+        self.at += 16 + cap;
+        self.offset += 16 + cap as u64;
+        Some(frame)
     }
 }
 
@@ -454,6 +573,7 @@ pub fn spool(opts: SpoolOptions) -> io::Result<(Spool, JoinHandle<SpoolReport>)>
         frame: Vec::new(),
         cur: None,
         report: SpoolReport::default(),
+        hand_on: opts.hand_on.clone(),
     };
     let handle = match std::thread::Builder::new()
         .name(format!("weir-pcap-{}", opts.prefix))
@@ -724,7 +844,12 @@ struct FileWriter {
     frame: Vec<u8>,
     cur: Option<Current>,
     report: SpoolReport,
+    hand_on: Option<HandOn>,
 }
+
+/// Blocks queued for the writer from which it counts as behind: it hands
+/// no block on to the reader until it has caught up (2 MiB of backlog).
+const WRITER_BEHIND: usize = 8;
 
 /// Buffer of a writer's file: large writes, a few per staging pool.
 const WRITE_BUFFER: usize = 4 << 20;
@@ -743,10 +868,11 @@ impl FileWriter {
                     ts_min,
                 }) => {
                     let backlog = rx.len() as f64 / self.free.max.max(1) as f64;
-                    self.block(&data, frames, (ts_first, ts_last, ts_min), backlog);
-                    let mut data = data;
-                    data.clear();
-                    self.free.give(data);
+                    let at = self.block(&data, frames, (ts_first, ts_last, ts_min), backlog);
+                    // Behind, the reader gets no block: the core is the
+                    // writer's until it has caught up.
+                    let behind = rx.len() >= WRITER_BEHIND;
+                    self.hand_on(data, frames, at, behind);
                 }
                 Ok(Msg::Close) => self.close(),
                 Err(RecvTimeoutError::Timeout) => {}
@@ -898,11 +1024,49 @@ impl FileWriter {
         }
     }
 
-    fn block(&mut self, data: &[u8], frames: u64, ts: (i64, i64, i64), backlog: f64) {
+    /// A written block goes to the reader, or (the reader holds too many,
+    /// the writer is behind, or there is none) back to the pool; a reader that misses it is told
+    /// which span of which file it missed.
+    fn hand_on(&mut self, mut data: Vec<u8>, frames: u64, at: Option<(u32, u64)>, behind: bool) {
+        if let (Some(h), Some((file_id, offset))) = (&self.hand_on, at) {
+            if !behind && h.held.load(Ordering::Relaxed) < h.most {
+                h.held.fetch_add(1, Ordering::Relaxed);
+                let b = StagedBlock {
+                    data,
+                    file_id,
+                    offset,
+                    frames,
+                    home: self.free.clone(),
+                    held: h.held.clone(),
+                };
+                // A reader that has gone drops the block: back to the pool.
+                let _ = h.tx.send(Staged::Block(b));
+                return;
+            }
+            let _ = h.tx.send(Staged::Missed(MissedSpan {
+                file_id,
+                from: offset,
+                to: offset + data.len() as u64,
+                frames,
+            }));
+        }
+        data.clear();
+        self.free.give(data);
+    }
+
+    /// Appends a block to the current file; where it went (the file's id
+    /// and the block's offset in its pcap stream) if it was written.
+    fn block(
+        &mut self,
+        data: &[u8],
+        frames: u64,
+        ts: (i64, i64, i64),
+        backlog: f64,
+    ) -> Option<(u32, u64)> {
         let Some(c) = &mut self.cur else {
             self.report.frames_lost += frames;
             self.shared.frames_lost.fetch_add(frames, Ordering::Relaxed);
-            return;
+            return None;
         };
         if c.stale.as_ref().is_some_and(|(until, _)| ts.2 <= *until) {
             // A frame as old as the overwritten file's newest (a clock
@@ -910,11 +1074,12 @@ impl FileWriter {
             // content goes now.
             if let Err(e) = c.out.drop_stale() {
                 self.fail(e);
-                return;
+                return None;
             }
             Self::forget_stale(&mut c.stale);
         }
         let before = c.out.len();
+        let at = (c.info.id, c.info.bytes.max(PCAP_HEADER_LEN));
         let result = match self.container {
             None => c.out.append(data).map(|_| None),
             Some(_) => {
@@ -962,11 +1127,13 @@ impl FileWriter {
                 if let Some(r) = &self.retention {
                     r.open_bytes_changed(grown as i64);
                 }
+                Some(at)
             }
             Err(e) => {
                 // The block is lost with the file's unwritten tail.
                 c.info.frames += frames;
                 self.fail(e);
+                None
             }
         }
     }
@@ -1149,7 +1316,87 @@ mod tests {
             direct: false,
             on_full: OnFull::Stop,
             retention: None,
+            hand_on: None,
         }
+    }
+
+    /// Every staged frame reaches the reader once: in a block handed on
+    /// (at the offset `append` gave it) or in a span it missed, which
+    /// holds exactly the frames left out. Blocks the reader drops go back
+    /// to the pool.
+    #[test]
+    fn hands_on_written_blocks_and_names_what_the_reader_missed() {
+        let dir = std::env::temp_dir().join(format!("weir-spool-handon-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let (hand_on, rx) = HandOn::new(2);
+        let mut o = opts(&dir);
+        o.hand_on = Some(hand_on);
+        let (mut s, writer) = spool(o).unwrap();
+        let mut placed = Vec::new();
+        for i in 0..300u32 {
+            let frame: Vec<u8> = (0..150).map(|b| (b * 3 + i) as u8).collect();
+            let ts = 1_000_000_000 + i as i64 * 1_000_000;
+            while s.backlog() > 4 {
+                std::thread::sleep(std::time::Duration::from_millis(1));
+            }
+            placed.push((s.append(ts, 150 + i, &frame).expect("staged"), ts, frame));
+        }
+        s.finish();
+        let report = writer.join().unwrap();
+        assert!(report.error.is_none());
+        // The reader read nothing while the frames were staged: it holds
+        // two blocks, and missed the rest.
+        let mut seen = std::collections::BTreeMap::new();
+        let (mut blocks, mut missed) = (Vec::new(), Vec::new());
+        for m in rx.try_iter() {
+            match m {
+                Staged::Block(b) => {
+                    for f in b.frames() {
+                        seen.insert(
+                            (b.file_id, f.offset),
+                            (f.ts_ns, f.wire_len, f.data.to_vec()),
+                        );
+                    }
+                    blocks.push(b);
+                }
+                Staged::Missed(span) => missed.push(span),
+            }
+        }
+        assert_eq!(blocks.len(), 2, "held blocks");
+        let in_blocks: u64 = blocks.iter().map(|b| b.frames).sum();
+        assert_eq!(in_blocks, seen.len() as u64);
+        let missed_frames: u64 = missed.iter().map(|m| m.frames).sum();
+        assert_eq!(in_blocks + missed_frames, 300);
+        for ((id, offset), ts, frame) in &placed {
+            let i = ts - 1_000_000_000;
+            match seen.get(&(*id, *offset)) {
+                Some((t, wire, data)) => {
+                    assert_eq!((t, *wire as i64), (ts, 150 + i / 1_000_000));
+                    assert_eq!(&data[..], &frame[..100]);
+                }
+                None => assert!(
+                    missed
+                        .iter()
+                        .any(|m| m.file_id == *id && (m.from..m.to).contains(offset)),
+                    "frame at {id}:{offset} neither handed on nor missed"
+                ),
+            }
+        }
+        // The spans are where the frames are in the files.
+        for m in &missed {
+            let info = report.files.iter().find(|f| f.id == m.file_id).unwrap();
+            let bytes = std::fs::read(dir.join(&info.name)).unwrap();
+            let mut at = m.from as usize;
+            let mut n = 0;
+            while at < m.to as usize {
+                at += 16 + u32::from_le_bytes(bytes[at + 8..at + 12].try_into().unwrap()) as usize;
+                n += 1;
+            }
+            assert_eq!((at as u64, n), (m.to, m.frames));
+        }
+        drop(blocks);
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]

@@ -174,6 +174,8 @@ pub(super) struct Announced {
     pub(super) packets: usize,
     pub(super) pcap: usize,
     pub(super) removed: usize,
+    /// Records put off and built since.
+    pub(super) late: Option<store::manifest::LateRecords>,
 }
 
 #[cfg(test)]

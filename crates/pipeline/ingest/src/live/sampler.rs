@@ -206,6 +206,24 @@ pub(super) fn sample(
 }
 
 /// Flows-table slices the workers lost, together.
+/// Records put off by the records threads so far: built since, still to
+/// build, and lost (their pcap file went first); `None` if none were.
+pub(super) fn late_records(watched: &[Watched]) -> Option<store::manifest::LateRecords> {
+    let sum = |f: fn(&Counters) -> &AtomicU64| -> u64 {
+        (watched.iter())
+            .map(|w| f(&w.counters).load(Ordering::Relaxed))
+            .sum()
+    };
+    let late = sum(|c| &c.records_late);
+    let built = sum(|c| &c.records_late_built);
+    let lost = sum(|c| &c.records_late_lost);
+    (late > 0).then(|| store::manifest::LateRecords {
+        built,
+        pending: late.saturating_sub(built + lost),
+        lost,
+    })
+}
+
 pub(super) fn flow_slices_lost(watched: &[Watched]) -> u64 {
     (watched.iter())
         .map(|w| w.counters.flow_slices_lost.load(Ordering::Relaxed))

@@ -8,6 +8,8 @@ pub(super) struct WorkerOut {
     pub(super) rings: Vec<RxRing>,
     pub(super) records: Option<crate::worker::WorkerDone>,
     pub(super) spool: Option<JoinHandle<SpoolReport>>,
+    /// The records thread (with pcap), which ends after the pcap writer.
+    pub(super) records_thread: Option<JoinHandle<RecordsOut>>,
     pub(super) error: Option<String>,
 }
 
@@ -16,7 +18,9 @@ pub(super) struct WorkerCtx {
     /// The full-size ring to come.
     pub(super) handover: Option<Arc<rings::Handover>>,
     pub(super) spool: Option<(Spool, JoinHandle<SpoolReport>)>,
+    /// Records made on this thread: a capture without pcap.
     pub(super) records: Option<Worker>,
+    pub(super) records_thread: Option<JoinHandle<RecordsOut>>,
     pub(super) disk: DiskWatch,
     pub(super) stop: Arc<AtomicBool>,
     pub(super) claimed: Arc<AtomicU64>,
@@ -30,6 +34,7 @@ pub(super) fn run_worker(ctx: WorkerCtx) -> WorkerOut {
         handover,
         spool,
         mut records,
+        records_thread,
         disk,
         stop,
         claimed,
@@ -263,6 +268,7 @@ pub(super) fn run_worker(ctx: WorkerCtx) -> WorkerOut {
         rings: retired,
         records,
         spool: spool_handle,
+        records_thread,
         error,
     }
 }
