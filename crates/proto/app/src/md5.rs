@@ -49,24 +49,36 @@ fn compress(state: &mut [u32; 4], block: &[u8]) {
         *w = u32::from_le_bytes([b[0], b[1], b[2], b[3]]);
     }
     let [mut a, mut b, mut c, mut d] = *state;
-    for i in 0..64 {
-        let (f, g) = match i / 16 {
-            0 => ((b & c) | (!b & d), i),
-            1 => ((d & b) | (!d & c), (5 * i + 1) % 16),
-            2 => (b ^ c ^ d, (3 * i + 5) % 16),
-            _ => (c ^ (b | !d), (7 * i) % 16),
+    // RFC 1321's four rounds as it writes them: each step updates one of
+    // a, d, c, b in turn. Written out so that the compiler unrolls them
+    // (a loop that chose the round's function per step ran at half speed).
+    macro_rules! round {
+        ($r:expr, $f:expr, $g:expr) => {
+            for j in 0..4 {
+                let i = $r * 16 + 4 * j;
+                let step = |x: u32, f: u32, y: u32, i: usize| {
+                    y.wrapping_add(
+                        x.wrapping_add(f)
+                            .wrapping_add(K[i])
+                            .wrapping_add(m[$g(i) % 16])
+                            .rotate_left(S[i]),
+                    )
+                };
+                a = step(a, $f(b, c, d), b, i);
+                d = step(d, $f(a, b, c), a, i + 1);
+                c = step(c, $f(d, a, b), d, i + 2);
+                b = step(b, $f(c, d, a), c, i + 3);
+            }
         };
-        let t = d;
-        d = c;
-        c = b;
-        b = b.wrapping_add(
-            a.wrapping_add(f)
-                .wrapping_add(K[i])
-                .wrapping_add(m[g])
-                .rotate_left(S[i]),
-        );
-        a = t;
     }
+    round!(0, |x: u32, y: u32, z: u32| (x & y) | (!x & z), |i: usize| i);
+    round!(
+        1,
+        |x: u32, y: u32, z: u32| (z & x) | (!z & y),
+        |i: usize| 5 * i + 1
+    );
+    round!(2, |x: u32, y: u32, z: u32| x ^ y ^ z, |i: usize| 3 * i + 5);
+    round!(3, |x: u32, y: u32, z: u32| y ^ (x | !z), |i: usize| 7 * i);
     for (s, v) in state.iter_mut().zip([a, b, c, d]) {
         *s = s.wrapping_add(v);
     }

@@ -251,15 +251,15 @@ impl ClientHello {
     /// The JA3 string: version, ciphers, extensions, groups, point
     /// formats; lists dash-separated, GREASE left out.
     pub fn ja3_string(&self) -> String {
-        use std::fmt::Write;
         let mut s = String::with_capacity(256);
-        let _ = write!(s, "{},", self.version);
+        push_decimal(&mut s, self.version);
+        s.push(',');
         let list = |s: &mut String, vals: &mut dyn Iterator<Item = u16>| {
             for (i, v) in vals.enumerate() {
                 if i > 0 {
                     s.push('-');
                 }
-                let _ = write!(s, "{v}");
+                push_decimal(s, v);
             }
         };
         list(
@@ -293,7 +293,6 @@ impl ClientHello {
     /// extensions (SNI and ALPN left out) and the signature algorithms as
     /// sent.
     pub fn ja4(&self) -> String {
-        use std::fmt::Write;
         let version = match self.max_version() {
             0x0304 => "13",
             0x0303 => "12",
@@ -330,15 +329,17 @@ impl ClientHello {
             _ => ['0', '0'],
         };
         let mut s = String::with_capacity(36);
-        let _ = write!(
-            s,
-            "t{version}{}{:02}{:02}{}{}_",
-            if self.sni.is_some() { 'd' } else { 'i' },
-            ciphers.len().min(99),
-            exts.len().min(99),
-            alpn[0],
-            alpn[1]
-        );
+        s.push('t');
+        s.push_str(version);
+        s.push(if self.sni.is_some() { 'd' } else { 'i' });
+        for n in [ciphers.len(), exts.len()] {
+            let n = n.min(99) as u8;
+            s.push((b'0' + n / 10) as char);
+            s.push((b'0' + n % 10) as char);
+        }
+        s.push(alpn[0]);
+        s.push(alpn[1]);
+        s.push('_');
         ciphers.sort_unstable();
         let mut text = String::with_capacity(256);
         hex_list(&mut text, &ciphers);
@@ -360,14 +361,37 @@ impl ClientHello {
     }
 }
 
-/// `v` as comma-separated 4-digit lowercase hex.
+/// `v` in decimal. By hand rather than through `core::fmt`, which was
+/// most of a JA3's cost.
+fn push_decimal(s: &mut String, v: u16) {
+    let mut digits = [0u8; 5];
+    let mut at = digits.len();
+    let mut v = v;
+    loop {
+        at -= 1;
+        digits[at] = b'0' + (v % 10) as u8;
+        v /= 10;
+        if v == 0 {
+            break;
+        }
+    }
+    for &d in &digits[at..] {
+        s.push(d as char);
+    }
+}
+
+const HEX_DIGITS: &[u8; 16] = b"0123456789abcdef";
+
+/// `v` as comma-separated 4-digit lowercase hex (by hand, as
+/// [`push_decimal`]).
 fn hex_list(s: &mut String, v: &[u16]) {
-    use std::fmt::Write;
-    for (i, x) in v.iter().enumerate() {
+    for (i, &x) in v.iter().enumerate() {
         if i > 0 {
             s.push(',');
         }
-        let _ = write!(s, "{x:04x}");
+        for shift in [12, 8, 4, 0] {
+            s.push(HEX_DIGITS[(x >> shift) as usize & 0xf] as char);
+        }
     }
 }
 
@@ -380,18 +404,21 @@ fn hash12(s: &mut String, text: &str, nothing: bool) {
     }
     use sha2::Digest;
     let d = sha2::Sha256::digest(text.as_bytes());
-    s.push_str(&hex(&d[..6]));
+    push_hex(s, &d[..6]);
 }
 
 /// Lowercase hex of `b`.
 pub fn hex(b: &[u8]) -> String {
-    const DIGITS: &[u8; 16] = b"0123456789abcdef";
     let mut s = String::with_capacity(b.len() * 2);
-    for &x in b {
-        s.push(DIGITS[(x >> 4) as usize] as char);
-        s.push(DIGITS[(x & 0xf) as usize] as char);
-    }
+    push_hex(&mut s, b);
     s
+}
+
+fn push_hex(s: &mut String, b: &[u8]) {
+    for &x in b {
+        s.push(HEX_DIGITS[(x >> 4) as usize] as char);
+        s.push(HEX_DIGITS[(x & 0xf) as usize] as char);
+    }
 }
 
 impl ServerHello {

@@ -258,12 +258,36 @@ pub struct Tracker {
     pub http: Vec<HttpRecord>,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct FlowKey {
     lo: [u8; 16],
     hi: [u8; 16],
     lo_port: u16,
     hi_port: u16,
+}
+
+/// Five words, where the derived hash fed the hasher byte slices (each
+/// copied to a word in a loop): the key is hashed on every TCP segment.
+impl std::hash::Hash for FlowKey {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        let word = |b: &[u8; 16], i: usize| {
+            u64::from_le_bytes([
+                b[i],
+                b[i + 1],
+                b[i + 2],
+                b[i + 3],
+                b[i + 4],
+                b[i + 5],
+                b[i + 6],
+                b[i + 7],
+            ])
+        };
+        state.write_u64(word(&self.lo, 0));
+        state.write_u64(word(&self.lo, 8));
+        state.write_u64(word(&self.hi, 0));
+        state.write_u64(word(&self.hi, 8));
+        state.write_u64((self.lo_port as u64) << 16 | self.hi_port as u64);
+    }
 }
 
 fn is_dns_port(p: u16) -> bool {
@@ -543,14 +567,18 @@ impl Tracker {
         if seg.tcp_flags & FIN != 0 {
             dir.fin = true;
         }
+        // Only this function sets `fin`: known before the data is decoded,
+        // without another look-up after it.
+        let end = seg.tcp_flags & RST != 0 || (flow.dirs[0].fin && flow.dirs[1].fin);
         if !data.is_empty() && !flow.dirs[d].done {
-            self.data(key, from_client, seg, data);
+            // A flow already told apart goes to its decoder at once (one
+            // look-up the fewer).
+            match flow.kind {
+                Kind::Tls => self.tls_data(key, from_client, seg, data),
+                Kind::Http => self.http_data(key, from_client, seg, data),
+                _ => self.data(key, from_client, seg, data),
+            }
         }
-        let end = seg.tcp_flags & RST != 0
-            || self
-                .flows
-                .get(&key)
-                .is_some_and(|f| f.dirs[0].fin && f.dirs[1].fin);
         if end && let Some(f) = self.flows.remove(&key) {
             self.finish_flow(f);
         }
