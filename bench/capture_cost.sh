@@ -22,8 +22,8 @@
 #   bench/capture_cost.sh 5 64 300000 /dev/shm      # steady state, small frames
 #   bench/capture_cost.sh 5 1514 0 /var/tmp/weir    # the generator's maximum, to disk
 set -euo pipefail
-W=${WEIR:-$(cd "$(dirname "$0")/.." && pwd)/target/release/weir}
-[ -x "$W" ] || W=${CARGO_TARGET_DIR:-$HOME/.cache/weir/target}/release/weir
+. "$(dirname "$0")/lib.sh"
+W=$(weir_binary)
 REPS=${1:-5}
 SIZE=${2:-64}
 RATE=${3:-300000}
@@ -37,14 +37,10 @@ cleanup() {
   rm -rf "$work"
 }
 trap cleanup EXIT
-ip netns add "$a"
-ip netns add "$b"
-ip -n "$a" link add veth0 type veth peer name veth0 netns "$b"
-for ns in "$a" "$b"; do ip -n "$ns" link set lo up; ip -n "$ns" link set veth0 up; done
+veth_pair "$a" "$b"
 mkdir -p "$work"
 
 ticks() { awk '{print $14+$15}' "/proc/$1/stat" 2>/dev/null || echo 0; }
-median() { tr ' ' '\n' | grep -v '^$' | sort -g | awk '{v[NR]=$1} END {if (NR) print (NR%2 ? v[(NR+1)/2] : (v[NR/2]+v[NR/2+1])/2); else print "-"}'; }
 hz=$(getconf CLK_TCK)
 rate_arg=()
 [ "$RATE" != 0 ] && rate_arg=(--rate "$RATE")

@@ -10,17 +10,15 @@
 #   bench/capture_quick.sh 64 -o /dev/shm/cq/ds -j 1 --pcap
 #   bench/capture_quick.sh 1514 -o /dev/shm/cq/ds -j 2
 set -euo pipefail
-W=${WEIR:-$(dirname "$0")/../target/release/weir}
+. "$(dirname "$0")/lib.sh"
+W=$(weir_binary)
 size=$1
 shift
 a=weir-cq-a b=weir-cq-b
 cleanup() { ip netns del "$a" 2>/dev/null || true; ip netns del "$b" 2>/dev/null || true; rm -rf /dev/shm/cq; }
 trap cleanup EXIT
 cleanup
-ip netns add "$a"
-ip netns add "$b"
-ip -n "$a" link add veth0 type veth peer name veth0 netns "$b"
-for ns in "$a" "$b"; do ip -n "$ns" link set lo up; ip -n "$ns" link set veth0 up; done
+veth_pair "$a" "$b"
 mkdir -p /dev/shm/cq
 ip netns exec "$b" taskset -c 1 "$W" capture -i veth0 "$@" --duration 6s udp \
   > /dev/shm/cq/out.txt 2> /dev/shm/cq/err.txt &

@@ -11,7 +11,8 @@
 #   bench/soak.sh [SIZE]        # frame size, default 800
 #   SOAK_SECONDS=60 WEIR=target/release/weir bench/soak.sh
 set -euo pipefail
-W=${WEIR:-$(dirname "$0")/../target/release/weir}
+. "$(dirname "$0")/lib.sh"
+W=$(weir_binary)
 size=${1:-800}
 seconds=${SOAK_SECONDS:-600}
 dir=${SOAK_DIR:-/var/tmp/weir-soak}
@@ -21,10 +22,7 @@ trap cleanup EXIT
 cleanup
 rm -rf "$dir"
 mkdir -p "$dir"
-ip netns add "$a"
-ip netns add "$b"
-ip -n "$a" link add veth0 type veth peer name veth0 netns "$b"
-for ns in "$a" "$b"; do ip -n "$ns" link set lo up; ip -n "$ns" link set veth0 up; done
+veth_pair "$a" "$b"
 
 # The generator's maximum on this pair, alone, then half of it.
 max=$(ip netns exec "$a" "$W" gen -i veth0 --size "$size" --rate max --duration 3s --flows 1000 \

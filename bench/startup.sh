@@ -13,8 +13,8 @@
 #
 #   bench/startup.sh [REPS] [weir capture options...]   (as root)
 set -euo pipefail
-W=${WEIR:-$(cd "$(dirname "$0")/.." && pwd)/target/release/weir}
-[ -x "$W" ] || W=${CARGO_TARGET_DIR:-$HOME/.cache/weir/target}/release/weir
+. "$(dirname "$0")/lib.sh"
+W=$(weir_binary)
 REPS=${1:-5}
 shift || true
 a=weir-su-a-$$ b=weir-su-b-$$
@@ -27,10 +27,7 @@ cleanup() {
   rm -rf "$work"
 }
 trap cleanup EXIT
-ip netns add "$a"
-ip netns add "$b"
-ip -n "$a" link add veth0 type veth peer name veth0 netns "$b"
-for ns in "$a" "$b"; do ip -n "$ns" link set lo up; ip -n "$ns" link set veth0 up; done
+veth_pair "$a" "$b"
 mkdir -p "$work"
 
 now_ms() { date +%s%3N; }
@@ -43,8 +40,6 @@ ready_after() {
   done
   echo never
 }
-median() { tr ' ' '\n' | grep -v '^$' | sort -n | awk '{v[NR]=$1} END {print (NR%2 ? v[(NR+1)/2] : (v[NR/2]+v[NR/2+1])/2)}'; }
-worst() { tr ' ' '\n' | grep -v '^$' | sort -n | tail -1; }
 
 echo "# start-up, launches 3 s apart: $(nproc) cores, $(uname -r), weir $("$W" --version 2>/dev/null | head -1)"
 echo "# weir capture $* ; load: $(uptime | sed 's/.*load average: //')"

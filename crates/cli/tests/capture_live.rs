@@ -1418,7 +1418,8 @@ fn a_full_disk_with_on_full_drop_counts_what_is_lost_and_resumes() {
     };
     let frames = m["counts"]["frames"].as_u64().unwrap();
     let (records_lost, pcap_lost) = (count("records_write"), count("pcap"));
-    assert!(records_lost > 0, "{m}");
+    // The records are made from what pcap wrote: those of frames pcap
+    // kept may or may not have met the full disk (`records_lost`).
     assert!(pcap_lost > 0, "{m}");
     // Stats rows wait in memory while the disk is full: none lost here.
     assert_eq!(count("stats_write"), 0, "{m}");

@@ -513,6 +513,7 @@ impl Opened {
         let mut sampler = Sampler {
             prev: vec![[0; 8]; watched.len()],
             held: Default::default(),
+            pcap_full: false,
             held_limit: STATS_HELD_SECONDS * watched.len().max(1),
             stats_lost: 0,
             watched,
@@ -711,6 +712,32 @@ struct Joined {
     pcap_write_lost: u64,
     direct_io: bool,
     warnings: Vec<String>,
+}
+
+impl Joined {
+    /// What one worker's records made.
+    fn add_records(&mut self, done: crate::worker::WorkerDone) {
+        self.records_files.extend(done.files);
+        self.frame_stats.merge(&done.stats);
+        if let Some(info) = done.rpc {
+            self.rpc_info
+                .get_or_insert_with(Default::default)
+                .merge(info);
+        }
+        if let Some(e) = done.rpc_error {
+            self.warnings
+                .push(format!("RPC decoding stopped early: {e}"));
+        }
+        if let Some(info) = done.app {
+            self.app_info
+                .get_or_insert_with(Default::default)
+                .merge(info);
+        }
+        if let Some(e) = done.app_error {
+            self.warnings
+                .push(format!("DNS/TLS/HTTP decoding stopped early: {e}"));
+        }
+    }
 }
 
 /// How the capture ended, for its manifest.
@@ -1082,9 +1109,10 @@ impl Live<'_> {
 fn abandon(ctxs: Vec<WorkerCtx>) {
     for ctx in ctxs {
         end_spool(ctx.spool);
-        // Its pcap writer gone, the records thread ends too.
-        if let Some(t) = ctx.records_thread {
-            let _ = t.join();
+        // Its pcap writer gone, the records thread ends too (its file,
+        // opened ahead of frames that never came, goes).
+        if let Some(Ok(r)) = ctx.records_thread.map(|t| t.join()) {
+            let _ = finish_records(r);
         }
     }
 }
@@ -1117,6 +1145,7 @@ fn end_spool(spool: Option<(Spool, JoinHandle<SpoolReport>)>) {
 fn join_workers(handles: Vec<JoinHandle<WorkerOut>>) -> Result<Joined, LiveError> {
     let mut j = Joined::default();
     let mut panicked = None;
+    let mut unfinished = Vec::new();
     for h in handles {
         let Ok(out) = h.join() else {
             panicked = Some(LiveError::Usage(
@@ -1146,44 +1175,51 @@ fn join_workers(handles: Vec<JoinHandle<WorkerOut>>) -> Result<Joined, LiveError
             j.pcap_write_lost += report.frames_lost;
             j.pcap_files.extend(report.files);
         }
-        // Its pcap writer has ended, so the records thread ends too, once
-        // it has built what it put off.
-        let mut records = out.records;
+        // Its pcap writer has ended, so the records thread ends too; what
+        // it put off is built after, below.
         if let Some(t) = out.records_thread {
             match t.join() {
-                Ok(r) => {
-                    if let Some(e) = r.error {
-                        j.first_error.get_or_insert(e);
-                    }
-                    j.warnings.extend(r.warnings);
-                    records = r.records;
-                }
+                Ok(r) => unfinished.push(r),
                 Err(_) => {
                     panicked = Some(LiveError::Usage(
                         "a records thread panicked; this is a bug in weir".into(),
                     ));
-                    continue;
                 }
             }
         }
-        if let Some(done) = records {
-            j.records_files.extend(done.files);
-            j.frame_stats.merge(&done.stats);
-            if let Some(info) = done.rpc {
-                j.rpc_info.get_or_insert_with(Default::default).merge(info);
-            }
-            if let Some(e) = done.rpc_error {
-                j.warnings.push(format!("RPC decoding stopped early: {e}"));
-            }
-            if let Some(info) = done.app {
-                j.app_info.get_or_insert_with(Default::default).merge(info);
-            }
-            if let Some(e) = done.app_error {
-                j.warnings
-                    .push(format!("DNS/TLS/HTTP decoding stopped early: {e}"));
-            }
+        if let Some(done) = out.records {
+            j.add_records(done);
         }
         j.rings.extend(out.rings);
+    }
+    // Every worker's late records, side by side, on threads of the
+    // capture's own priority (the records threads ran at the lowest).
+    let finishing: Vec<_> = unfinished
+        .into_iter()
+        .map(|r| {
+            std::thread::Builder::new()
+                .name("weir-late".into())
+                .spawn(move || finish_records(r))
+        })
+        .collect();
+    for t in finishing {
+        match t.map_err(LiveError::Thread).map(|t| t.join()) {
+            Ok(Ok(r)) => {
+                if let Some(e) = r.error {
+                    j.first_error.get_or_insert(e);
+                }
+                j.warnings.extend(r.warnings);
+                if let Some(done) = r.records {
+                    j.add_records(done);
+                }
+            }
+            Ok(Err(_)) => {
+                panicked = Some(LiveError::Usage(
+                    "building the late records panicked; this is a bug in weir".into(),
+                ))
+            }
+            Err(e) => panicked = Some(e),
+        }
     }
     match panicked {
         Some(e) => Err(e),

@@ -252,6 +252,8 @@ pub struct SpoolReport {
 pub struct SpoolShared {
     /// The writer has no file to write to (a write error, a full disk).
     failed: AtomicBool,
+    /// Of those, because the disk was full: cleared when a file opens.
+    pub disk_full: AtomicBool,
     /// `--on-full stop` and the disk filled: the capture should end.
     pub stop_wanted: AtomicBool,
     /// Staged frames the writer could not write.
@@ -918,6 +920,7 @@ impl FileWriter {
                 let full = is_full(&e);
                 self.error(format!("{}: {e}{}", part.display(), advice(&e)));
                 self.shared.failed.store(true, Ordering::Relaxed);
+                self.shared.disk_full.store(full, Ordering::Relaxed);
                 if full && self.on_full == OnFull::Stop {
                     self.shared.stop_wanted.store(true, Ordering::Relaxed);
                 }
@@ -962,6 +965,7 @@ impl FileWriter {
                 c.ends.push_back((c.out.len(), 0, None));
                 self.cur = Some(c);
                 self.shared.failed.store(false, Ordering::Relaxed);
+                self.shared.disk_full.store(false, Ordering::Relaxed);
                 if let Some(r) = &self.retention {
                     r.open_bytes_changed(n as i64);
                 }
@@ -1146,6 +1150,7 @@ impl FileWriter {
         let full = is_full(&e);
         self.error(format!("{}: {e}{}", c.part.display(), advice(&e)));
         self.shared.failed.store(true, Ordering::Relaxed);
+        self.shared.disk_full.store(full, Ordering::Relaxed);
         if full && self.on_full == OnFull::Stop {
             self.shared.stop_wanted.store(true, Ordering::Relaxed);
         }

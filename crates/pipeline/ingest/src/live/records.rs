@@ -1,9 +1,9 @@
 //! A worker's packet records, off its capture thread: the pcap writer hands
 //! each block it has written on to this thread, which makes the records of
 //! the block's frames (decode, flows, the app and RPC stages, Parquet) and
-//! gives the block back to the staging pool. It runs below every ordinary
-//! thread (SCHED_IDLE), so on a core shared with the capture it takes only
-//! the time the capture leaves.
+//! gives the block back to the staging pool. It runs at the lowest nice
+//! level while the capture lasts, so on a core shared with the capture it
+//! takes little more than the time the capture leaves.
 //!
 //! When it falls behind, the writer stops handing blocks on and names the
 //! spans of the pcap files this thread missed; their records are built
@@ -59,24 +59,25 @@ impl LateSpans {
     }
 }
 
-/// Puts the calling thread below every ordinary thread (SCHED_IDLE): on a
-/// core it shares with the capture and the pcap writer it runs only in
-/// the time they leave, so a busy core puts records off rather than drop
-/// frames; where a core is free it runs at full speed. Where the policy is
-/// refused, the lowest nice level instead.
-fn run_below_capture() {
-    // SAFETY: plain system calls on this thread's own id (Linux applies
-    // both to a thread id as to one thread).
+/// Sets the calling thread's nice level (Linux applies `setpriority` to a
+/// thread id as to one thread). While the capture runs the records thread
+/// is at the lowest level: on a core it shares with the capture and the
+/// pcap writer it takes little more than the time they leave, so a busy
+/// core puts records off rather than drop frames, and where a core is
+/// free it runs at full speed. Once the capture has ended the records are
+/// the job: [`finish_records`] runs at the capture's own level.
+fn set_nice(level: libc::c_int) {
+    // SAFETY: a plain system call on this thread's own id.
     unsafe {
-        let tid = libc::syscall(libc::SYS_gettid) as libc::pid_t;
-        let param = libc::sched_param { sched_priority: 0 };
-        if libc::sched_setscheduler(tid, libc::SCHED_IDLE, &param) != 0 {
-            libc::setpriority(libc::PRIO_PROCESS, tid as libc::id_t, 19);
-        }
+        let tid = libc::syscall(libc::SYS_gettid) as libc::id_t;
+        libc::setpriority(libc::PRIO_PROCESS, tid, level);
     }
 }
 
-struct Records {
+/// The lowest nice level.
+const BELOW_CAPTURE: libc::c_int = 19;
+
+pub(super) struct Records {
     w: Worker,
     link: LinkType,
     iface: u16,
@@ -96,8 +97,11 @@ struct Records {
     late_file: Option<(u32, PathBuf, pcapio::fetch::PcapFile)>,
 }
 
-pub(super) fn run_records(ctx: RecordsCtx) -> RecordsOut {
-    run_below_capture();
+/// The records thread while the capture runs: the blocks the pcap writer
+/// hands on, and late records when none waits. Returns, once the writer
+/// has ended, what is left to do ([`finish_records`]).
+pub(super) fn run_records(ctx: RecordsCtx) -> Records {
+    set_nice(BELOW_CAPTURE);
     let mut r = Records {
         w: ctx.worker,
         link: ctx.link,
@@ -145,7 +149,14 @@ pub(super) fn run_records(ctx: RecordsCtx) -> RecordsOut {
         // Nothing new waiting: time for the records put off.
         building = ctx.from.is_empty() && r.build_late(LATE_BATCH, false);
     }
-    // The files are all finished now: every late span gets its records.
+    r
+}
+
+/// The records of a capture that has ended: every late span's, built from
+/// the pcap files (all finished now), then the last packet file closed.
+/// Run on a thread of the capture's own priority (one the records thread
+/// started at the lowest level could not raise it back without privilege).
+pub(super) fn finish_records(mut r: Records) -> RecordsOut {
     while !r.late.spans.is_empty() {
         r.build_late(u64::MAX, true);
     }

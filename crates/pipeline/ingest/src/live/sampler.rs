@@ -46,6 +46,8 @@ impl Watched {
 pub(super) struct Sampler {
     pub(super) watched: Vec<Watched>,
     pub(super) prev: Vec<[u64; 8]>,
+    /// A pcap writer had met a full disk at the last sample.
+    pub(super) pcap_full: bool,
     /// Rows sampled while the disk is full (`--on-full drop`), oldest first.
     pub(super) held: std::collections::VecDeque<StatsRow>,
     pub(super) held_limit: usize,
@@ -112,6 +114,17 @@ impl Sampler {
             }
             self.held = queue;
         }
+        // A pcap writer that has just met a full disk (the records, made
+        // from what pcap wrote, then write nothing that would meet it)
+        // says so too; once, not every second it stays so.
+        let pcap_full = self
+            .watched
+            .iter()
+            .any(|w| (w.counters.spool.get()).is_some_and(|s| s.disk_full.load(Ordering::Relaxed)));
+        if pcap_full && !self.pcap_full {
+            self.disk.hit();
+        }
+        self.pcap_full = pcap_full;
         second.disk_full = self.disk.dropping();
         Ok(second)
     }

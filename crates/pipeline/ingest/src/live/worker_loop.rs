@@ -9,7 +9,7 @@ pub(super) struct WorkerOut {
     pub(super) records: Option<crate::worker::WorkerDone>,
     pub(super) spool: Option<JoinHandle<SpoolReport>>,
     /// The records thread (with pcap), which ends after the pcap writer.
-    pub(super) records_thread: Option<JoinHandle<RecordsOut>>,
+    pub(super) records_thread: Option<JoinHandle<Records>>,
     pub(super) error: Option<String>,
 }
 
@@ -20,7 +20,7 @@ pub(super) struct WorkerCtx {
     pub(super) spool: Option<(Spool, JoinHandle<SpoolReport>)>,
     /// Records made on this thread: a capture without pcap.
     pub(super) records: Option<Worker>,
-    pub(super) records_thread: Option<JoinHandle<RecordsOut>>,
+    pub(super) records_thread: Option<JoinHandle<Records>>,
     pub(super) disk: DiskWatch,
     pub(super) stop: Arc<AtomicBool>,
     pub(super) claimed: Arc<AtomicU64>,
