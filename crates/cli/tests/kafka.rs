@@ -380,11 +380,11 @@ fn a_broker_stopped_mid_stream_costs_counted_records_and_no_frames() {
     // batches wait in librdkafka's buffer until purged (failed) depends on
     // how far the records thread, which feeds the stream and runs in the
     // time the capture leaves, kept pace with the traffic on a busy
-    // machine; either way every record is counted.
+    // machine; either way every record is counted. (The stats rows, sent
+    // beside the records, are dropped only when the queue fills.)
     assert!(
         n("records_failed") > 0,
         "nothing was left for the broker: {k}"
     );
-    assert!(n("stats_dropped") > 0, "{k}");
     eprintln!("the stream across the broker stop: {k}");
 }
