@@ -194,8 +194,9 @@ fn captures_exactly_what_was_sent() {
     assert_eq!(st.iter().map(|r| r.records).sum::<u64>(), 3000);
 }
 
-/// Packet sockets receiving in the namespace of process `pid`
-/// (/proc/PID/net/packet, its column R), by interface index.
+/// Packet sockets receiving every frame in the namespace of process `pid`
+/// (/proc/PID/net/packet: running, protocol ETH_P_ALL), by interface
+/// index.
 fn receiving_packet_sockets(pid: i32) -> Vec<String> {
     let table = std::fs::read_to_string(format!("/proc/{pid}/net/packet")).unwrap_or_default();
     table
@@ -203,7 +204,8 @@ fn receiving_packet_sockets(pid: i32) -> Vec<String> {
         .skip(1)
         .filter_map(|l| {
             let cols: Vec<&str> = l.split_whitespace().collect();
-            (cols.get(5) == Some(&"1")).then(|| cols.get(4).unwrap_or(&"?").to_string())
+            (cols.get(3) == Some(&"0003") && cols.get(5) == Some(&"1"))
+                .then(|| cols.get(4).unwrap_or(&"?").to_string())
         })
         .collect()
 }
