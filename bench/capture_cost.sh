@@ -103,7 +103,7 @@ print(n)
 EOF
 }
 
-json() { python3 -c "import json,sys; m=json.load(open(sys.argv[1])); print($2)" "$work/out/ds/manifest.json"; }
+json() { python3 -c "import json,sys; m=json.load(open(sys.argv[1])); print($1)" "$work/out/ds/manifest.json"; }
 
 declare -A WIN WHOLE KEPT GEN SOFT
 cap_pid=
@@ -163,6 +163,9 @@ run() {
     kill -INT "$pid" 2>/dev/null || true
     for _ in $(seq 30); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
     kill -9 "$pid" 2>/dev/null || true
+  elif [ "$tool" = none ]; then
+    # (A child killed by SIGINT would make this shell act as if it got one.)
+    kill -TERM "$pid" 2>/dev/null || true
   else
     sleep 0.5
     kill -INT "$pid" 2>/dev/null || true
