@@ -886,25 +886,89 @@ struct FileWriter {
 /// Buffer of a writer's file: large writes, a few per staging pool.
 const WRITE_BUFFER: usize = 4 << 20;
 
+/// Staged blocks queued for the writer go to the file in one write of up
+/// to this much.
+const STAGED_WRITE: usize = 4 << 20;
+
+/// A staging block the writer has taken.
+struct Incoming {
+    data: AlignedBuf,
+    lead: usize,
+    frames: u64,
+    /// First, last and oldest frame.
+    ts: (i64, i64, i64),
+}
+
+impl Incoming {
+    fn of(m: Msg) -> Option<Incoming> {
+        match m {
+            Msg::Block {
+                data,
+                lead,
+                frames,
+                ts_first,
+                ts_last,
+                ts_min,
+            } => Some(Incoming {
+                data,
+                lead,
+                frames,
+                ts: (ts_first, ts_last, ts_min),
+            }),
+            _ => None,
+        }
+    }
+}
+
+/// Bytes of frames in the blocks of `batch`.
+fn batch_bytes(batch: &[Msg]) -> usize {
+    batch
+        .iter()
+        .map(|m| match m {
+            Msg::Block { data, lead, .. } => data.len() - lead,
+            _ => 0,
+        })
+        .sum()
+}
+
 impl FileWriter {
     fn run(mut self, rx: Receiver<Msg>) -> SpoolReport {
         let mut last_sync = Instant::now();
+        // A message taken while gathering blocks, handled next.
+        let mut next: Option<Msg> = None;
         loop {
-            match rx.recv_timeout(Duration::from_millis(500)) {
+            let msg = match next.take() {
+                Some(m) => Ok(m),
+                None => rx.recv_timeout(Duration::from_millis(500)),
+            };
+            match msg {
                 Ok(Msg::Open { name, id }) => self.open(name, id),
-                Ok(Msg::Block {
-                    mut data,
-                    lead,
-                    frames,
-                    ts_first,
-                    ts_last,
-                    ts_min,
-                }) => {
+                Ok(block @ Msg::Block { .. }) => {
+                    // Blocks already queued go to the file in one write
+                    // (uncompressed): fewer, larger requests to the device.
+                    let mut batch = vec![block];
+                    let mut bytes = STAGED_WRITE.min(batch_bytes(&batch));
+                    while self.container.is_none() && bytes < STAGED_WRITE {
+                        match rx.try_recv() {
+                            Ok(b @ Msg::Block { .. }) => {
+                                batch.push(b);
+                                bytes = batch_bytes(&batch);
+                            }
+                            Ok(other) => {
+                                next = Some(other);
+                                break;
+                            }
+                            Err(_) => break,
+                        }
+                    }
                     let backlog = self.backlog(rx.len());
-                    let ts = (ts_first, ts_last, ts_min);
-                    let at = self.block(&mut data, lead, frames, ts, backlog);
+                    let mut blocks: Vec<Incoming> =
+                        batch.into_iter().filter_map(Incoming::of).collect();
+                    let at = self.blocks(&mut blocks, backlog);
                     let short = self.staging_short();
-                    self.hand_on(data, lead, frames, at, short);
+                    for (b, at) in blocks.into_iter().zip(at) {
+                        self.hand_on(b.data, b.lead, b.frames, at, short);
+                    }
                 }
                 Ok(Msg::Close) => self.close(),
                 Err(RecvTimeoutError::Timeout) => {}
@@ -1130,6 +1194,71 @@ impl FileWriter {
 
     /// Appends a block to the current file; where it went (the file's id
     /// and the block's offset in its pcap stream) if it was written.
+    /// Appends blocks to the current file (compressed one by one, or
+    /// uncompressed in one write); where each went, as [`Self::block`].
+    fn blocks(&mut self, blocks: &mut [Incoming], backlog: f64) -> Vec<Option<(u32, u64)>> {
+        if self.container.is_some() || blocks.len() == 1 {
+            return (blocks.iter_mut())
+                .map(|b| self.block(&mut b.data, b.lead, b.frames, b.ts, backlog))
+                .collect();
+        }
+        let frames: u64 = blocks.iter().map(|b| b.frames).sum();
+        let Some(c) = &mut self.cur else {
+            self.report.frames_lost += frames;
+            self.shared.frames_lost.fetch_add(frames, Ordering::Relaxed);
+            return blocks.iter().map(|_| None).collect();
+        };
+        let oldest = blocks.iter().map(|b| b.ts.2).min().unwrap_or(i64::MAX);
+        if c.stale.as_ref().is_some_and(|(until, _)| oldest <= *until) {
+            // As in `block`.
+            if let Err(e) = c.out.drop_stale() {
+                self.fail(e);
+                return blocks.iter().map(|_| None).collect();
+            }
+            Self::forget_stale(&mut c.stale);
+        }
+        let before = c.out.len();
+        let mut refs: Vec<(&mut AlignedBuf, usize)> =
+            blocks.iter_mut().map(|b| (&mut b.data, b.lead)).collect();
+        if let Err(e) = c.out.append_staged(&mut refs) {
+            // The blocks are lost with the file's unwritten tail.
+            c.info.frames += frames;
+            self.fail(e);
+            return blocks.iter().map(|_| None).collect();
+        }
+        let mut at = Vec::with_capacity(blocks.len());
+        let mut end = before;
+        for b in blocks.iter() {
+            let len = (b.data.len() - b.lead) as u64;
+            at.push(Some((c.info.id, c.info.bytes.max(PCAP_HEADER_LEN))));
+            end += len;
+            c.info.frames += b.frames;
+            c.info.bytes += len;
+            c.info.ts_first.get_or_insert(b.ts.0);
+            c.info.ts_last = Some(b.ts.1);
+            c.ends.push_back((end, c.info.frames, c.info.ts_last));
+        }
+        Self::settle_ends(c);
+        let grown = c.out.len() - before;
+        self.shared.bytes_in.fetch_add(grown, Ordering::Relaxed);
+        self.shared.bytes_out.fetch_add(grown, Ordering::Relaxed);
+        if let Some(r) = &self.retention {
+            r.open_bytes_changed(grown as i64);
+        }
+        at
+    }
+
+    /// Block ends now on disk are settled: what a failed file is cut back to.
+    fn settle_ends(c: &mut Current) {
+        while let Some(&(end, f, t)) = c.ends.front() {
+            if end > c.out.on_disk() {
+                break;
+            }
+            c.whole = (end, f, t);
+            c.ends.pop_front();
+        }
+    }
+
     fn block(
         &mut self,
         block: &mut AlignedBuf,
@@ -1157,7 +1286,7 @@ impl FileWriter {
         let at = (c.info.id, c.info.bytes.max(PCAP_HEADER_LEN));
         let len = block.len() - lead;
         let result = match self.container {
-            None => c.out.append_staged(block, lead).map(|_| None),
+            None => c.out.append_staged(&mut [(block, lead)]).map(|_| None),
             Some(_) => {
                 let data = block.filled_from(lead);
                 let method = match self.codec {
@@ -1189,14 +1318,7 @@ impl FileWriter {
                 c.info.ts_last = Some(ts.1);
                 c.ends
                     .push_back((c.out.len(), c.info.frames, c.info.ts_last));
-                // Block ends now on disk are settled.
-                while let Some(&(end, f, t)) = c.ends.front() {
-                    if end > c.out.on_disk() {
-                        break;
-                    }
-                    c.whole = (end, f, t);
-                    c.ends.pop_front();
-                }
+                Self::settle_ends(c);
                 self.shared
                     .bytes_in
                     .fetch_add(len as u64, Ordering::Relaxed);
