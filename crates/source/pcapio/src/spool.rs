@@ -890,6 +890,9 @@ const WRITE_BUFFER: usize = 4 << 20;
 /// to this much.
 const STAGED_WRITE: usize = 4 << 20;
 
+/// How long the writer waits for more blocks to write with one.
+const GATHER: Duration = Duration::from_millis(10);
+
 /// A staging block the writer has taken.
 struct Incoming {
     data: AlignedBuf,
@@ -944,12 +947,16 @@ impl FileWriter {
             match msg {
                 Ok(Msg::Open { name, id }) => self.open(name, id),
                 Ok(block @ Msg::Block { .. }) => {
-                    // Blocks already queued go to the file in one write
-                    // (uncompressed): fewer, larger requests to the device.
+                    // Uncompressed blocks go to the file several at a
+                    // time, in one write: those queued, and those that come
+                    // within GATHER (fewer, larger requests to the device;
+                    // each costs the core a kick of the device, its
+                    // completion and a wake-up).
                     let mut batch = vec![block];
                     let mut bytes = STAGED_WRITE.min(batch_bytes(&batch));
+                    let until = Instant::now() + GATHER;
                     while self.container.is_none() && bytes < STAGED_WRITE {
-                        match rx.try_recv() {
+                        match rx.recv_deadline(until) {
                             Ok(b @ Msg::Block { .. }) => {
                                 batch.push(b);
                                 bytes = batch_bytes(&batch);
