@@ -155,13 +155,8 @@ fn captures_exactly_what_was_sent() {
     assert_eq!(m["capture"]["ended_by"], "count");
     no_part_files(&ds);
 
-    // The frames are the ones sent, byte for byte and in order: the same
-    // generator writes them to a file for comparison.
-    let reference = s.join("ref.pcap");
-    let mut cmd = weir();
-    cmd.arg("gen").args(gen_args).arg("-w").arg(&reference);
-    assert_eq!(run_bounded(cmd, Duration::from_secs(30)).code(), 0);
-    let sent = pcap_frames(&reference);
+    // The frames are the ones sent, byte for byte and in order.
+    let sent = frames_sent(&s, &gen_args);
     let pcaps = dataset_pcaps(&ds);
     assert_eq!(pcaps.len(), 1);
     let got = pcap_frames(&pcaps[0]);
@@ -192,6 +187,16 @@ fn captures_exactly_what_was_sent() {
         0
     );
     assert_eq!(st.iter().map(|r| r.records).sum::<u64>(), 3000);
+}
+
+/// The frames `weir gen -i` sends with `gen_args`: the same generator
+/// writes them to a file.
+fn frames_sent(s: &Scratch, gen_args: &[&str]) -> Vec<Vec<u8>> {
+    let reference = s.join("ref.pcap");
+    let mut cmd = weir();
+    cmd.arg("gen").args(gen_args).arg("-w").arg(&reference);
+    assert_eq!(run_bounded(cmd, Duration::from_secs(30)).code(), 0);
+    pcap_frames(&reference)
 }
 
 /// Packet sockets receiving every frame in the namespace of process `pid`
@@ -249,14 +254,10 @@ fn one_worker_hands_over_to_its_full_ring_without_a_fanout_group() {
     let m = manifest(&ds);
     assert_eq!(m["counts"]["frames"], 40000);
     assert_eq!(m["drops"]["kernel"], 0);
-    let reference = s.join("ref.pcap");
-    let mut cmd = weir();
-    cmd.arg("gen").args(gen_args).arg("-w").arg(&reference);
-    assert_eq!(run_bounded(cmd, Duration::from_secs(30)).code(), 0);
     let pcaps = dataset_pcaps(&ds);
     assert_eq!(pcaps.len(), 1);
     assert!(
-        pcap_frames(&pcaps[0]) == pcap_frames(&reference),
+        pcap_frames(&pcaps[0]) == frames_sent(&s, &gen_args),
         "captured frames differ from the frames sent"
     );
     assert_eq!(records(&ds).len(), 40000);
