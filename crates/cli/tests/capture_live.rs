@@ -155,13 +155,8 @@ fn captures_exactly_what_was_sent() {
     assert_eq!(m["capture"]["ended_by"], "count");
     no_part_files(&ds);
 
-    // The frames are the ones sent, byte for byte and in order: the same
-    // generator writes them to a file for comparison.
-    let reference = s.join("ref.pcap");
-    let mut cmd = weir();
-    cmd.arg("gen").args(gen_args).arg("-w").arg(&reference);
-    assert_eq!(run_bounded(cmd, Duration::from_secs(30)).code(), 0);
-    let sent = pcap_frames(&reference);
+    // The frames are the ones sent, byte for byte and in order.
+    let sent = frames_sent(&s, &gen_args);
     let pcaps = dataset_pcaps(&ds);
     assert_eq!(pcaps.len(), 1);
     let got = pcap_frames(&pcaps[0]);
@@ -192,6 +187,80 @@ fn captures_exactly_what_was_sent() {
         0
     );
     assert_eq!(st.iter().map(|r| r.records).sum::<u64>(), 3000);
+}
+
+/// The frames `weir gen -i` sends with `gen_args`: the same generator
+/// writes them to a file.
+fn frames_sent(s: &Scratch, gen_args: &[&str]) -> Vec<Vec<u8>> {
+    let reference = s.join("ref.pcap");
+    let mut cmd = weir();
+    cmd.arg("gen").args(gen_args).arg("-w").arg(&reference);
+    assert_eq!(run_bounded(cmd, Duration::from_secs(30)).code(), 0);
+    pcap_frames(&reference)
+}
+
+/// Packet sockets receiving every frame in the namespace of process `pid`
+/// (/proc/PID/net/packet: running, protocol ETH_P_ALL), by interface
+/// index.
+fn receiving_packet_sockets(pid: i32) -> Vec<String> {
+    let table = std::fs::read_to_string(format!("/proc/{pid}/net/packet")).unwrap_or_default();
+    table
+        .lines()
+        .skip(1)
+        .filter_map(|l| {
+            let cols: Vec<&str> = l.split_whitespace().collect();
+            (cols.get(3) == Some(&"0003") && cols.get(5) == Some(&"1"))
+                .then(|| cols.get(4).unwrap_or(&"?").to_string())
+        })
+        .collect()
+}
+
+/// One worker starts on a small ring and hands over to its full-size one
+/// by a gate, in no fanout group: every frame sent while it does is
+/// captured once, in order, and once it has handed over the first ring has
+/// left the interface, so the kernel delivers each frame to one socket and
+/// runs nothing for it but the capture's filter.
+#[test]
+fn one_worker_hands_over_to_its_full_ring_without_a_fanout_group() {
+    let net = VethPair::new("gate");
+    let s = Scratch::new("cap-gate");
+    let ds = s.join("ds");
+    let cap = capture(
+        &net.b,
+        &[
+            "-o",
+            ds.to_str().unwrap(),
+            "-j",
+            "1",
+            "--duration",
+            "60s",
+            "udp",
+        ],
+    );
+    let gen_args = [
+        "--count", "40000", "--rate", "20000", "--size", "128", "--flows", "16", "--seed", "9",
+    ];
+    send(&net.a, &gen_args);
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    let mut sockets = receiving_packet_sockets(cap.pid());
+    while sockets.len() != 1 && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+        sockets = receiving_packet_sockets(cap.pid());
+    }
+    assert_eq!(sockets.len(), 1, "packet sockets receiving: {sockets:?}");
+    cap.signal(libc::SIGINT);
+    let r = cap.wait(Duration::from_secs(40));
+    assert_eq!(r.code(), 0, "{}", r.stderr());
+    let m = manifest(&ds);
+    assert_eq!(m["counts"]["frames"], 40000);
+    assert_eq!(m["drops"]["kernel"], 0);
+    let pcaps = dataset_pcaps(&ds);
+    assert_eq!(pcaps.len(), 1);
+    assert!(
+        pcap_frames(&pcaps[0]) == frames_sent(&s, &gen_args),
+        "captured frames differ from the frames sent"
+    );
+    assert_eq!(records(&ds).len(), 40000);
 }
 
 #[test]

@@ -166,6 +166,8 @@ struct Slot {
     fanout: Option<Arc<SocketProgram>>,
     /// The full-size ring to come, when the worker starts on a first ring.
     handover: Option<Arc<rings::Handover>>,
+    /// The first ring hands over by a gate, in no fanout group.
+    gated: bool,
 }
 
 /// Rings opened and filters attached: the privileged part. Drop privileges
@@ -283,11 +285,24 @@ pub fn open(mut opts: LiveOptions) -> Result<Opened, LiveError> {
             }
             _ => None,
         };
+        // One worker hands its first ring over to the full-size one by a
+        // gate, in no group, where the programs load (root or CAP_BPF;
+        // else a group of its own, as several workers do). A shard
+        // program is a filter of its own: then a group too.
+        let gate = match (first, workers, &program) {
+            (Some(_), 1, None) => {
+                capture::gate::Gate::load(filter.as_ref().map(|f| f.program.as_slice()))
+                    .ok()
+                    .map(Arc::new)
+            }
+            _ => None,
+        };
         plans.push(IfacePlan {
             link,
             filter,
             program,
             fanout,
+            gate,
         });
     }
     let mut slots: Vec<Slot> = Vec::new();
@@ -297,15 +312,17 @@ pub fn open(mut opts: LiveOptions) -> Result<Opened, LiveError> {
         .flat_map(|(a, b)| std::iter::once(a.clone()).chain(b.clone()))
         .collect();
     for (k, (iface, plan)) in opts.interfaces.iter().zip(plans).enumerate() {
-        let socket_filter = match (&plan.program, &plan.filter) {
-            (Some(p), _) => Some(SocketFilter::Program(p.as_ref())),
-            (None, Some(f)) => Some(SocketFilter::Classic(&f.program)),
-            (None, None) => None,
+        let socket_filter = match (&plan.gate, &plan.program, &plan.filter) {
+            (Some(g), ..) => Some(SocketFilter::Program(&g.old)),
+            (None, Some(p), _) => Some(SocketFilter::Program(p.as_ref())),
+            (None, None, Some(f)) => Some(SocketFilter::Classic(&f.program)),
+            (None, None, None) => None,
         };
         // A larger ring follows where the group can be told to deal to it:
         // one ring (a group of its own), or weir's flow hash over several
         // (the kernel's hash cannot be told).
         let deal_to = match (first, &plan.fanout) {
+            (Some(_), _) if plan.gate.is_some() => plan.gate.clone().map(rings::DealTo::Gate),
             (Some(_), _) if workers == 1 => Some(rings::DealTo::Member(1)),
             (Some(_), Some((_, Some(then)))) => Some(rings::DealTo::Program(then.clone())),
             (Some(_), Some((_, None))) => Some(rings::DealTo::Load {
@@ -337,6 +354,7 @@ pub fn open(mut opts: LiveOptions) -> Result<Opened, LiveError> {
                 counters: Arc::new(Counters::default()),
                 fanout: plan.fanout.as_ref().map(|(p, _)| p.clone()),
                 handover,
+                gated: plan.gate.is_some(),
             });
         }
         if let Some(deal_to) = deal_to {
@@ -376,6 +394,8 @@ struct IfacePlan {
     /// weir's fanout program, and the one that deals to the full-size
     /// rings when first rings come before them.
     fanout: Option<(Arc<SocketProgram>, Option<Arc<SocketProgram>>)>,
+    /// One worker's hand-over to its full-size ring, in no group.
+    gate: Option<Arc<capture::gate::Gate>>,
 }
 
 /// Once a second while the capture runs.
@@ -786,7 +806,9 @@ impl Live<'_> {
                     None => Fanout::new(),
                 }
             });
-            ctx.slot.ring.start((fan || first).then_some(group))
+            ctx.slot
+                .ring
+                .start((fan || (first && !ctx.slot.gated)).then_some(group))
         });
         if let Err(e) = started {
             abandon(ctxs);

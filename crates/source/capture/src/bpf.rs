@@ -354,6 +354,42 @@ pub struct SocketProgram {
 /// succeeds).
 pub const HELPER_TAIL_CALL: i32 = 12;
 
+/// The helper that finds a map's value by key (R1 the map, R2 a pointer
+/// to the key): a pointer to the value in R0, or 0.
+pub const HELPER_MAP_LOOKUP_ELEM: i32 = 1;
+
+const BPF_MAP_TYPE_PERCPU_ARRAY: u32 = 6;
+
+/// A map of one 32-bit word per CPU (key 0), for programs to pass a word
+/// between the programs that run on one frame. A program that uses it
+/// holds it; the descriptor here only needs to live until they are loaded.
+#[derive(Debug)]
+pub struct PerCpuWord {
+    fd: OwnedFd,
+}
+
+impl PerCpuWord {
+    pub fn create() -> io::Result<PerCpuWord> {
+        let mut create = MapCreateAttr {
+            map_type: BPF_MAP_TYPE_PERCPU_ARRAY,
+            key_size: 4,
+            value_size: 4,
+            max_entries: 1,
+            map_flags: 0,
+        };
+        let fd = bpf(BPF_MAP_CREATE, &mut create)?;
+        // SAFETY: a new descriptor the kernel just returned.
+        Ok(PerCpuWord {
+            fd: unsafe { OwnedFd::from_raw_fd(fd as i32) },
+        })
+    }
+
+    /// The descriptor, for [`Asm::load_map`].
+    pub fn raw_fd(&self) -> RawFd {
+        self.fd.as_raw_fd()
+    }
+}
+
 /// Why the kernel refused a program: the error and the verifier's log.
 #[derive(Debug, thiserror::Error)]
 #[error("the kernel refused the socket filter program ({source}){}", verifier_tail(.log))]

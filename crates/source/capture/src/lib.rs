@@ -17,6 +17,7 @@ pub mod tx;
 
 pub use iface::Interface;
 pub mod filter;
+pub mod gate;
 pub mod ring;
 
 pub use filter::{Filter, FilterError, compile as compile_filter};

@@ -148,6 +148,11 @@ impl Fanout {
     }
 }
 
+/// A protocol no received frame has: Ethernet's length field ends at
+/// 0x05dc and its ethertypes start at 0x0600 (a frame with a length gets
+/// ETH_P_802_3 or ETH_P_802_2), and no Linux pseudo-protocol is 0x05ff.
+const NO_FRAME_PROTOCOL: u16 = 0x05ff;
+
 /// A classic program that returns `k` for every frame.
 fn constant_program(k: u32) -> [libc::sock_filter; 1] {
     [libc::sock_filter {
@@ -397,6 +402,52 @@ impl RxRing {
         }
         let _ = self.kernel_stats();
         Ok(())
+    }
+
+    /// Starts a ring that is to take over from another, not in a group, by
+    /// a [`crate::gate::Gate`]: bound with the gate's closed program, it
+    /// receives nothing until [`RxRing::open_gate`].
+    pub fn start_gated(&mut self, closed: &SocketProgram) -> Result<(), RingError> {
+        let setup = |what| setup_error(&self.iface, what);
+        closed
+            .attach(&self.fd)
+            .map_err(setup("attaching the hand-over's program"))?;
+        bind_to(&self.fd, self.ifindex).map_err(setup("bind"))?;
+        self.promiscuous_on()?;
+        let _ = self.kernel_stats();
+        Ok(())
+    }
+
+    /// The hand-over: from the frame after this change on, this ring
+    /// (started with [`RxRing::start_gated`]) receives what the old one did.
+    pub fn open_gate(&self, open: &SocketProgram) -> Result<(), RingError> {
+        open.attach(&self.fd).map_err(setup_error(
+            &self.iface,
+            "attaching the hand-over's program",
+        ))
+    }
+
+    /// Takes the ring off the interface: no frame reaches it from when this
+    /// returns (the kernel waits for any on its way), and nothing is run
+    /// for it per frame. What it holds can still be read. (Binding to
+    /// protocol 0 would keep the protocol the socket has: it is bound to
+    /// one no frame carries instead, after a filter that keeps nothing.)
+    pub fn unhook(&self) -> io::Result<()> {
+        attach_filter(&self.fd, &constant_program(0))?;
+        crate::sys::bind_proto(&self.fd, self.ifindex, NO_FRAME_PROTOCOL)
+    }
+
+    /// Replaces the ring's filter (`None`: every frame whole, no filter
+    /// run at all).
+    pub fn set_filter(&self, filter: Option<SocketFilter<'_>>) -> io::Result<()> {
+        match filter {
+            Some(SocketFilter::Classic(f)) => attach_filter(&self.fd, f),
+            Some(SocketFilter::Program(p)) => p.attach(&self.fd),
+            None => {
+                let none: libc::c_int = 0;
+                setsockopt(&self.fd, libc::SOL_SOCKET, libc::SO_DETACH_FILTER, &none)
+            }
+        }
     }
 
     /// The group this ring is in (made with [`Fanout::to_first`]) deals

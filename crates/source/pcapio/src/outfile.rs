@@ -1,15 +1,20 @@
 //! A file written in large aligned pieces, for the capture writers.
 //!
-//! Bytes collect in an aligned buffer and go to the file a whole buffer at
-//! a time. With `direct`, the file is opened with O_DIRECT: the device
-//! reads the buffer itself and the kernel neither copies it into the page
+//! With `direct`, the file is opened with O_DIRECT: the device reads the
+//! writer's memory itself and the kernel neither copies it into the page
 //! cache nor has to write back and evict those pages later, which on this
 //! class of machine is where a buffered writer spends its time (see
-//! docs/BENCHMARKS.md). Filesystems that refuse O_DIRECT (tmpfs before 6.6,
-//! some FUSE) get ordinary writes, and so does tmpfs, where it gains
-//! nothing; ordinary writes take large pieces without the buffer. Space is reserved up front with
-//! fallocate (the file's size stays what has been written, so a crash never
-//! leaves a tail of zeros that would read as records).
+//! docs/BENCHMARKS.md). A spool's staging blocks are page-aligned and go
+//! to the file as they are ([`OutFile::append_staged`]): only the last
+//! few bytes of a block that are not a whole 4 KiB unit wait (copied into
+//! the next block's free lead) for the next write. Other pieces (the
+//! header, compressed frames) collect in an aligned buffer that goes to
+//! the file a whole buffer at a time. Filesystems that refuse O_DIRECT
+//! (tmpfs before 6.6, some FUSE) get ordinary writes, and so does tmpfs,
+//! where it gains nothing; ordinary writes take large pieces without the
+//! buffer. Space is reserved up front with fallocate (the file's size stays
+//! what has been written, so a crash never leaves a tail of zeros that
+//! would read as records).
 
 use std::alloc::{Layout, alloc, dealloc};
 use std::fs::{File, OpenOptions};
@@ -20,7 +25,7 @@ use std::path::{Path, PathBuf};
 
 /// O_DIRECT needs buffers, offsets and lengths aligned to the device's
 /// logical block; 4 KiB covers every common device.
-const ALIGN: usize = 4096;
+pub const ALIGN: usize = 4096;
 
 /// Pieces at least this large skip the buffer of a file written through
 /// the page cache (a staging block is 256 KiB).
@@ -44,7 +49,7 @@ fn on_tmpfs(path: &Path) -> bool {
 }
 
 /// An aligned, fixed-capacity byte buffer.
-struct AlignedBuf {
+pub struct AlignedBuf {
     ptr: *mut u8,
     cap: usize,
     len: usize,
@@ -52,9 +57,33 @@ struct AlignedBuf {
 
 // SAFETY: the buffer owns its allocation exclusively.
 unsafe impl Send for AlignedBuf {}
+// SAFETY: shared references only read.
+unsafe impl Sync for AlignedBuf {}
 
 impl AlignedBuf {
-    fn new(cap: usize) -> AlignedBuf {
+    /// `cap` bytes (rounded up to whole 4 KiB units), every byte written
+    /// now, not on the capture's time.
+    pub fn new(cap: usize) -> AlignedBuf {
+        let b = AlignedBuf::unwritten(cap);
+        // SAFETY: ptr is valid for cap bytes.
+        unsafe { std::ptr::write_bytes(b.ptr, 0, b.cap) };
+        b
+    }
+
+    /// `cap` bytes (rounded up to whole 4 KiB units) with one byte of every
+    /// page written: every page is faulted in (not just allocated), without
+    /// pushing the whole buffer through the caches.
+    pub fn touched(cap: usize) -> AlignedBuf {
+        let b = AlignedBuf::unwritten(cap);
+        for i in (0..b.cap).step_by(4096) {
+            // SAFETY: i < cap; volatile, so that the store is not dropped as
+            // one never read.
+            unsafe { std::ptr::write_volatile(b.ptr.add(i), 0xa5) };
+        }
+        b
+    }
+
+    fn unwritten(cap: usize) -> AlignedBuf {
         let cap = cap.next_multiple_of(ALIGN).max(ALIGN);
         let layout = Layout::from_size_align(cap, ALIGN).expect("valid layout");
         // SAFETY: the layout has a non-zero size.
@@ -62,27 +91,85 @@ impl AlignedBuf {
         if ptr.is_null() {
             std::alloc::handle_alloc_error(layout);
         }
-        // Touch every page now, not on the capture's time.
-        // SAFETY: ptr is valid for cap bytes.
-        unsafe { std::ptr::write_bytes(ptr, 0, cap) };
         AlignedBuf { ptr, cap, len: 0 }
     }
-    fn filled(&self) -> &[u8] {
-        // SAFETY: len <= cap bytes are initialised.
-        unsafe { std::slice::from_raw_parts(self.ptr, self.len) }
+
+    pub fn capacity(&self) -> usize {
+        self.cap
     }
-    fn push(&mut self, bytes: &[u8]) -> usize {
+
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The bytes written so far.
+    pub fn filled(&self) -> &[u8] {
+        self.filled_from(0)
+    }
+
+    /// The bytes written so far from `from` on.
+    pub fn filled_from(&self, from: usize) -> &[u8] {
+        let from = from.min(self.len);
+        // SAFETY: the bytes below len are written (`push`, `push_record`,
+        // or before `set_len`'s caller reads them).
+        unsafe { std::slice::from_raw_parts(self.ptr.add(from), self.len - from) }
+    }
+
+    /// Copies as much of `bytes` as fits after the filled part; how much.
+    pub fn push(&mut self, bytes: &[u8]) -> usize {
         let n = bytes.len().min(self.cap - self.len);
         // SAFETY: n bytes fit after len.
         unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), self.ptr.add(self.len), n) };
         self.len += n;
         n
     }
+
+    /// Appends a pcap record header and its frame, which must fit (the
+    /// capture path's copy: one bounds check, then two plain copies).
+    #[inline]
+    pub fn push_record(&mut self, header: &[u8; 16], frame: &[u8]) {
+        assert!(self.cap - self.len >= 16 + frame.len(), "record fits");
+        // SAFETY: checked above that both fit after len.
+        unsafe {
+            let at = self.ptr.add(self.len);
+            std::ptr::copy_nonoverlapping(header.as_ptr(), at, 16);
+            std::ptr::copy_nonoverlapping(frame.as_ptr(), at.add(16), frame.len());
+        }
+        self.len += 16 + frame.len();
+    }
+
+    /// Sets the filled length to `len` (at most the capacity), leaving a
+    /// lead of bytes to be written later ([`AlignedBuf::fill_head`]).
+    ///
+    /// # Safety
+    /// The bytes below `len` not written before must be written before
+    /// anything reads them.
+    pub unsafe fn set_len(&mut self, len: usize) {
+        assert!(len <= self.cap);
+        self.len = len;
+    }
+
+    /// Empties the buffer.
+    pub fn clear(&mut self) {
+        self.len = 0;
+    }
+
     /// Drops the first `n` bytes, moving the rest to the front.
     fn consume(&mut self, n: usize) {
         // SAFETY: both ranges lie within the first len bytes.
         unsafe { std::ptr::copy(self.ptr.add(n), self.ptr, self.len - n) };
         self.len -= n;
+    }
+
+    /// Writes `bytes` at the buffer's start (at most its filled length).
+    fn fill_head(&mut self, bytes: &[u8]) {
+        assert!(bytes.len() <= self.len);
+        // SAFETY: bytes.len() <= len <= cap bytes of our own allocation.
+        unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), self.ptr, bytes.len()) };
     }
 }
 
@@ -206,8 +293,112 @@ impl OutFile {
 
     /// Appends `bytes`, writing whole buffers as they fill. On an error the
     /// file holds exactly `on_disk()` bytes of what was appended.
-    pub fn append(&mut self, mut bytes: &[u8]) -> io::Result<()> {
+    pub fn append(&mut self, bytes: &[u8]) -> io::Result<()> {
         self.hasher.update(bytes);
+        self.append_unhashed(bytes)
+    }
+
+    /// Appends staged blocks, each `(block, lead)`: its bytes from `lead`
+    /// on. A block is page-aligned and its first `lead` bytes are free:
+    /// where the file's unwritten tail is exactly `lead` bytes long (the
+    /// block starts that far past a 4 KiB unit of the file, as a spool lays
+    /// its blocks out), the tail goes there and the block is written as it
+    /// is, every whole 4 KiB unit of it with no copy, and what is left of
+    /// its last unit goes in front of the next block, so that the blocks
+    /// go to the file in one vectored write (fewer, larger requests to the
+    /// device). Anything else is appended as by [`OutFile::append`]. On an
+    /// error the file holds exactly `on_disk()` bytes of what was appended.
+    pub fn append_staged(&mut self, blocks: &mut [(&mut AlignedBuf, usize)]) -> io::Result<()> {
+        for (b, lead) in blocks.iter() {
+            self.hasher.update(b.filled_from(*lead));
+        }
+        let laid_out = self.direct
+            && blocks
+                .first()
+                .is_some_and(|(_, lead)| *lead == self.buf.len);
+        if !laid_out {
+            for (b, lead) in blocks.iter() {
+                self.append_unhashed(b.filled_from(*lead))?;
+            }
+            return Ok(());
+        }
+        let mut tail = self.buf.filled().to_vec();
+        let mut iov: Vec<libc::iovec> = Vec::with_capacity(blocks.len());
+        let mut total = 0usize;
+        for (b, lead) in blocks.iter_mut() {
+            if *lead != tail.len() {
+                return Err(io::Error::other(
+                    "a staged block does not continue the one before it",
+                ));
+            }
+            b.fill_head(&tail);
+            let whole = b.len() / ALIGN * ALIGN;
+            if whole > 0 {
+                iov.push(libc::iovec {
+                    iov_base: b.filled().as_ptr() as *mut libc::c_void,
+                    iov_len: whole,
+                });
+                total += whole;
+            }
+            tail = b.filled()[whole..].to_vec();
+        }
+        if let Err(e) = self.write_vectored_at(&iov, total) {
+            let _ = self.file.set_len(self.on_disk);
+            return Err(e);
+        }
+        self.on_disk += total as u64;
+        self.buf.clear();
+        self.buf.push(&tail);
+        self.tail_synced = false;
+        Ok(())
+    }
+
+    /// Writes the `total` bytes of `iov` at the file's end, all of them.
+    fn write_vectored_at(&self, iov: &[libc::iovec], total: usize) -> io::Result<()> {
+        let mut done = 0usize;
+        while done < total {
+            // The segments not yet (wholly) written, the first cut to what
+            // is left of it.
+            let mut skip = done;
+            let mut rest: Vec<libc::iovec> = Vec::with_capacity(iov.len());
+            for v in iov {
+                if skip >= v.iov_len {
+                    skip -= v.iov_len;
+                    continue;
+                }
+                rest.push(libc::iovec {
+                    // SAFETY: skip < iov_len: within the segment.
+                    iov_base: unsafe { (v.iov_base as *mut u8).add(skip) } as *mut libc::c_void,
+                    iov_len: v.iov_len - skip,
+                });
+                skip = 0;
+            }
+            let n = rest.len().min(libc::UIO_MAXIOV as usize) as libc::c_int;
+            // SAFETY: every segment points into a live block of ours, of
+            // the length given; the kernel only reads them.
+            let r = unsafe {
+                libc::pwritev(
+                    self.file.as_raw_fd(),
+                    rest.as_ptr(),
+                    n,
+                    (self.on_disk + done as u64) as libc::off_t,
+                )
+            };
+            match r {
+                r if r > 0 => done += r as usize,
+                0 => return Err(io::ErrorKind::WriteZero.into()),
+                _ => {
+                    let e = io::Error::last_os_error();
+                    if e.kind() != io::ErrorKind::Interrupted {
+                        return Err(e);
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn append_unhashed(&mut self, mut bytes: &[u8]) -> io::Result<()> {
         if !self.direct && bytes.len() >= STRAIGHT_WRITE {
             // Through the page cache a large piece goes to the file as it
             // is: copying it into the buffer first would be one copy more
@@ -367,6 +558,76 @@ mod tests {
             let back = std::fs::read(&path).unwrap();
             assert_eq!(&back[..data.len()], &data[..]);
             assert_eq!(&back[data.len()..], b"more");
+        }
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// Staged blocks laid out as a spool lays them (each starting as far
+    /// past a 4 KiB unit as the file's length), written as they are, with
+    /// small pieces and a synced tail in between: the file is every byte in
+    /// order and the digest is the file's, direct or not.
+    #[test]
+    fn staged_blocks_go_to_the_file_in_place() {
+        let dir = std::env::temp_dir().join(format!("weir-outfile-st-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let data: Vec<u8> = (0..3_000_017u32).map(|i| (i * 13 % 251) as u8).collect();
+        for direct in [false, true] {
+            let path = dir.join(format!("s{direct}"));
+            let mut f = OutFile::create(&path, direct, 64 << 10, None).unwrap();
+            f.append(&data[..24]).unwrap();
+            let mut at = 24;
+            let mut block = AlignedBuf::touched(264 << 10);
+            let mut second = AlignedBuf::touched(264 << 10);
+            for (i, size) in [262_000, 100, 4096, 70_001, 8191, 250_000, 5]
+                .iter()
+                .cycle()
+                .enumerate()
+            {
+                if at == data.len() {
+                    break;
+                }
+                let end = (at + size).min(data.len());
+                if i % 5 == 4 {
+                    // A piece appended as it is, not staged.
+                    f.append(&data[at..end]).unwrap();
+                } else {
+                    let lead = f.len() as usize % ALIGN;
+                    assert_eq!(lead, at % ALIGN);
+                    // One block, or the piece cut in two blocks written
+                    // together.
+                    let cut = at + (end - at) / 2;
+                    block.clear();
+                    // SAFETY: the lead is written by append_staged.
+                    unsafe { block.set_len(lead) };
+                    if i % 2 == 0 {
+                        block.push(&data[at..end]);
+                        f.append_staged(&mut [(&mut block, lead)]).unwrap();
+                    } else {
+                        block.push(&data[at..cut]);
+                        let lead2 = cut % ALIGN;
+                        second.clear();
+                        // SAFETY: as above.
+                        unsafe { second.set_len(lead2) };
+                        second.push(&data[cut..end]);
+                        f.append_staged(&mut [(&mut block, lead), (&mut second, lead2)])
+                            .unwrap();
+                    }
+                }
+                at = end;
+                if i % 7 == 3 {
+                    f.sync_tail().unwrap();
+                    assert_eq!(
+                        std::fs::read(&path).unwrap(),
+                        &data[..at],
+                        "direct {direct}"
+                    );
+                }
+                assert_eq!(f.len(), at as u64);
+            }
+            let digest = f.digest();
+            assert_eq!(f.finish().unwrap(), data.len() as u64);
+            assert_eq!(std::fs::read(&path).unwrap(), data, "direct {direct}");
+            assert_eq!(digest, util::digest::digest_file(&path).unwrap());
         }
         let _ = std::fs::remove_dir_all(&dir);
     }

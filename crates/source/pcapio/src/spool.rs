@@ -2,8 +2,11 @@
 //!
 //! A capture worker stages records into blocks taken from a fixed pool
 //! ([`Spool::append`]); full blocks go to a writer thread that compresses
-//! each (or not, per `--compress`), appends it to the current file in large
-//! aligned writes and hands the block back. Rotation by size or time is
+//! each (or not, per `--compress`), appends it to the current file and
+//! hands the block on (to the records) or back. The blocks are
+//! page-aligned and laid out so that an uncompressed one goes to an
+//! O_DIRECT file as it is ([`crate::outfile::OutFile::append_staged`]):
+//! a frame is copied once, from the ring into staging. Rotation by size or time is
 //! decided on the worker, so each frame's file and offset (in the
 //! decompressed pcap stream) are known the moment it is staged. When the
 //! writer falls behind and the pool is empty, frames are dropped and
@@ -27,7 +30,7 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::{Receiver, RecvTimeoutError, unbounded};
 use wire::LinkType;
 
-use crate::outfile::OutFile;
+use crate::outfile::{ALIGN, AlignedBuf, OutFile};
 use crate::repair::OverwriteMarker;
 use crate::retention::{RemovedFile, Retention};
 use crate::seekable::{Codec, Container, FrameEncoder, Method, SeekTable, auto_method};
@@ -101,10 +104,12 @@ impl SpoolOptions {
 /// Written blocks handed on to a reader of the frames (the records of a
 /// capture), so that the frames are copied once, into staging, and read
 /// from there off the capture thread. A reader that falls behind never
-/// holds the pcap path up: once it holds `most` blocks, or while the writer
-/// itself is behind, each further block goes back to the pool at once and
+/// holds the pcap path up: once it holds `most` blocks, or while staging
+/// runs short, each further block goes back to the pool at once and
 /// the reader is told only which span of which file it missed
-/// ([`Staged::Missed`]), to read from the file later.
+/// ([`Staged::Missed`]), to read from the file later. With `--compress
+/// auto` the blocks it holds count as the writer's backlog, so
+/// compression gives way before the reader misses a block.
 #[derive(Clone)]
 pub struct HandOn {
     tx: crossbeam_channel::Sender<Staged>,
@@ -147,7 +152,10 @@ pub struct MissedSpan {
 /// A written staging block: its frames as they are in the pcap file. It
 /// goes back to the spool's pool when dropped.
 pub struct StagedBlock {
-    data: Vec<u8>,
+    /// Taken when the block goes back to the pool.
+    data: Option<AlignedBuf>,
+    /// Where the frames start in `data`.
+    lead: usize,
     /// The file the frames are in, and the first frame's offset there.
     pub file_id: u32,
     pub offset: u64,
@@ -160,7 +168,7 @@ impl StagedBlock {
     /// The block's frames with their offsets in the file.
     pub fn frames(&self) -> StagedFrames<'_> {
         StagedFrames {
-            bytes: &self.data,
+            bytes: (self.data.as_ref()).map_or(&[][..], |d| d.filled_from(self.lead)),
             at: 0,
             offset: self.offset,
         }
@@ -169,9 +177,9 @@ impl StagedBlock {
 
 impl Drop for StagedBlock {
     fn drop(&mut self) {
-        let mut data = std::mem::take(&mut self.data);
-        data.clear();
-        self.home.give(data);
+        if let Some(data) = self.data.take() {
+            self.home.give(data);
+        }
         self.held.fetch_sub(1, Ordering::Relaxed);
     }
 }
@@ -290,7 +298,9 @@ enum Msg {
         id: u32,
     },
     Block {
-        data: Vec<u8>,
+        data: AlignedBuf,
+        /// Where the frames start in `data` (see [`Spool::append`]).
+        lead: usize,
         frames: u64,
         ts_first: i64,
         ts_last: i64,
@@ -306,7 +316,9 @@ pub struct Spool {
     tx: crossbeam_channel::Sender<Msg>,
     free: FreeBlocks,
     shared: Arc<SpoolShared>,
-    cur: Option<Vec<u8>>,
+    cur: Option<AlignedBuf>,
+    /// Where the frames start in `cur`.
+    cur_lead: usize,
     cur_frames: u64,
     /// First, last and oldest frame of the block being filled.
     cur_ts: (i64, i64, i64),
@@ -351,33 +363,37 @@ impl Drop for Spool {
 /// are given back first.
 #[derive(Clone)]
 struct FreeBlocks {
-    list: Arc<(Mutex<VecDeque<Vec<u8>>>, Condvar)>,
+    list: Arc<(Mutex<VecDeque<AlignedBuf>>, Condvar)>,
     /// Blocks made so far and not given back, free or not.
     made: Arc<AtomicUsize>,
     /// The most there may be (`--buffer`).
     max: usize,
+    /// A block's capacity: a block of another size (one made for a frame
+    /// larger than a block) is freed when given back.
+    cap: usize,
 }
 
 impl FreeBlocks {
-    fn new(max: usize) -> FreeBlocks {
+    fn new(max: usize, cap: usize) -> FreeBlocks {
         FreeBlocks {
             list: Arc::new((Mutex::new(VecDeque::with_capacity(max)), Condvar::new())),
             made: Arc::new(AtomicUsize::new(0)),
             max,
+            cap,
         }
     }
-    fn lock(&self) -> std::sync::MutexGuard<'_, VecDeque<Vec<u8>>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, VecDeque<AlignedBuf>> {
         self.list.0.lock().unwrap_or_else(|e| e.into_inner())
     }
     /// A free block, and how many are left free.
-    fn take(&self) -> (Option<Vec<u8>>, usize) {
+    fn take(&self) -> (Option<AlignedBuf>, usize) {
         let mut list = self.lock();
         let b = list.pop_back();
         (b, list.len())
     }
     /// A free block, waiting up to `limit` for the writer to return one
     /// (or the pool to grow).
-    fn take_within(&self, limit: Duration) -> Option<Vec<u8>> {
+    fn take_within(&self, limit: Duration) -> Option<AlignedBuf> {
         let deadline = Instant::now() + limit;
         let mut list = self.lock();
         loop {
@@ -393,12 +409,16 @@ impl FreeBlocks {
                 .0;
         }
     }
-    fn give(&self, b: Vec<u8>) {
+    fn give(&self, mut b: AlignedBuf) {
+        if b.capacity() != self.cap {
+            return;
+        }
+        b.clear();
         self.lock().push_back(b);
         self.list.1.notify_one();
     }
     /// A new block, at the bottom of the pool.
-    fn add(&self, b: Vec<u8>) {
+    fn add(&self, b: AlignedBuf) {
         // Counted before it can be seen in the pool, so that a reader of
         // the pool's length and then of `made` never finds more free
         // blocks than made ones.
@@ -410,7 +430,7 @@ impl FreeBlocks {
     }
     /// Takes the coldest free block out of the pool for good, if more than
     /// `keep` are made and it is free.
-    fn remove_cold(&self, keep: usize) -> Option<Vec<u8>> {
+    fn remove_cold(&self, keep: usize) -> Option<AlignedBuf> {
         let mut list = self.lock();
         if self.made() <= keep {
             return None;
@@ -436,22 +456,21 @@ pub const READY_STAGING_BYTES: usize = 8 << 20;
 /// Staging added back to the system once the writer has kept up this long.
 const SHRINK_AFTER: Duration = Duration::from_secs(5);
 
-/// A staging block with every page faulted in (not just allocated:
-/// `vec![0; n]` would map zero pages that fault in, slowly on VMs that hand
-/// free pages back to the host, the first time the capture path fills the
-/// block). One byte a page is enough: filling the whole block would push
-/// megabytes through the caches the capture thread is using (at 64-byte
-/// frames that tripled its cost per frame while staging grew).
-fn staging_block(bytes: usize) -> Vec<u8> {
-    let mut b: Vec<u8> = Vec::with_capacity(bytes);
-    let p = b.as_mut_ptr();
-    let touch = (0..bytes).step_by(4096).chain(bytes.checked_sub(1));
-    for i in touch {
-        // SAFETY: i < bytes <= capacity; volatile, so that the store is not
-        // dropped as one never read.
-        unsafe { std::ptr::write_volatile(p.add(i), 0xa5) };
-    }
-    b
+/// A staging block: page-aligned, so that the writer hands it to an
+/// O_DIRECT file as it is, with a lead of up to 4 KiB before its frames
+/// ([`Spool::append`]), and every page faulted in (not just allocated:
+/// fresh memory faults in slowly on VMs that hand free pages back to the
+/// host, the first time the capture path fills the block). One byte a
+/// page is enough: filling the whole block would push megabytes through
+/// the caches the capture thread is using (at 64-byte frames that tripled
+/// its cost per frame while staging grew).
+fn staging_block(bytes: usize) -> AlignedBuf {
+    AlignedBuf::touched(block_capacity(bytes))
+}
+
+/// The capacity of a staging block of `bytes` of frames.
+fn block_capacity(bytes: usize) -> usize {
+    (bytes + ALIGN).next_multiple_of(ALIGN)
 }
 
 /// The staging pool's size follows the writer's backlog: grown while few
@@ -528,7 +547,7 @@ fn give_back_freed_memory() {
 pub fn spool(opts: SpoolOptions) -> io::Result<(Spool, JoinHandle<SpoolReport>)> {
     let blocks = opts.blocks.max(2);
     let ready = blocks.min((READY_STAGING_BYTES / opts.block_bytes.max(1)).max(2));
-    let free = FreeBlocks::new(blocks);
+    let free = FreeBlocks::new(blocks, block_capacity(opts.block_bytes));
     for _ in 0..ready {
         free.add(staging_block(opts.block_bytes));
     }
@@ -594,6 +613,7 @@ pub fn spool(opts: SpoolOptions) -> io::Result<(Spool, JoinHandle<SpoolReport>)>
             free,
             shared,
             cur: None,
+            cur_lead: 0,
             cur_frames: 0,
             cur_ts: (0, 0, 0),
             file: None,
@@ -658,7 +678,7 @@ impl Spool {
         if self
             .cur
             .as_ref()
-            .is_some_and(|b| b.len() + need > self.opts.block_bytes)
+            .is_some_and(|b| b.len() - self.cur_lead + need > self.opts.block_bytes)
         {
             self.flush_block();
         }
@@ -682,13 +702,27 @@ impl Spool {
                 }
                 b => b,
             };
-            match block {
-                Some(b) => self.cur = Some(b),
-                None => {
-                    self.dropped += 1;
-                    return None;
+            let block = match block {
+                // A frame larger than a block gets a block of its own size
+                // (freed when given back).
+                Some(b) if b.capacity() < need + ALIGN => {
+                    self.free.give(b);
+                    Some(AlignedBuf::touched(need + ALIGN))
                 }
-            }
+                b => b,
+            };
+            let Some(mut b) = block else {
+                self.dropped += 1;
+                return None;
+            };
+            // The block starts as far past a 4 KiB unit of the file as the
+            // frames do: the writer puts the file's unwritten tail in
+            // front of them and hands the block to the file as it is.
+            let lead = self.file.as_ref().map_or(0, |f| f.bytes as usize % ALIGN);
+            // SAFETY: the lead is written by the writer before it is read.
+            unsafe { b.set_len(lead) };
+            self.cur_lead = lead;
+            self.cur = Some(b);
         }
         let buf = self.cur.as_mut()?;
         let file = self.file.as_mut()?;
@@ -699,8 +733,7 @@ impl Spool {
         h[4..8].copy_from_slice(&((ts % 1_000_000_000) as u32).to_le_bytes());
         h[8..12].copy_from_slice(&(cap as u32).to_le_bytes());
         h[12..16].copy_from_slice(&wire_len.max(cap as u32).to_le_bytes());
-        buf.extend_from_slice(&h);
-        buf.extend_from_slice(&frame[..cap]);
+        buf.push_record(&h, &frame[..cap]);
         file.bytes += need as u64;
         file.frames += 1;
         file.ts_first.get_or_insert(ts_ns);
@@ -746,13 +779,14 @@ impl Spool {
     /// that data does not wait in memory when traffic is light).
     pub fn flush_block(&mut self) {
         if let Some(b) = self.cur.take() {
-            if b.is_empty() {
+            if b.len() == self.cur_lead {
                 self.cur = Some(b);
                 return;
             }
             let frames = std::mem::take(&mut self.cur_frames);
             let _ = self.tx.send(Msg::Block {
                 data: b,
+                lead: self.cur_lead,
                 frames,
                 ts_first: self.cur_ts.0,
                 ts_last: self.cur_ts.1,
@@ -849,32 +883,99 @@ struct FileWriter {
     hand_on: Option<HandOn>,
 }
 
-/// Blocks queued for the writer from which it counts as behind: it hands
-/// no block on to the reader until it has caught up (2 MiB of backlog).
-const WRITER_BEHIND: usize = 8;
-
 /// Buffer of a writer's file: large writes, a few per staging pool.
 const WRITE_BUFFER: usize = 4 << 20;
+
+/// Staged blocks queued for the writer go to the file in one write of up
+/// to this much.
+const STAGED_WRITE: usize = 4 << 20;
+
+/// How long the writer waits for more blocks to write with one.
+const GATHER: Duration = Duration::from_millis(10);
+
+/// A staging block the writer has taken.
+struct Incoming {
+    data: AlignedBuf,
+    lead: usize,
+    frames: u64,
+    /// First, last and oldest frame.
+    ts: (i64, i64, i64),
+}
+
+impl Incoming {
+    fn of(m: Msg) -> Option<Incoming> {
+        match m {
+            Msg::Block {
+                data,
+                lead,
+                frames,
+                ts_first,
+                ts_last,
+                ts_min,
+            } => Some(Incoming {
+                data,
+                lead,
+                frames,
+                ts: (ts_first, ts_last, ts_min),
+            }),
+            _ => None,
+        }
+    }
+}
+
+/// Bytes of frames in the blocks of `batch`.
+fn batch_bytes(batch: &[Msg]) -> usize {
+    batch
+        .iter()
+        .map(|m| match m {
+            Msg::Block { data, lead, .. } => data.len() - lead,
+            _ => 0,
+        })
+        .sum()
+}
 
 impl FileWriter {
     fn run(mut self, rx: Receiver<Msg>) -> SpoolReport {
         let mut last_sync = Instant::now();
+        // A message taken while gathering blocks, handled next.
+        let mut next: Option<Msg> = None;
         loop {
-            match rx.recv_timeout(Duration::from_millis(500)) {
+            let msg = match next.take() {
+                Some(m) => Ok(m),
+                None => rx.recv_timeout(Duration::from_millis(500)),
+            };
+            match msg {
                 Ok(Msg::Open { name, id }) => self.open(name, id),
-                Ok(Msg::Block {
-                    data,
-                    frames,
-                    ts_first,
-                    ts_last,
-                    ts_min,
-                }) => {
-                    let backlog = rx.len() as f64 / self.free.max.max(1) as f64;
-                    let at = self.block(&data, frames, (ts_first, ts_last, ts_min), backlog);
-                    // Behind, the reader gets no block: the core is the
-                    // writer's until it has caught up.
-                    let behind = rx.len() >= WRITER_BEHIND;
-                    self.hand_on(data, frames, at, behind);
+                Ok(block @ Msg::Block { .. }) => {
+                    // Uncompressed blocks go to the file several at a
+                    // time, in one write: those queued, and those that come
+                    // within GATHER (fewer, larger requests to the device;
+                    // each costs the core a kick of the device, its
+                    // completion and a wake-up).
+                    let mut batch = vec![block];
+                    let mut bytes = STAGED_WRITE.min(batch_bytes(&batch));
+                    let until = Instant::now() + GATHER;
+                    while self.container.is_none() && bytes < STAGED_WRITE {
+                        match rx.recv_deadline(until) {
+                            Ok(b @ Msg::Block { .. }) => {
+                                batch.push(b);
+                                bytes = batch_bytes(&batch);
+                            }
+                            Ok(other) => {
+                                next = Some(other);
+                                break;
+                            }
+                            Err(_) => break,
+                        }
+                    }
+                    let backlog = self.backlog(rx.len());
+                    let mut blocks: Vec<Incoming> =
+                        batch.into_iter().filter_map(Incoming::of).collect();
+                    let at = self.blocks(&mut blocks, backlog);
+                    let short = self.staging_short();
+                    for (b, at) in blocks.into_iter().zip(at) {
+                        self.hand_on(b.data, b.lead, b.frames, at, short);
+                    }
                 }
                 Ok(Msg::Close) => self.close(),
                 Err(RecvTimeoutError::Timeout) => {}
@@ -1028,15 +1129,56 @@ impl FileWriter {
         }
     }
 
+    /// How far behind the frames' consumers are, for `--compress auto`'s
+    /// ladder ([`auto_method`]): the blocks queued for this writer as a
+    /// share of the staging pool, or the reader's, whichever is further.
+    /// The reader's blocks count as a share of its own budget, scaled so
+    /// that a reader holding all it may puts the ladder on its last rung
+    /// (stored): on a busy core, records fall behind for the CPU that
+    /// compression takes, and compression gives way first, as it does for
+    /// the capture.
+    fn backlog(&self, queued: usize) -> f64 {
+        let writer = queued as f64 / self.free.max.max(1) as f64;
+        let reader = self.hand_on.as_ref().map_or(0.0, |h| {
+            let held = h.held.load(Ordering::Relaxed) as f64;
+            let stored_from =
+                crate::seekable::AUTO_LADDER[crate::seekable::AUTO_LADDER.len() - 2].1;
+            held / h.most.max(1) as f64 * stored_from
+        });
+        writer.max(reader)
+    }
+
+    /// Whether staging is running short: the blocks free or still to be
+    /// made are fewer than twice what the reader may hold. The reader then
+    /// gets no block (it is told what it missed), so that it never holds
+    /// memory the capture needs. Short of that it gets every block, even
+    /// while this writer has a backlog: the blocks are written already and
+    /// the reader runs on what CPU is left.
+    fn staging_short(&self) -> bool {
+        let Some(h) = &self.hand_on else {
+            return false;
+        };
+        let room = self.free.max.saturating_sub(self.free.made()) + self.free.len();
+        room < 2 * h.most.max(1)
+    }
+
     /// A written block goes to the reader, or (the reader holds too many,
-    /// the writer is behind, or there is none) back to the pool; a reader that misses it is told
+    /// staging runs short, or there is none) back to the pool; a reader that misses it is told
     /// which span of which file it missed.
-    fn hand_on(&mut self, mut data: Vec<u8>, frames: u64, at: Option<(u32, u64)>, behind: bool) {
+    fn hand_on(
+        &mut self,
+        data: AlignedBuf,
+        lead: usize,
+        frames: u64,
+        at: Option<(u32, u64)>,
+        short: bool,
+    ) {
         if let (Some(h), Some((file_id, offset))) = (&self.hand_on, at) {
-            if !behind && h.held.load(Ordering::Relaxed) < h.most {
+            if !short && h.held.load(Ordering::Relaxed) < h.most {
                 h.held.fetch_add(1, Ordering::Relaxed);
                 let b = StagedBlock {
-                    data,
+                    data: Some(data),
+                    lead,
                     file_id,
                     offset,
                     frames,
@@ -1050,19 +1192,84 @@ impl FileWriter {
             let _ = h.tx.send(Staged::Missed(MissedSpan {
                 file_id,
                 from: offset,
-                to: offset + data.len() as u64,
+                to: offset + (data.len() - lead) as u64,
                 frames,
             }));
         }
-        data.clear();
         self.free.give(data);
     }
 
     /// Appends a block to the current file; where it went (the file's id
     /// and the block's offset in its pcap stream) if it was written.
+    /// Appends blocks to the current file (compressed one by one, or
+    /// uncompressed in one write); where each went, as [`Self::block`].
+    fn blocks(&mut self, blocks: &mut [Incoming], backlog: f64) -> Vec<Option<(u32, u64)>> {
+        if self.container.is_some() || blocks.len() == 1 {
+            return (blocks.iter_mut())
+                .map(|b| self.block(&mut b.data, b.lead, b.frames, b.ts, backlog))
+                .collect();
+        }
+        let frames: u64 = blocks.iter().map(|b| b.frames).sum();
+        let Some(c) = &mut self.cur else {
+            self.report.frames_lost += frames;
+            self.shared.frames_lost.fetch_add(frames, Ordering::Relaxed);
+            return blocks.iter().map(|_| None).collect();
+        };
+        let oldest = blocks.iter().map(|b| b.ts.2).min().unwrap_or(i64::MAX);
+        if c.stale.as_ref().is_some_and(|(until, _)| oldest <= *until) {
+            // As in `block`.
+            if let Err(e) = c.out.drop_stale() {
+                self.fail(e);
+                return blocks.iter().map(|_| None).collect();
+            }
+            Self::forget_stale(&mut c.stale);
+        }
+        let before = c.out.len();
+        let mut refs: Vec<(&mut AlignedBuf, usize)> =
+            blocks.iter_mut().map(|b| (&mut b.data, b.lead)).collect();
+        if let Err(e) = c.out.append_staged(&mut refs) {
+            // The blocks are lost with the file's unwritten tail.
+            c.info.frames += frames;
+            self.fail(e);
+            return blocks.iter().map(|_| None).collect();
+        }
+        let mut at = Vec::with_capacity(blocks.len());
+        let mut end = before;
+        for b in blocks.iter() {
+            let len = (b.data.len() - b.lead) as u64;
+            at.push(Some((c.info.id, c.info.bytes.max(PCAP_HEADER_LEN))));
+            end += len;
+            c.info.frames += b.frames;
+            c.info.bytes += len;
+            c.info.ts_first.get_or_insert(b.ts.0);
+            c.info.ts_last = Some(b.ts.1);
+            c.ends.push_back((end, c.info.frames, c.info.ts_last));
+        }
+        Self::settle_ends(c);
+        let grown = c.out.len() - before;
+        self.shared.bytes_in.fetch_add(grown, Ordering::Relaxed);
+        self.shared.bytes_out.fetch_add(grown, Ordering::Relaxed);
+        if let Some(r) = &self.retention {
+            r.open_bytes_changed(grown as i64);
+        }
+        at
+    }
+
+    /// Block ends now on disk are settled: what a failed file is cut back to.
+    fn settle_ends(c: &mut Current) {
+        while let Some(&(end, f, t)) = c.ends.front() {
+            if end > c.out.on_disk() {
+                break;
+            }
+            c.whole = (end, f, t);
+            c.ends.pop_front();
+        }
+    }
+
     fn block(
         &mut self,
-        data: &[u8],
+        block: &mut AlignedBuf,
+        lead: usize,
         frames: u64,
         ts: (i64, i64, i64),
         backlog: f64,
@@ -1084,9 +1291,11 @@ impl FileWriter {
         }
         let before = c.out.len();
         let at = (c.info.id, c.info.bytes.max(PCAP_HEADER_LEN));
+        let len = block.len() - lead;
         let result = match self.container {
-            None => c.out.append(data).map(|_| None),
+            None => c.out.append_staged(&mut [(block, lead)]).map(|_| None),
             Some(_) => {
+                let data = block.filled_from(lead);
                 let method = match self.codec {
                     Codec::Zstd(l) => Method::Zstd(l),
                     Codec::Lz4 => Method::Lz4,
@@ -1101,7 +1310,7 @@ impl FileWriter {
         match result {
             Ok(m) => {
                 if let Some((n, method)) = m {
-                    c.table.push(n as u32, data.len() as u32);
+                    c.table.push(n as u32, len as u32);
                     *c.info.methods.entry(method.name()).or_default() += 1;
                     self.shared
                         .method
@@ -1109,24 +1318,17 @@ impl FileWriter {
                 }
                 let grown = c.out.len() - before;
                 c.info.frames += frames;
-                c.info.bytes += data.len() as u64;
+                c.info.bytes += len as u64;
                 if c.info.ts_first.is_none() {
                     c.info.ts_first = Some(ts.0);
                 }
                 c.info.ts_last = Some(ts.1);
                 c.ends
                     .push_back((c.out.len(), c.info.frames, c.info.ts_last));
-                // Block ends now on disk are settled.
-                while let Some(&(end, f, t)) = c.ends.front() {
-                    if end > c.out.on_disk() {
-                        break;
-                    }
-                    c.whole = (end, f, t);
-                    c.ends.pop_front();
-                }
+                Self::settle_ends(c);
                 self.shared
                     .bytes_in
-                    .fetch_add(data.len() as u64, Ordering::Relaxed);
+                    .fetch_add(len as u64, Ordering::Relaxed);
                 self.shared.bytes_out.fetch_add(grown, Ordering::Relaxed);
                 if let Some(r) = &self.retention {
                     r.open_bytes_changed(grown as i64);
@@ -1404,6 +1606,53 @@ mod tests {
         let _ = std::fs::remove_dir_all(&dir);
     }
 
+    /// With `--compress auto`, a reader holding blocks counts as a backlog:
+    /// the writer compresses hard while the reader keeps up and stores
+    /// blocks once it holds all it may, giving the core back to it.
+    #[test]
+    fn a_reader_falling_behind_makes_auto_compression_give_way() {
+        let dir = std::env::temp_dir().join(format!("weir-spool-auto-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let (hand_on, rx) = HandOn::new(4);
+        let mut o = opts(&dir);
+        o.hand_on = Some(hand_on);
+        o.codec = Codec::Auto;
+        o.rotate_bytes = None;
+        o.rotate_ns = None;
+        // A pool so large that the writer's own queue stays on the first
+        // rung: what moves the ladder is the reader.
+        o.blocks = 1024;
+        let (mut s, writer) = spool(o).unwrap();
+        for i in 0..2000u32 {
+            let frame: Vec<u8> = (0..100).map(|b| (b * 7 + i) as u8).collect();
+            // (The blocks the reader holds count in the backlog.)
+            while s.backlog() > 5 {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            s.append(1_000_000_000 + i as i64, 100, &frame)
+                .expect("staged");
+        }
+        s.finish();
+        let report = writer.join().unwrap();
+        assert!(report.error.is_none());
+        let methods = &report.files[0].methods;
+        assert!(
+            methods.get("zstd:6").is_some_and(|n| *n >= 1),
+            "{methods:?}"
+        );
+        assert!(
+            methods.get("stored").is_some_and(|n| *n >= 20),
+            "{methods:?}"
+        );
+        let held = rx
+            .try_iter()
+            .filter(|m| matches!(m, Staged::Block(_)))
+            .count();
+        assert_eq!(held, 4);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
     #[test]
     fn rotates_and_points_records_at_their_frames() {
         let dir = std::env::temp_dir().join(format!("weir-spool-{}", std::process::id()));
@@ -1571,7 +1820,7 @@ mod tests {
 
     #[test]
     fn staging_grows_while_the_writer_is_behind_and_shrinks_after() {
-        let free = FreeBlocks::new(64);
+        let free = FreeBlocks::new(64, block_capacity(4096));
         for _ in 0..4 {
             free.add(staging_block(4096));
         }

@@ -15,12 +15,20 @@
 //! lost or held twice, and each flow stays on its worker. Each worker
 //! drains its first ring, then reads the new one. The first rings stay open
 //! (empty) until the end: leaving the group would renumber its members.
+//!
+//! A capture with one worker hands over without a group where it may load
+//! eBPF programs (root, CAP_BPF): the two rings pass the frames by a
+//! [`capture::gate::Gate`], as exactly, and once the worker has taken the
+//! new ring the first one leaves the interface and the new one keeps only
+//! the capture's own filter: nothing else runs in the kernel per frame.
+//! Without that privilege it uses a group of its own, as above.
 
 use std::os::fd::RawFd;
 use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use capture::bpf::SocketProgram;
+use capture::gate::Gate;
 use capture::ring::{Fanout, RingOptions, RingSocket, RxRing, SocketFilter};
 use capture::shard::{self, Verdict};
 
@@ -54,6 +62,9 @@ pub(crate) struct Handover {
     /// counters (-1 before): it stays open from then until the capture's
     /// end, with the worker or here.
     fd: AtomicI32,
+    /// After a gated hand-over, the new ring's own filter, to put in place
+    /// once the first ring has left ([`Handover::settle`]).
+    plain: Mutex<Option<OwnedFilter>>,
 }
 
 #[derive(Default)]
@@ -114,6 +125,19 @@ impl Handover {
         }
     }
 
+    /// After a gated hand-over, once the worker has taken the new ring:
+    /// the old ring leaves the interface, then the new one's filter
+    /// becomes the capture's own. Either failing leaves the gate's
+    /// programs in place, which still pass every frame exactly once.
+    pub(crate) fn settle(&self, old: &RxRing, new: &RxRing) {
+        let plain = self.plain.lock().unwrap_or_else(|e| e.into_inner()).take();
+        if let Some(f) = plain
+            && old.unhook().is_ok()
+        {
+            let _ = new.set_filter(f.get());
+        }
+    }
+
     /// The new ring's socket, when it has one, for its counters.
     pub(crate) fn fd(&self) -> Option<RawFd> {
         let fd = self.fd.load(Ordering::Acquire);
@@ -148,6 +172,8 @@ pub(crate) enum DealTo {
     /// By weir's flow hash over the new rings, the program loaded when
     /// they are ready (the process keeps its privileges).
     Load { link: wire::LinkType, rings: u32 },
+    /// No group: one worker's rings, passing the frames by a gate.
+    Gate(Arc<Gate>),
 }
 
 /// One interface's full-size rings to set up, in its workers' order.
@@ -239,7 +265,11 @@ fn grow_one(
                 return Err(Some(e.to_string()));
             }
         };
-        if let Err(e) = r.start_standby(&mut group, filter.get()) {
+        let started = match &deal_to {
+            DealTo::Gate(g) => r.start_gated(&g.closed),
+            _ => r.start_standby(&mut group, filter.get()),
+        };
+        if let Err(e) = started {
             park(rings);
             return Err(Some(e.to_string()));
         }
@@ -277,6 +307,9 @@ fn grow_one(
             (None, _) => return Ok(()),
             (Some((first, _)), DealTo::Member(k)) => first.deal_all_to(*k),
             (Some((first, _)), DealTo::Program(p)) => first.deal_by(p),
+            (Some((new, h)), DealTo::Gate(g)) => new.open_gate(&g.open).inspect(|_| {
+                *h.plain.lock().unwrap_or_else(|e| e.into_inner()) = Some(filter.clone())
+            }),
             (Some(_), DealTo::Load { .. }) => unreachable!("loaded above"),
         }
         .map_err(|e| Some(e.to_string()))

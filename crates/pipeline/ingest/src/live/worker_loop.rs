@@ -85,8 +85,10 @@ pub(super) fn run_worker(ctx: WorkerCtx) -> WorkerOut {
     };
     loop {
         if next_ring.is_none()
-            && let Some(r) = handover.as_ref().and_then(|h| h.take())
+            && let Some(h) = handover.as_ref()
+            && let Some(r) = h.take()
         {
+            h.settle(&slot.ring, &r);
             if door_closed && !close_door(&r, &mut error) {
                 retired.push(r);
                 break;
