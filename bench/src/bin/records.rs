@@ -71,7 +71,7 @@ fn decode_only(input: &Input) -> f64 {
 /// The records thread's work over every frame, as a live capture's
 /// records thread does it block by block: (thread CPU s, process CPU s,
 /// wall s).
-fn records(input: &Input, root: &Path, stages: bool) -> (f64, f64, f64) {
+fn records(input: &Input, root: &Path, stages: bool, rg_rows: Option<usize>) -> (f64, f64, f64) {
     let dataset = Dataset::create(root, true).expect("creating the dataset");
     let mut opts = WorkerOptions {
         rpc: Some(RpcOptions {
@@ -85,6 +85,9 @@ fn records(input: &Input, root: &Path, stages: bool) -> (f64, f64, f64) {
         ..Default::default()
     };
     opts.writer.prefault = true;
+    if let Some(n) = rg_rows {
+        opts.writer.row_group_rows = n;
+    }
     let mut w = Worker::new(0, dataset, opts);
     // A live capture opens its first file before the traffic.
     w.open_file().expect("opening the packet file");
@@ -128,6 +131,7 @@ fn run() -> Result<(), String> {
     let mut dir = PathBuf::from("/dev/shm/weir-records-bench");
     let mut only = None;
     let mut once = false;
+    let mut rg_rows = None;
     let args: Vec<String> = std::env::args().skip(1).collect();
     let mut it = args.iter();
     let count = |v: Option<&String>, flag: &str| -> Result<u64, String> {
@@ -153,6 +157,7 @@ fn run() -> Result<(), String> {
             }
             "--only" => only = it.next().cloned(),
             "--once" => once = true,
+            "--row-group-rows" => rg_rows = Some(count(it.next(), "--row-group-rows")? as usize),
             other => return Err(format!("unknown argument {other}; {USAGE}")),
         }
     }
@@ -224,7 +229,7 @@ fn run() -> Result<(), String> {
 
     if once {
         for input in &inputs {
-            let (cpu, _, _) = records(input, &root, true);
+            let (cpu, _, _) = records(input, &root, true, rg_rows);
             println!(
                 "{}: records {:.1} ns/frame (thread CPU, one run)",
                 input.name,
@@ -256,10 +261,10 @@ fn run() -> Result<(), String> {
         for (input, f) in inputs.iter().zip(figures.iter_mut()) {
             let n = input.frames as f64;
             f[0].push(decode_only(input) * 1e9 / n);
-            let (cpu, proc_cpu, _) = records(input, &root, true);
+            let (cpu, proc_cpu, _) = records(input, &root, true, rg_rows);
             f[1].push(cpu * 1e9 / n);
             f[3].push(proc_cpu * 1e9 / n);
-            let (bare, _, _) = records(input, &root, false);
+            let (bare, _, _) = records(input, &root, false, rg_rows);
             f[2].push(bare * 1e9 / n);
             let _ = std::fs::remove_dir_all(&root);
             let what = format!("weir convert {} -j 1", input.path.display());
