@@ -19,7 +19,6 @@
 //! Frames without an IP layer are kept too, one row per ethertype, so that
 //! the totals and the protocol mix of a dataset come from this table alone.
 
-use std::collections::HashMap;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -38,6 +37,7 @@ use wire::{Has, PacketFields, ParseError};
 
 use crate::error::StoreError;
 use crate::files::create_file;
+use util::fasthash::FastMap;
 
 /// The flows table's directory in a dataset.
 pub const FLOWS_DIR: &str = "flows";
@@ -47,7 +47,7 @@ pub const FLOWS_SCHEMA_VERSION: u32 = 2;
 
 /// What identifies a slice's flow. Addresses and ports are ordered as the
 /// flows analysis orders them: `a` is the smaller (address, port) end.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub struct FlowKey {
     /// 4 or 6; 0 for frames without an IP layer.
     pub ip_version: u8,
@@ -62,6 +62,26 @@ pub struct FlowKey {
     /// The frames carry ports (a UDP flow to port 0 and the later
     /// fragments of a UDP datagram differ only here).
     pub has_ports: bool,
+}
+
+/// Six words, for the slicer's map (a derived hash feeds the addresses
+/// to the hasher byte slice by byte slice).
+impl std::hash::Hash for FlowKey {
+    fn hash<H: std::hash::Hasher>(&self, h: &mut H) {
+        let word = |a: &[u8; 16], at: usize| {
+            u64::from_le_bytes(a[at..at + 8].try_into().unwrap_or_default())
+        };
+        h.write_u64(word(&self.a_ip, 0));
+        h.write_u64(word(&self.a_ip, 8));
+        h.write_u64(word(&self.b_ip, 0));
+        h.write_u64(word(&self.b_ip, 8));
+        h.write_u64((self.a_port as u64) << 48 | (self.b_port as u64) << 32 | self.proto as u64);
+        h.write_u64(
+            (self.ip_version as u64) << 32
+                | self.ethertype.map_or(0, |e| 1 << 16 | e as u64)
+                | (self.has_ports as u64) << 24,
+        );
+    }
 }
 
 impl FlowKey {
@@ -164,40 +184,58 @@ impl Side {
         self.parse_errors += o.parse_errors;
     }
 
-    /// Adds one frame's counters (not its sequence number: see
-    /// [`FlowSlicer`]).
+    /// Adds the counters of a stretch of frames (not their sequence
+    /// numbers: see [`FlowSlicer`]) that share `head`'s [`Has`] bits and
+    /// parse error, as the packet writer's stretches do: what those decide
+    /// is decided once.
     #[inline]
-    fn count(&mut self, r: &PacketFields) {
-        let ts = r.ts_ns;
-        if self.first_ns.is_none_or(|f| ts < f) {
-            self.first_ns = Some(ts);
+    fn count_stretch<'a>(
+        &mut self,
+        head: &PacketFields,
+        rows: impl Iterator<Item = &'a PacketFields> + Clone,
+    ) {
+        let (mut lo, mut hi) = (i64::MAX, i64::MIN);
+        let (mut frames, mut bytes, mut cap, mut payload) = (0u64, 0u64, 0u64, 0u64);
+        for r in rows.clone() {
+            lo = lo.min(r.ts_ns);
+            hi = hi.max(r.ts_ns);
+            frames += 1;
+            bytes += r.wire_len as u64;
+            cap += r.cap_len as u64;
+            payload += r.payload_len as u64;
         }
-        if self.last_ns.is_none_or(|l| ts > l) {
-            self.last_ns = Some(ts);
+        if frames == 0 {
+            return;
         }
-        self.frames += 1;
-        self.bytes += r.wire_len as u64;
-        self.cap_bytes += r.cap_len as u64;
-        if r.has(Has::PAYLOAD) {
-            self.payload += r.payload_len as u64;
+        self.first_ns = min_opt(self.first_ns, Some(lo));
+        self.last_ns = max_opt(self.last_ns, Some(hi));
+        self.frames += frames;
+        self.bytes += bytes;
+        self.cap_bytes += cap;
+        if head.has(Has::PAYLOAD) {
+            self.payload += payload;
         }
-        if r.has(Has::TCP) {
-            let f = r.tcp_flags;
-            self.tcp_flags = Some(self.tcp_flags.unwrap_or(0) | f);
-            let first = |slot: &mut Option<i64>| {
-                if slot.is_none_or(|t| ts < t) {
-                    *slot = Some(ts);
+        if head.has(Has::TCP) {
+            let mut flags = self.tcp_flags.unwrap_or(0);
+            for r in rows {
+                let (f, ts) = (r.tcp_flags, r.ts_ns);
+                flags |= f;
+                let first = |slot: &mut Option<i64>| {
+                    if slot.is_none_or(|t| ts < t) {
+                        *slot = Some(ts);
+                    }
+                };
+                match f & 0x12 {
+                    0x02 => first(&mut self.syn_ns),
+                    0x12 => first(&mut self.synack_ns),
+                    0x10 => first(&mut self.ack_ns),
+                    _ => {}
                 }
-            };
-            match f & 0x12 {
-                0x02 => first(&mut self.syn_ns),
-                0x12 => first(&mut self.synack_ns),
-                0x10 => first(&mut self.ack_ns),
-                _ => {}
             }
+            self.tcp_flags = Some(flags);
         }
-        if r.parse_error != ParseError::None {
-            self.parse_errors += 1;
+        if head.parse_error != ParseError::None {
+            self.parse_errors += frames;
         }
     }
 
@@ -285,7 +323,7 @@ struct Run {
 #[derive(Default)]
 pub struct FlowSlicer {
     run: Run,
-    open: HashMap<FlowKey, FlowSlice>,
+    open: FastMap<FlowKey, FlowSlice>,
     done: Vec<FlowSlice>,
 }
 
@@ -296,18 +334,32 @@ impl FlowSlicer {
 
     /// Adds one record. Consecutive records of the same flow direction are
     /// cheap: the map is visited once per run.
-    #[inline]
     pub fn push(&mut self, r: &PacketFields) {
-        let (key, from_a) = flow_of(r);
+        self.push_stretch(&[r]);
+    }
+
+    /// Adds a stretch of consecutive records that agree with the first in
+    /// every column constant within a flow (its addresses, ports,
+    /// protocols, [`Has`] bits and parse error), as the packet writer
+    /// visits them: their flow is found once.
+    #[inline]
+    pub fn push_stretch(&mut self, stretch: &[&PacketFields]) {
+        let Some(&head) = stretch.first() else {
+            return;
+        };
+        let (key, from_a) = flow_of(head);
         if self.run.key != Some((key, from_a)) {
             self.end_run();
             self.run.key = Some((key, from_a));
         }
-        self.run.side.count(r);
-        if r.ip_proto == 6 && r.has(Has::PAYLOAD | Has::IP) && r.payload_len > 0 {
-            self.run.side.data_segs += 1;
-            if r.has(Has::TCP) {
-                self.run.seqs.push((r.tcp_seq, r.payload_len));
+        self.run.side.count_stretch(head, stretch.iter().copied());
+        if head.ip_proto == 6 && head.has(Has::PAYLOAD | Has::IP) {
+            let tcp = head.has(Has::TCP);
+            for r in stretch.iter().filter(|r| r.payload_len > 0) {
+                self.run.side.data_segs += 1;
+                if tcp {
+                    self.run.seqs.push((r.tcp_seq, r.payload_len));
+                }
             }
         }
     }

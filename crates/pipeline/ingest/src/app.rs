@@ -127,7 +127,7 @@ fn counters(c: &app::Counters) -> BTreeMap<String, u64> {
         ),
         ("http_errors", c.http_errors),
         ("tcp_flows", c.tcp_flows),
-        ("flows_without_start", c.flows_without_start),
+        ("segments_without_start", c.segments_without_start),
         ("flows_over_limit", c.flows_over_limit),
         ("gaps", c.gaps),
     ]

@@ -14,7 +14,7 @@ use store::manifest::{
 use store::{Dataset, StoreError};
 
 use crate::app::{AppOptions, AppStage};
-use crate::rpc::{RpcMode, RpcOptions, RpcStage, SegmentAt, TablesOn, chunk_segments};
+use crate::rpc::{RpcMode, RpcOptions, RpcStage, SegmentAt, SegmentGate, TablesOn, chunk_segments};
 use crate::stats::FrameStats;
 use crate::worker::{FrameMeta, Worker, WorkerOptions};
 use util::fasthash::FastMap;
@@ -175,11 +175,12 @@ pub fn convert(
             .map(|(w, rx)| {
                 let (abort, progress, dataset, load) = (&abort, progress, dataset.clone(), &load);
                 let (wopts, index_sources) = (opts.worker, opts.index_sources);
+                let gate = SegmentGate::for_source(opts.rpc.mode, opts.app.on);
                 std::thread::Builder::new()
                     .name(format!("weir-work{w}"))
                     .spawn_scoped(s, move || {
                         let on = (abort, progress, load);
-                        run_worker(w as u16, rx, dataset, wopts, index_sources, on)
+                        run_worker(w as u16, rx, dataset, (wopts, gate), index_sources, on)
                     })
                     .expect("spawning a worker thread")
             })
@@ -330,7 +331,7 @@ fn run_worker(
     id: u16,
     rx: Receiver<Arc<Job>>,
     dataset: Dataset,
-    opts: WorkerOptions,
+    (opts, gate): (WorkerOptions, SegmentGate),
     index_sources: bool,
     (abort, progress, load): (&AtomicBool, &Progress, &Load),
 ) -> WorkerResult {
@@ -342,7 +343,7 @@ fn run_worker(
     let mut mine = Vec::new();
     for job in rx.iter() {
         if job.rpc.is_some() && !keeping_segments {
-            worker.keep_segments();
+            worker.keep_segments(gate);
             keeping_segments = true;
         }
         mine.clear();

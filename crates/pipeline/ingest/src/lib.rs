@@ -21,8 +21,8 @@ mod worker;
 pub use app::{AppOptions, AppStage};
 pub use convert::{ConvertError, ConvertOptions, ConvertReport, Input, Progress, convert};
 pub use rpc::{
-    RpcMode, RpcOptions, RpcStage, SegmentAt, TablesOn, chunk_segments, write_ready_transactions,
-    write_transaction,
+    RpcGate, RpcMode, RpcOptions, RpcStage, SegmentAt, SegmentGate, TablesOn, chunk_segments,
+    write_ready_transactions, write_transaction,
 };
 pub use stats::{FrameStats, ProtocolClass};
 pub use worker::{FrameMeta, RecordTap, StatsTap, Taps, Worker, WorkerOptions};

@@ -100,6 +100,27 @@ impl SegmentAt {
         })
     }
 
+    /// The segment of a decoded frame (as [`SegmentAt::new`]) if `gate`
+    /// lets it through, asked before the segment is made: most frames are
+    /// of no stage's interest.
+    #[inline(always)]
+    pub fn wanted(
+        frame: u32,
+        rec: &PacketRecord,
+        bytes: &[u8],
+        payload: Range<usize>,
+        gate: SegmentGate,
+    ) -> Option<SegmentAt> {
+        if !rec.has(Has::PORTS | Has::PAYLOAD)
+            || !gate.wants(rec.ip_proto, rec.src_port, rec.dst_port, || {
+                bytes.get(payload.clone()).unwrap_or(&[])
+            })
+        {
+            return None;
+        }
+        SegmentAt::new(frame, rec, payload)
+    }
+
     /// Asks the CPU to fetch the first lines of the payload (the RPC
     /// header and the call's arguments) from the frame's `bytes`.
     #[inline(always)]
@@ -123,6 +144,115 @@ impl SegmentAt {
                 .get(self.payload_start as usize..self.payload_end as usize)
                 .unwrap_or(&[]),
             payload_wire: self.payload_wire,
+        }
+    }
+}
+
+/// The ports whose first frame starts an `auto` RPC stage: the portmapper
+/// and NFS.
+#[inline]
+fn starts_auto(port: u16) -> bool {
+    port == 111 || port == 2049
+}
+
+/// Whether a stage may look at UDP to or from `port` for the port alone
+/// (DNS's, or one that starts an `auto` RPC stage): one bit of a table
+/// of the ports below 8,192 (all of them are), where four compares each
+/// way were a tenth of a small frame's record.
+#[inline(always)]
+fn port_watched(port: u16) -> bool {
+    const WATCHED: [u16; 4] = [53, 111, 2049, 5353];
+    const BITS: [u64; 128] = {
+        let mut bits = [0u64; 128];
+        let mut i = 0;
+        while i < WATCHED.len() {
+            let p = WATCHED[i] as usize;
+            bits[p / 64] |= 1 << (p % 64);
+            i += 1;
+        }
+        bits
+    };
+    let p = port as usize;
+    p < 8192 && BITS[p / 64] >> (p % 64) & 1 != 0
+}
+
+/// Which segments an RPC stage may look at.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RpcGate {
+    /// None: no stage, or one that is off.
+    Off,
+    /// Those to or from the ports that start an `auto` stage (one that
+    /// has not started yet).
+    StartPorts,
+    /// Those its tracker looks at ([`rpc::track::looks_at`]): a stage
+    /// that has started, or runs from the first frame.
+    Tracked,
+    /// Either: a conversion's workers, which cannot tell whether the
+    /// `auto` stage of their source has started.
+    Either,
+}
+
+impl RpcGate {
+    /// The gate for a stage in `mode` whose state the gate's user does not
+    /// know.
+    pub fn for_mode(mode: RpcMode) -> RpcGate {
+        match mode {
+            RpcMode::Off => RpcGate::Off,
+            RpcMode::Auto => RpcGate::Either,
+            RpcMode::On => RpcGate::Tracked,
+        }
+    }
+}
+
+/// Which segments the RPC and app stages may look at: a frame's segment is
+/// made, and handed on, only when it passes. A superset of what the
+/// stages take (each looks again), so it changes nothing they write.
+#[derive(Clone, Copy, Debug)]
+pub struct SegmentGate {
+    pub rpc: RpcGate,
+    /// The app stage is on.
+    pub app: bool,
+}
+
+impl SegmentGate {
+    /// The gate of a source's stages for its conversion workers.
+    pub fn for_source(rpc: RpcMode, app: bool) -> SegmentGate {
+        SegmentGate {
+            rpc: RpcGate::for_mode(rpc),
+            app,
+        }
+    }
+
+    /// Whether a segment of transport `proto` between these ports, with
+    /// the captured payload `payload` gives, may matter to a stage. UDP
+    /// to ports no stage watches, the common case, costs a compare or a
+    /// bit of a table each way, and a look at the payload only where an
+    /// RPC stage takes any datagram that may be a message.
+    #[inline(always)]
+    pub fn wants<'a>(
+        &self,
+        proto: u8,
+        src_port: u16,
+        dst_port: u16,
+        payload: impl FnOnce() -> &'a [u8],
+    ) -> bool {
+        let watched = port_watched(src_port) || port_watched(dst_port);
+        let app = self.app
+            && (proto == app::track::TCP
+                || (watched && app::track::looks_at(proto, src_port, dst_port)));
+        if app {
+            return true;
+        }
+        let start_ports = || {
+            watched
+                && (proto == rpc::track::TCP || proto == rpc::track::UDP)
+                && (starts_auto(src_port) || starts_auto(dst_port))
+        };
+        match self.rpc {
+            RpcGate::Off => false,
+            RpcGate::StartPorts => start_ports(),
+            RpcGate::Tracked => rpc::track::looks_at(proto, payload()),
+            RpcGate::Either => start_ports() || rpc::track::looks_at(proto, payload()),
         }
     }
 }
@@ -203,26 +333,22 @@ impl RpcStage {
         }
     }
 
-    /// A frame its caller decoded: `payload` is what [`wire::decode`]
-    /// returned for it.
+    /// Which segments the stage may look at now.
     #[inline]
-    pub fn decoded(
-        &mut self,
-        rec: &PacketRecord,
-        bytes: &[u8],
-        payload: Range<usize>,
-    ) -> Result<(), StoreError> {
-        match SegmentAt::new(0, rec, payload) {
-            Some(s) => self.segment(&s.segment(bytes)),
-            None => Ok(()),
+    pub fn gate(&self) -> RpcGate {
+        match (self.active, self.opts.mode) {
+            (true, _) => RpcGate::Tracked,
+            (false, RpcMode::Off) => RpcGate::Off,
+            (false, _) => RpcGate::StartPorts,
         }
     }
 
     /// A TCP or UDP segment, in capture order.
     pub fn segment(&mut self, seg: &Segment) -> Result<(), StoreError> {
         if !self.active {
-            let port = |p: u16| p == 111 || p == 2049;
-            if self.opts.mode == RpcMode::Off || !(port(seg.src_port) || port(seg.dst_port)) {
+            if self.opts.mode == RpcMode::Off
+                || !(starts_auto(seg.src_port) || starts_auto(seg.dst_port))
+            {
                 return Ok(());
             }
             self.active = true;

@@ -6,7 +6,7 @@ use store::{
 use wire::{Has, LinkType, decode};
 
 use crate::app::{AppOptions, AppStage};
-use crate::rpc::{RpcMode, RpcOptions, RpcStage, SegmentAt, TablesOn};
+use crate::rpc::{RpcGate, RpcMode, RpcOptions, RpcStage, SegmentAt, SegmentGate, TablesOn};
 use crate::stats::FrameStats;
 use store::manifest::{AppInfo, RpcInfo};
 
@@ -86,9 +86,9 @@ pub struct Worker {
     /// The app stage's first error; the packets go on without it.
     app_error: Option<StoreError>,
     /// A conversion's worker: the frames since the last
-    /// [`Worker::take_segments`] (counted) and their segments, for the RPC
-    /// stage of their source.
-    handed: Option<(u32, Vec<SegmentAt>)>,
+    /// [`Worker::take_segments`] (counted) and the segments of them its
+    /// source's stages may look at.
+    handed: Option<Handed>,
     tap: Option<Box<dyn RecordTap>>,
     /// Records lost with packet files that could not be written whole
     /// (a full disk): the files are given up, their `.part` removed.
@@ -99,6 +99,14 @@ pub struct Worker {
     /// get their packet records, but the RPC and app stages, which follow
     /// conversations in order, do not see them.
     late: bool,
+}
+
+/// A conversion worker's segments on their way to its source's stages.
+struct Handed {
+    /// Frames since the last [`Worker::take_segments`].
+    frames: u32,
+    segments: Vec<SegmentAt>,
+    gate: SegmentGate,
 }
 
 /// Packet files the workers of a running capture have finished.
@@ -191,19 +199,23 @@ impl Worker {
         self.close_file()
     }
 
-    /// Keeps each frame's TCP or UDP segment from now on, for
-    /// [`Worker::take_segments`].
-    pub fn keep_segments(&mut self) {
-        self.handed = Some((0, Vec::new()));
+    /// Keeps each frame's TCP or UDP segment that `gate` lets through
+    /// from now on, for [`Worker::take_segments`].
+    pub fn keep_segments(&mut self, gate: SegmentGate) {
+        self.handed = Some(Handed {
+            frames: 0,
+            segments: Vec::new(),
+            gate,
+        });
     }
 
     /// The segments of the frames given since the last call, each
     /// naming its frame by its place among them (from 0).
     pub fn take_segments(&mut self) -> Vec<SegmentAt> {
         match self.handed.as_mut() {
-            Some((frames, segs)) => {
-                *frames = 0;
-                std::mem::take(segs)
+            Some(h) => {
+                h.frames = 0;
+                std::mem::take(&mut h.segments)
             }
             None => Vec::new(),
         }
@@ -279,21 +291,32 @@ impl Worker {
             if let Some(t) = tap {
                 t.record(rec);
             }
-            if let Some((frames, segs)) = handed {
-                segs.extend(SegmentAt::new(*frames, rec, payload.clone()));
-                *frames += 1;
+            if let Some(h) = handed {
+                let seg = SegmentAt::wanted(h.frames, rec, bytes, payload.clone(), h.gate);
+                h.segments.extend(seg);
+                h.frames += 1;
             }
-            if in_order
-                && let Some(stage) = app
-                && let Some(seg) = SegmentAt::new(0, rec, payload.clone())
-                && let Err(e) = stage.segment(&seg.segment(bytes))
+            if !in_order || (app.is_none() && rpc.is_none()) {
+                return;
+            }
+            // The segment is made only when a stage may look at it: most
+            // frames are UDP to ports neither decodes.
+            let gate = SegmentGate {
+                rpc: rpc.as_ref().map_or(RpcGate::Off, RpcStage::gate),
+                app: app.is_some(),
+            };
+            let Some(seg) = SegmentAt::wanted(0, rec, bytes, payload, gate) else {
+                return;
+            };
+            let seg = seg.segment(bytes);
+            if let Some(stage) = app
+                && let Err(e) = stage.segment(&seg)
             {
                 *app = None;
                 app_error.get_or_insert(e);
             }
-            if in_order
-                && let Some(stage) = rpc
-                && let Err(e) = stage.decoded(rec, bytes, payload)
+            if let Some(stage) = rpc
+                && let Err(e) = stage.segment(&seg)
             {
                 *rpc = None;
                 rpc_error.get_or_insert(e);
@@ -387,5 +410,150 @@ impl Worker {
             app,
             app_error,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use wire::build::{FrameSpec, IpSpec, Payload, TransportSpec};
+
+    fn frame(transport: TransportSpec, payload: &[u8]) -> Vec<u8> {
+        frame_between([192, 0, 2, 1], [192, 0, 2, 2], transport, payload)
+    }
+
+    fn frame_between(
+        src: [u8; 4],
+        dst: [u8; 4],
+        transport: TransportSpec,
+        payload: &[u8],
+    ) -> Vec<u8> {
+        let mut out = Vec::new();
+        FrameSpec {
+            eth_src: [2, 0, 0, 0, 0, 1],
+            eth_dst: [2, 0, 0, 0, 0, 2],
+            vlan: None,
+            ip: IpSpec::V4 {
+                src,
+                dst,
+                ttl: 64,
+                id: 1,
+                dscp: 0,
+                frag: 0x4000,
+            },
+            transport,
+            payload: Payload::Bytes(payload),
+        }
+        .build(&mut out);
+        out
+    }
+
+    fn udp(sport: u16, dport: u16, payload: &[u8]) -> Vec<u8> {
+        frame(TransportSpec::Udp { sport, dport }, payload)
+    }
+
+    fn tcp(sport: u16, dport: u16, flags: u16, payload: &[u8]) -> Vec<u8> {
+        let (seq, ack, window) = (1000, 0, 512);
+        frame(
+            TransportSpec::Tcp {
+                sport,
+                dport,
+                seq,
+                ack,
+                flags,
+                window,
+            },
+            payload,
+        )
+    }
+
+    fn meta(i: usize, bytes: &[u8]) -> FrameMeta {
+        FrameMeta {
+            ts_ns: 1_000_000_000 + i as i64 * 1_000,
+            wire_len: bytes.len() as u32,
+            link: LinkType::ETHERNET,
+            iface: 0,
+            pcap: None,
+        }
+    }
+
+    fn dataset(name: &str) -> (std::path::PathBuf, Dataset) {
+        let root = std::env::temp_dir().join(format!("weir-worker-{name}-{}", std::process::id()));
+        let ds = Dataset::create(&root, true).expect("dataset");
+        (root, ds)
+    }
+
+    /// A DNS exchange among frames no stage decodes: the app stage still
+    /// gets it; an `auto` RPC stage that saw no portmapper or NFS frame
+    /// never starts.
+    #[test]
+    fn the_stages_see_what_they_decode_among_other_traffic() {
+        let (root, ds) = dataset("stages");
+        let opts = WorkerOptions {
+            rpc: Some(RpcOptions::default()),
+            app: Some(AppOptions::default()),
+            ..Default::default()
+        };
+        let mut w = Worker::new(0, ds, opts);
+        let q = app::dns::build(3, 0x0100, ("a.example", 1, 1), &[]);
+        let r = app::dns::build(3, 0x8180, ("a.example", 1, 1), &[(1, 60, &[192, 0, 2, 7])]);
+        let mut frames: Vec<Vec<u8>> = (0..1000).map(|_| udp(40000, 9000, &[0; 18])).collect();
+        frames.insert(400, udp(33333, 53, &q));
+        // The response comes back from the server.
+        let back = TransportSpec::Udp {
+            sport: 53,
+            dport: 33333,
+        };
+        frames.insert(700, frame_between([192, 0, 2, 2], [192, 0, 2, 1], back, &r));
+        for (i, f) in frames.iter().enumerate() {
+            w.frame(meta(i, f), f).expect("frame");
+        }
+        let done = w.finish().expect("finish");
+        assert_eq!(done.stats.frames, 1002);
+        let app = done.app.expect("the app stage ran");
+        assert_eq!((app.dns, app.counters["dns_matched"]), (1, 1));
+        assert!(
+            done.rpc.is_none(),
+            "no portmapper or NFS frame: not started"
+        );
+        let _ = std::fs::remove_dir_all(root);
+    }
+
+    /// A conversion's worker hands on only the segments its source's
+    /// stages may look at: not UDP to other ports with other payloads.
+    #[test]
+    fn a_conversion_worker_hands_on_only_what_its_stages_may_look_at() {
+        let q = app::dns::build(3, 0x0100, ("a.example", 1, 1), &[]);
+        let mut call = Vec::new();
+        for word in [7u32, 0, 2, 100005, 3, 1, 0, 0, 0, 0] {
+            call.extend_from_slice(&word.to_be_bytes());
+        }
+        let frames = [
+            udp(40000, 9000, &[0; 18]),
+            udp(33333, 5353, &q),
+            tcp(40000, 8443, 0x002, &[]),
+            udp(700, 2049, &[0; 18]),
+            udp(800, 20048, &call),
+            udp(40000, 9000, b"not a message at all"),
+        ];
+        for (gate, want) in [
+            (
+                SegmentGate::for_source(RpcMode::Auto, true),
+                vec![1, 2, 3, 4],
+            ),
+            (SegmentGate::for_source(RpcMode::Off, true), vec![1, 2]),
+            (SegmentGate::for_source(RpcMode::On, false), vec![2, 4]),
+        ] {
+            let (root, ds) = dataset("gate");
+            let mut w = Worker::new(0, ds, WorkerOptions::default());
+            w.keep_segments(gate);
+            for (i, f) in frames.iter().enumerate() {
+                w.frame(meta(i, f), f).expect("frame");
+            }
+            let got: Vec<u32> = w.take_segments().iter().map(|s| s.frame).collect();
+            assert_eq!(got, want, "{gate:?}");
+            w.finish().expect("finish");
+            let _ = std::fs::remove_dir_all(root);
+        }
     }
 }

@@ -281,8 +281,78 @@ fn flows_without_start_and_garbage_are_counted() {
     h.feed(&mut t);
     t.end();
     let n = t.counters();
-    assert_eq!(n.flows_without_start, 1);
+    assert_eq!(n.segments_without_start, 1);
     assert_eq!(n.tls_errors, 1);
     assert_eq!(n.http_errors, 1);
     assert!(t.tls.is_empty() && t.http.is_empty());
+}
+
+/// The stage's gate: DNS on its two ports (either end), TCP on any port,
+/// other UDP not at all.
+#[test]
+fn looks_at_dns_ports_and_tcp_only() {
+    use crate::track::looks_at;
+    for (sp, dp) in [(33333, 53), (53, 33333), (5353, 5353), (40000, 5353)] {
+        assert!(looks_at(UDP, sp, dp), "{sp} -> {dp}");
+    }
+    for (sp, dp) in [(40000, 443), (40000, 8443), (1, 2)] {
+        assert!(looks_at(TCP, sp, dp));
+    }
+    for (sp, dp) in [(40000, 9000), (443, 40000), (54, 52), (5354, 1)] {
+        assert!(!looks_at(UDP, sp, dp), "{sp} -> {dp}");
+    }
+    assert!(!looks_at(132, 53, 53), "SCTP");
+}
+
+/// DNS on 5353 (mDNS) is decoded as on 53; the same message between other
+/// UDP ports is not looked at.
+#[test]
+fn dns_on_both_ports_and_not_elsewhere() {
+    let mut t = Tracker::new(TrackerOptions::default());
+    let q = dns::build(7, 0x0100, ("printer.local", TYPE_A, 1), &[]);
+    let r = dns::build(
+        7,
+        0x8400,
+        ("printer.local", TYPE_A, 1),
+        &[(TYPE_A, 120, &[192, 0, 2, 9])],
+    );
+    udp(&mut t, 1_000, true, 5353, &q);
+    udp(&mut t, 2_000, false, 5353, &r);
+    udp(&mut t, 3_000, true, 53, &q);
+    udp(&mut t, 4_000, false, 53, &r);
+    udp(&mut t, 5_000, true, 5000, &q);
+    udp(&mut t, 6_000, false, 5000, &r);
+    t.end();
+    assert_eq!(t.dns.len(), 2);
+    assert!(t.dns.iter().all(|d| d.response_ts.is_some()));
+    assert_eq!(t.counters().dns_messages, 4);
+}
+
+/// A TCP flow whose SYN was not seen gets no place in the tracker, however
+/// many segments it has (its data is counted); one whose SYN was seen is
+/// followed on any port.
+#[test]
+fn flows_without_start_take_no_place() {
+    let hello =
+        tls::build_client_hello([5; 32], &[0x1301], Some("b.example"), &[], &[0x0304], &[29]);
+    let mut late = Conv::new(8443);
+    late.segs.clear();
+    for _ in 0..5 {
+        late.data(true, &hello);
+        late.flags(false, 0x010);
+    }
+    let mut t = Tracker::new(TrackerOptions::default());
+    late.feed(&mut t);
+    assert_eq!(t.flows_followed(), 0);
+    assert_eq!(t.counters().segments_without_start, 5);
+    assert_eq!(t.counters().tcp_flows, 0);
+    let mut seen = Conv::new(8443);
+    seen.cport = 40001;
+    seen.data(true, &hello);
+    seen.feed(&mut t);
+    assert_eq!(t.flows_followed(), 1);
+    t.end();
+    assert_eq!(t.tls.len(), 1);
+    assert_eq!(t.tls[0].hello.sni.as_deref(), Some("b.example"));
+    assert_eq!(t.counters().tcp_flows, 1);
 }

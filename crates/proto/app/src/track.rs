@@ -5,8 +5,9 @@
 //! their length or chunks, not kept).
 //!
 //! TCP is followed from the SYN only: a flow whose start was not seen is
-//! skipped and counted. Each direction is reassembled in order, bounded;
-//! a gap ends its decoding (counted). Time is the packets' own.
+//! skipped (it gets no place in the tracker) and its data counted. Each
+//! direction is reassembled in order, bounded; a gap ends its decoding
+//! (counted). Time is the packets' own.
 
 use std::collections::VecDeque;
 use std::collections::hash_map::Entry;
@@ -31,7 +32,8 @@ pub struct TrackerOptions {
     /// A DNS query with no response for this long (capture time) is
     /// written as unanswered.
     pub query_timeout_ns: i64,
-    /// A TCP flow idle this long is ended (its open requests written).
+    /// A TCP flow idle this long is ended (its open requests written);
+    /// bare ACKs do not count as activity.
     pub flow_idle_ns: i64,
     /// TCP flows followed at once; more are counted and not decoded.
     pub max_flows: usize,
@@ -193,9 +195,11 @@ pub struct Counters {
     /// Heads that did not parse, and flows to port 80 that did not
     /// start with a request.
     pub http_errors: u64,
+    /// TCP flows followed: their SYN was seen.
     pub tcp_flows: u64,
-    /// TCP flows first seen after their SYN: not decoded.
-    pub flows_without_start: u64,
+    /// TCP data segments of flows whose SYN was not seen: not decoded,
+    /// and the flows get no place in the tracker.
+    pub segments_without_start: u64,
     pub flows_over_limit: u64,
     /// Directions whose decoding stopped at a gap in the sequence.
     pub gaps: u64,
@@ -294,6 +298,16 @@ fn is_dns_port(p: u16) -> bool {
     p == 53 || p == 5353
 }
 
+/// Whether the tracker looks at segments of transport `proto` between
+/// these ports at all: UDP to or from a DNS port, and TCP (followed from
+/// a SYN it sees, whatever the ports). A caller may leave the others out
+/// without making their segment: [`Tracker::track`] ignores them, and
+/// its timeouts run on the segments it looks at.
+#[inline]
+pub fn looks_at(proto: u8, src_port: u16, dst_port: u16) -> bool {
+    proto == TCP || (proto == UDP && (is_dns_port(src_port) || is_dns_port(dst_port)))
+}
+
 impl Tracker {
     pub fn new(opts: TrackerOptions) -> Tracker {
         Tracker {
@@ -314,6 +328,11 @@ impl Tracker {
         &self.counters
     }
 
+    /// TCP flows being followed now (each holds a place in the tracker).
+    pub fn flows_followed(&self) -> usize {
+        self.flows.len()
+    }
+
     /// Records completed so far (taken by the caller from the three
     /// vectors).
     pub fn ready(&self) -> usize {
@@ -322,19 +341,18 @@ impl Tracker {
 
     /// One TCP or UDP segment, in capture order.
     pub fn track(&mut self, seg: &Segment) {
+        if !looks_at(seg.proto, seg.src_port, seg.dst_port) {
+            return;
+        }
         if seg.ts_ns >= self.last_sweep.saturating_add(1_000_000_000) {
             self.sweep(seg.ts_ns);
         }
-        match seg.proto {
-            UDP if is_dns_port(seg.src_port) || is_dns_port(seg.dst_port) => {
-                if seg.payload.len() < seg.payload_wire as usize {
-                    // Cut by the snap length: what is there may still hold
-                    // the question; a parse error says what is missing.
-                }
-                self.dns_message(seg, seg.payload);
-            }
-            TCP => self.tcp(seg),
-            _ => {}
+        if seg.proto == TCP {
+            self.tcp(seg);
+        } else {
+            // A message cut by the snap length may still hold the
+            // question; a parse error says what is missing.
+            self.dns_message(seg, seg.payload);
         }
     }
 
@@ -454,6 +472,10 @@ impl Tracker {
     }
 
     fn tcp(&mut self, seg: &Segment) {
+        if seg.payload_wire == 0 && seg.tcp_flags & (SYN | FIN | RST) == 0 {
+            // A bare ACK changes nothing the decoders keep: not looked up.
+            return;
+        }
         let lo_is_src = (seg.src, seg.src_port) <= (seg.dst, seg.dst_port);
         let key = if lo_is_src {
             FlowKey {
@@ -475,32 +497,26 @@ impl Tracker {
         let flow = match self.flows.entry(key) {
             Entry::Occupied(o) => o.into_mut(),
             Entry::Vacant(v) => {
-                if !syn && seg.payload_wire == 0 {
-                    // An ACK, FIN or RST of a flow not followed (its start
-                    // not seen, or its end already written): nothing to
-                    // decode, and not worth a place.
-                    return;
-                }
-                if full {
-                    // Counted at its first segment; its others find no
-                    // room either and are not counted again.
-                    if syn && seg.tcp_flags & ACK == 0 {
-                        self.counters.flows_over_limit += 1;
+                if !syn || seg.tcp_flags & ACK != 0 {
+                    // A flow whose start was not seen (or whose end was
+                    // already written) is not decoded and gets no place:
+                    // its data is counted.
+                    if seg.payload_wire > 0 {
+                        self.counters.segments_without_start += 1;
                     }
                     return;
                 }
+                if full {
+                    // Counted at its SYN; its other segments find no room
+                    // either and count as without start.
+                    self.counters.flows_over_limit += 1;
+                    return;
+                }
                 self.counters.tcp_flows += 1;
-                let start_seen = syn && seg.tcp_flags & ACK == 0;
-                let kind = if !start_seen {
-                    self.counters.flows_without_start += 1;
-                    Kind::Other
-                } else {
-                    Kind::Unknown
-                };
                 let client_is_lo = lo_is_src;
                 v.insert(Flow {
                     client_is_lo,
-                    kind,
+                    kind: Kind::Unknown,
                     last_ts: seg.ts_ns,
                     ends: Ends::of(seg, true),
                     dirs: [Dir::default(), Dir::default()],

@@ -60,6 +60,23 @@ impl Message {
     }
 }
 
+/// Whether `buf` may start an RPC message: the first words [`parse`]
+/// checks, without parsing (a call's message type and RPC version, a
+/// reply's type and status). Every message `parse` takes passes; of other
+/// datagrams, about one in two billion.
+#[inline]
+pub fn may_be_message(buf: &[u8]) -> bool {
+    let word = |at: usize| {
+        buf.get(at..at + 4)
+            .map(|b| u32::from_be_bytes([b[0], b[1], b[2], b[3]]))
+    };
+    match word(4) {
+        Some(CALL) => word(8) == Some(2),
+        Some(REPLY) => matches!(word(8), Some(0 | 1)),
+        _ => false,
+    }
+}
+
 /// Parses an RPC message header from the start of `buf` (one whole
 /// message, without TCP's record mark). `None` if `buf` is not an RPC
 /// message as far as its header goes: the checks are strict enough to
@@ -248,6 +265,30 @@ pub(crate) mod tests {
             }))
         );
         assert_eq!(procedure_name(100003, 3, 6), Some("READ"));
+    }
+
+    /// The gate before the parse: every message `parse` takes passes it;
+    /// zeros (a generator's payload), text and a wrong version do not.
+    #[test]
+    fn may_be_message_lets_every_parsed_message_through() {
+        let mut call = call_header(9, 100003, 3, 1);
+        let reply = reply_header(9);
+        let mut denied = reply_header(9);
+        denied[11] = 1;
+        denied.truncate(16);
+        for m in [&call, &reply, &denied] {
+            assert!(parse(m).is_some());
+            assert!(may_be_message(m));
+            for cut in 0..m.len() {
+                assert!(parse(&m[..cut]).is_none() || may_be_message(&m[..cut]));
+            }
+        }
+        assert!(!may_be_message(&[0; 18]));
+        assert!(!may_be_message(&[0; 64]));
+        assert!(!may_be_message(b"GET / HTTP/1.1\r\n\r\n"));
+        assert!(!may_be_message(&call[..11]));
+        call[11] = 3;
+        assert!(!may_be_message(&call));
     }
 
     #[test]

@@ -17,6 +17,17 @@ use crate::nfs::{self, CallDetail, Op};
 pub const TCP: u8 = 6;
 pub const UDP: u8 = 17;
 
+/// Whether the tracker looks at a segment of transport `proto` with this
+/// captured payload at all: every TCP segment (streams are followed
+/// whatever their ports), and UDP datagrams that may be RPC messages
+/// ([`msg::may_be_message`]). A caller may leave the others out without
+/// making their segment: [`Tracker::track`] ignores them, and its timeouts
+/// run on the segments it looks at.
+#[inline]
+pub fn looks_at(proto: u8, payload: &[u8]) -> bool {
+    proto == TCP || (proto == UDP && msg::may_be_message(payload))
+}
+
 const TCP_SYN: u16 = 0x002;
 const TCP_FIN: u16 = 0x001;
 const TCP_RST: u16 = 0x004;
@@ -362,21 +373,22 @@ impl Tracker {
     /// each in the cache in turn; a conversion's RPC stage ran 12 % faster
     /// so than writing each transaction as it completed.
     pub fn track(&mut self, seg: &Segment) {
+        if !looks_at(seg.proto, seg.payload) {
+            return;
+        }
         if seg.ts_ns.saturating_sub(self.last_sweep) >= 1_000_000_000 {
             self.sweep(seg.ts_ns);
         }
-        match seg.proto {
-            TCP => self.tcp(seg),
-            UDP if !seg.payload.is_empty() => {
-                let whole = Whole {
-                    bytes: seg.payload,
-                    len: seg.payload_wire as u64,
-                    gap: (seg.payload.len() as u32) < seg.payload_wire,
-                    ts: seg.ts_ns,
-                };
-                self.calls.message(seg, whole, false);
-            }
-            _ => {}
+        if seg.proto == TCP {
+            self.tcp(seg);
+        } else {
+            let whole = Whole {
+                bytes: seg.payload,
+                len: seg.payload_wire as u64,
+                gap: (seg.payload.len() as u32) < seg.payload_wire,
+                ts: seg.ts_ns,
+            };
+            self.calls.message(seg, whole, false);
         }
     }
 

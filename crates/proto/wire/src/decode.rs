@@ -51,6 +51,7 @@ type Step = Result<(), ParseError>;
 ///
 /// Returns where the captured TCP or UDP payload lies in `frame` (empty
 /// for other frames), for stages that read past the headers (RPC).
+#[inline]
 pub fn decode(link: LinkType, frame: &[u8], rec: &mut PacketRecord) -> Range<usize> {
     decode_layout(link, frame, rec).payload
 }
@@ -131,6 +132,7 @@ struct Decoder<'r> {
 }
 
 impl Decoder<'_> {
+    #[inline(always)]
     fn ethernet(&mut self, frame: &[u8]) -> Step {
         let eth = EthernetFrame::new_checked(frame).map_err(|_| ParseError::TruncatedLink)?;
         self.rec.eth_src = eth.src();
@@ -180,6 +182,7 @@ impl Decoder<'_> {
     }
 
     /// Follows VLAN tags (keeping the outer id), then the network layer.
+    #[inline(always)]
     fn ethertype(&mut self, ty: u16, payload: &[u8]) -> Step {
         let (ty, payload) = self.vlan_tags(ty, payload, true)?;
         self.rec.ethertype = ty;
@@ -313,6 +316,7 @@ impl Decoder<'_> {
         self.ip_seen = self.ip_seen.saturating_add(1);
     }
 
+    #[inline(always)]
     fn ipv4(&mut self, buf: &[u8]) -> Step {
         let ip = Ipv4Packet::new_checked(buf).map_err(|_| ParseError::TruncatedIpv4)?;
         if ip.version() != 4 {
@@ -422,6 +426,7 @@ impl Decoder<'_> {
     /// Parses the transport header in `l4` (captured bytes, trimmed to the IP
     /// length); `l4_wire` is the transport length the IP header states.
     /// Goes into what it encapsulates, unless the packet is a fragment.
+    #[inline(always)]
     fn transport(&mut self, proto_num: u8, l4: &[u8], l4_wire: u32, is_fragment: bool) -> Step {
         let ip_seen = self.ip_seen;
         let step = match proto_num {
@@ -458,6 +463,7 @@ impl Decoder<'_> {
         }
     }
 
+    #[inline(always)]
     fn tcp(&mut self, l4: &[u8], l4_wire: u32) -> Step {
         let Ok(tcp) = TcpHeader::new_checked(l4) else {
             self.ports_from_prefix(l4);
@@ -482,6 +488,7 @@ impl Decoder<'_> {
         Ok(())
     }
 
+    #[inline(always)]
     fn udp(&mut self, l4: &[u8], l4_wire: u32, is_fragment: bool) -> Step {
         let Ok(udp) = UdpHeader::new_checked(l4) else {
             self.ports_from_prefix(l4);
@@ -567,6 +574,7 @@ impl Decoder<'_> {
 
     /// The captured bytes of `l4` from `start` to `end` (the transport
     /// length), as offsets into the frame.
+    #[inline(always)]
     fn set_payload(&mut self, l4: &[u8], start: usize, end: usize) {
         let end = end.min(l4.len());
         if start < end {
@@ -578,6 +586,7 @@ impl Decoder<'_> {
     /// Sets `flow_hash` once the IP header (and the ports, if the protocol
     /// has them) are known. Protocols with ports get no hash when the ports
     /// were cut off: a portless hash would put the packet in the wrong flow.
+    #[inline(always)]
     fn hash_flow(&mut self, is_fragment: bool) {
         let rec = &mut *self.rec;
         debug_assert_eq!(addr_words(&rec.ip_src), self.src);

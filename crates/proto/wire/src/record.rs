@@ -290,26 +290,70 @@ pub struct PacketRecord {
 /// Plain values; [`PacketFields::has`] says which optional ones are
 /// present. IPv4 addresses are kept IPv4-mapped in IPv6 space
 /// (`::ffff:a.b.c.d`) so that one 16-byte column holds both families.
+///
+/// Laid out by hand, by alignment (so without padding): the fields that
+/// vary from packet to packet first, in the first cache line, then those
+/// of the columns constant within a flow, `flow_hash` to `parse_error`, as
+/// one stretch of 72 bytes that the packet writer compares between rows
+/// at once.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[repr(C)]
 pub struct PacketFields {
     /// Arrival time, nanoseconds since the Unix epoch (UTC).
     pub ts_ns: i64,
+    /// Byte offset of the frame's record header in the pcap file
+    /// `pcap_file` names.
+    pub pcap_offset: u64,
     /// Length of the frame on the wire.
     pub wire_len: u32,
     /// Bytes of the frame that were captured.
     pub cap_len: u32,
+    /// Length of the IP packet as the header states it, header included
+    /// (for IPv6: 40 + payload length). An IPv4 total length of 0, which
+    /// TSO and BIG TCP super-packets captured on the sending host carry, is
+    /// replaced by the length the frame gives, as tshark does.
+    pub ip_len: u32,
+    /// IPv4 identification, or the IPv6 fragment header's identification.
+    pub ip_id: u32,
+    pub tcp_seq: u32,
+    pub tcp_ack: u32,
+    /// Transport payload bytes on the wire (from the headers' lengths, not
+    /// from what was captured).
+    pub payload_len: u32,
+    /// Which pcap file of the dataset holds the frame.
+    pub pcap_file: u32,
+    /// Fragment field in IPv4's layout: bit 14 DF, bit 13 MF, bits 0..13 the
+    /// offset in 8-byte units. IPv6 fragment headers map onto the same bits.
+    pub frag: u16,
+    /// The nine TCP flag bits: NS (0x100), CWR, ECE, URG, ACK, PSH, RST, SYN,
+    /// FIN (0x001).
+    pub tcp_flags: u16,
+    pub tcp_win: u16,
+    /// UDP length field.
+    pub udp_len: u16,
+    // The fields of the columns constant within a flow, from here to the
+    // end, side by side (see above).
+    /// [`crate::flow_hash`] of the 5-tuple.
+    pub flow_hash: u32,
     /// Worker that saw the frame.
     pub worker: u16,
     /// Interface index within the capture or source file.
     pub iface: u16,
     /// [`Has`] bits.
     pub has: u16,
-    pub eth_src: [u8; 6],
-    pub eth_dst: [u8; 6],
     /// Outer VLAN id (12 bits).
     pub vlan: u16,
     /// Ethertype after any VLAN tags (or the SLL protocol field).
     pub ethertype: u16,
+    /// IP header length; for IPv6, 40 plus the extension headers before the
+    /// transport header.
+    pub ip_hdr_len: u16,
+    pub src_port: u16,
+    pub dst_port: u16,
+    pub ip_src: [u8; 16],
+    pub ip_dst: [u8; 16],
+    pub eth_src: [u8; 6],
+    pub eth_dst: [u8; 6],
     /// 4 or 6.
     pub ip_version: u8,
     /// The transport protocol: IPv4's protocol field, or for IPv6 the next
@@ -319,51 +363,19 @@ pub struct PacketFields {
     pub ttl: u8,
     /// DSCP, the upper six bits of the TOS / traffic class byte.
     pub dscp: u8,
-    pub ip_src: [u8; 16],
-    pub ip_dst: [u8; 16],
-    /// Length of the IP packet as the header states it, header included
-    /// (for IPv6: 40 + payload length). An IPv4 total length of 0, which
-    /// TSO and BIG TCP super-packets captured on the sending host carry, is
-    /// replaced by the length the frame gives, as tshark does.
-    pub ip_len: u32,
-    /// IP header length; for IPv6, 40 plus the extension headers before the
-    /// transport header.
-    pub ip_hdr_len: u16,
-    /// Fragment field in IPv4's layout: bit 14 DF, bit 13 MF, bits 0..13 the
-    /// offset in 8-byte units. IPv6 fragment headers map onto the same bits.
-    pub frag: u16,
-    /// IPv4 identification, or the IPv6 fragment header's identification.
-    pub ip_id: u32,
-    pub src_port: u16,
-    pub dst_port: u16,
-    /// The nine TCP flag bits: NS (0x100), CWR, ECE, URG, ACK, PSH, RST, SYN,
-    /// FIN (0x001).
-    pub tcp_flags: u16,
-    pub tcp_win: u16,
-    pub tcp_seq: u32,
-    pub tcp_ack: u32,
     /// TCP header length in bytes.
     pub tcp_hdr_len: u8,
     pub icmp_type: u8,
     pub icmp_code: u8,
     /// Where parsing stopped early; [`ParseError::None`] if it did not.
     pub parse_error: ParseError,
-    /// UDP length field.
-    pub udp_len: u16,
-    /// Transport payload bytes on the wire (from the headers' lengths, not
-    /// from what was captured).
-    pub payload_len: u32,
-    /// [`crate::flow_hash`] of the 5-tuple.
-    pub flow_hash: u32,
-    /// Which pcap file of the dataset holds the frame.
-    pub pcap_file: u32,
-    /// Byte offset of the frame's record header in that pcap file.
-    pub pcap_offset: u64,
 }
 
 // Two cache lines: writers buffer millions of these and visit them out of
-// order, so every byte here is memory traffic per packet.
+// order, so every byte here is memory traffic per packet. Their sizes add
+// up to 128, so there is no padding; the flow's fields are the last 72.
 const _: () = assert!(std::mem::size_of::<PacketFields>() == 128);
+const _: () = assert!(std::mem::offset_of!(PacketFields, flow_hash) == 56);
 
 /// What a tunnelled frame keeps of its outer layers; all at their defaults
 /// ([`TunnelFields::NONE`]) for a frame without a tunnel.

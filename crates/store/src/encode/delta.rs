@@ -6,7 +6,7 @@
 //! unsigned 32-bit values stored as INT32 (TCP sequence numbers) delta-encode
 //! in at most 32 bits.
 
-use super::bits::{bit_width, pack32, pack64, put_uleb, put_zigzag};
+use super::bits::{bit_width, pack64, put_uleb, put_zigzag};
 
 const BLOCK: usize = 128;
 const MINIBLOCKS: usize = 4;
@@ -62,6 +62,45 @@ impl DeltaPage {
         self.count += 1;
     }
 
+    /// [`DeltaPage::push`] of each value of `values`, with the page's state
+    /// in registers over the loop and a block's worth at a time.
+    #[inline(always)]
+    pub fn push_each(&mut self, mut values: impl Iterator<Item = u64>) {
+        if self.count == 0 {
+            let Some(v) = values.next() else {
+                return;
+            };
+            self.push(v);
+        }
+        let (mut prev, mut at, mut count) = (self.prev, self.in_block, self.count);
+        loop {
+            let room = &mut self.block[at..];
+            let mut filled = 0;
+            if self.narrow {
+                for (slot, v) in room.iter_mut().zip(values.by_ref()) {
+                    *slot = (v as u32 as i32).wrapping_sub(prev as u32 as i32) as i64;
+                    prev = v;
+                    filled += 1;
+                }
+            } else {
+                for (slot, v) in room.iter_mut().zip(values.by_ref()) {
+                    *slot = (v as i64).wrapping_sub(prev as i64);
+                    prev = v;
+                    filled += 1;
+                }
+            }
+            at += filled;
+            count += filled as u64;
+            if at < BLOCK {
+                break;
+            }
+            (self.prev, self.in_block, self.count) = (prev, at, count);
+            self.flush_block();
+            at = 0;
+        }
+        (self.prev, self.in_block, self.count) = (prev, at, count);
+    }
+
     fn flush_block(&mut self) {
         let n = self.in_block;
         if n == 0 {
@@ -88,16 +127,12 @@ impl DeltaPage {
         }
         self.body.extend_from_slice(&widths);
         for (m, &w) in widths.iter().enumerate().take(used) {
-            let mini = &residuals[m * MINI..(m + 1) * MINI];
-            if self.narrow {
-                let mut narrow = [0u32; MINI];
-                for (o, v) in narrow.iter_mut().zip(mini) {
-                    *o = *v as u32;
-                }
-                pack32(&narrow, w as u32, &mut self.body);
-            } else {
-                pack64(mini, w as u32, &mut self.body);
-            }
+            // A narrow column's residuals fit in 32 bits: packed as such.
+            pack64(
+                &residuals[m * MINI..(m + 1) * MINI],
+                w as u32,
+                &mut self.body,
+            );
         }
         self.in_block = 0;
     }

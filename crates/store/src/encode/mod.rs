@@ -456,6 +456,71 @@ impl<K: Value> ColumnEncoder<K> {
         }
     }
 
+    /// Adds the `n` present values of `values`: what [`push`] does for
+    /// each, with the column's state held in registers over the loop (a
+    /// writer pushing rows one by one reloads and stores it for every
+    /// value of every column).
+    ///
+    /// [`push`]: ColumnEncoder::push
+    #[inline(always)]
+    pub fn push_each(&mut self, n: u32, values: impl Iterator<Item = K>) {
+        if n == 0 {
+            return;
+        }
+        if self.mode == Mode::Plain {
+            values.for_each(|v| self.push(v));
+            return;
+        }
+        if self.spec.nullable {
+            self.levels.push_n(true, n);
+        }
+        self.rows_in_page += n;
+        if self.mode == Mode::Delta {
+            if self.spec.signed {
+                self.push_delta_each::<true>(values);
+            } else {
+                self.push_delta_each::<false>(values);
+            }
+            return;
+        }
+        let (mut cur, mut len) = (self.cur_val, self.cur_len);
+        for v in values {
+            if len > 0 && v.same(cur) {
+                len += 1;
+            } else {
+                self.cur_len = len;
+                self.new_run(v);
+                (cur, len) = (v, 1);
+            }
+        }
+        self.cur_len = len;
+        self.last = Some(cur);
+    }
+
+    /// The delta part of [`ColumnEncoder::push_each`]: the values' least
+    /// and greatest found as they go, in the column's order.
+    #[inline(always)]
+    fn push_delta_each<const SIGNED: bool>(&mut self, mut values: impl Iterator<Item = K>) {
+        let Some(first) = values.next() else {
+            return;
+        };
+        let (mut lo, mut hi, mut last) = (first, first, first);
+        self.delta.push(first.as_u64());
+        self.delta.push_each(values.map(|v| {
+            if v.less(lo, SIGNED) {
+                lo = v;
+            }
+            if hi.less(v, SIGNED) {
+                hi = v;
+            }
+            last = v;
+            v.as_u64()
+        }));
+        self.observe(lo);
+        self.observe(hi);
+        self.last = Some(last);
+    }
+
     #[inline(always)]
     fn push_delta(&mut self, v: K) {
         self.delta.push(v.as_u64());
