@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Two builds of weir side by side (issue 64: a change of build settings to
 # build faster (features, profile, system libraries) must not slow
-# conversion, analyses, queries or capture; this shows whether it does). On one dataset of `weir gen --model app`
-# (FRAMES frames, converted with --index-sources), the two binaries run
+# conversion, analyses, queries or capture; this shows whether it does).
+# On one dataset of `weir gen --model app` (FRAMES frames, converted with --index-sources), the two binaries run
 # the same commands, interleaved (A B, then B A, ...), REPS times each:
 # `weir convert -j 1` of the trace; the analyses on the default path and
 # on the SQL path (`--no-flows-table`, a filter); `weir sql` statements
