@@ -13,22 +13,12 @@ restricted as the header says, and ip_text registered as a function.
 """
 
 import decimal
-import ipaddress
 import json
 import os
 import re
 import sys
 
-
-def ip_text(b):
-    if b is None:
-        return None
-    b = bytes(b)
-    if len(b) != 16:
-        return None
-    if b[:10] == bytes(10) and b[10:12] == b"\xff\xff":
-        return str(ipaddress.IPv4Address(b[12:]))
-    return ipaddress.IPv6Address(b).compressed
+from addresses import register as register_address_functions
 
 
 def parse(script):
@@ -79,7 +69,6 @@ def main():
         sys.exit(f"{script_path}: no '-- result:' statements; make it with weir analyze --emit-sql")
 
     from pyspark.sql import SparkSession
-    from pyspark.sql.types import StringType
 
     spark = (
         SparkSession.builder.master(os.environ.get("WEIR_SPARK_MASTER", "local[2]"))
@@ -91,7 +80,7 @@ def main():
         .getOrCreate()
     )
     spark.sparkContext.setLogLevel("ERROR")
-    spark.udf.register("ip_text", ip_text, StringType())
+    register_address_functions(spark)
     for table, ddl in columns.items():
         paths = [
             os.path.join(d, table)

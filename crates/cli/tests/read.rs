@@ -67,22 +67,7 @@ fn convert_indexed(s: &Scratch, inputs: &[PathBuf], name: &str) -> PathBuf {
 #[test]
 fn read_selects_exactly_what_tcpdump_selects() {
     let s = Scratch::new("read-nfs");
-    let full = s.join("nfsv3.pcap");
-    let mut cmd = tool("zstd");
-    cmd.arg("-q")
-        .arg("-d")
-        .arg(nfs_trace("nfsv3"))
-        .arg("-o")
-        .arg(&full);
-    assert_eq!(run_bounded(cmd, Duration::from_secs(120)).code(), 0);
-    let cut = s.join("cut.pcap");
-    let mut cmd = tool("tcpdump");
-    cmd.arg("-r")
-        .arg(&full)
-        .args(["-c", "50000", "-w"])
-        .arg(&cut);
-    assert_eq!(run_bounded(cmd, Duration::from_secs(120)).code(), 0);
-    let _ = std::fs::remove_file(&full);
+    let cut = nfs_frames(&s, 50_000, "cut.pcap");
     let ds = convert_indexed(&s, std::slice::from_ref(&cut), "ds");
     for filter in [
         "",

@@ -180,6 +180,36 @@ fn api_answers_and_refuses() {
         b"SELECT 1",
     );
     assert_eq!(r.status, 415);
+    // Addresses as text, lists of them too, with each column's unit and
+    // rank (the terminal's) for the page.
+    let r = sql("SELECT * FROM dns WHERE answer_count > 0 LIMIT 5");
+    assert_eq!(r.status, 200, "{}", r.text());
+    let v = r.json();
+    let row = &v["rows"][0];
+    // IPv4 dotted, IPv6 in RFC 5952 form (as Rust writes it).
+    let text = |v: &serde_json::Value| {
+        let s = v.as_str().unwrap_or_default();
+        s.parse::<std::net::IpAddr>()
+            .is_ok_and(|a| a.to_string() == s)
+    };
+    assert!(text(&row["client"]) && text(&row["server"]), "{row}");
+    let answers = row["answer_addrs"].as_array().expect("a list");
+    assert!(!answers.is_empty() && answers.iter().all(text), "{row}");
+    let unit_of = |c: &str| {
+        let i = v["columns"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .position(|x| x == c)
+            .unwrap();
+        (v["units"][i].clone(), v["ranks"][i].clone())
+    };
+    assert_eq!(unit_of("latency_ns").0, "duration");
+    let r =
+        sql("SELECT ip_proto, count(*) AS frames, sum(wire_len) AS bytes FROM packets GROUP BY 1");
+    let v = r.json();
+    assert_eq!(v["units"], json!(["protocol", "count", "bytes"]), "{v}");
+    assert_eq!(v["ranks"][2], 0);
     // The row limit holds.
     let r = sql("SELECT * FROM packets");
     assert_eq!(r.status, 200);
@@ -333,6 +363,7 @@ fn page_in_headless_chromium() {
     if let Some(dir) = &shots {
         b.screenshot(&dir.join("serve-overview.png"));
     }
+    readable_at_1280(&b);
 
     // Zoom: drag across the middle of the overview.
     b.drag("#overview svg", 0.3, 0.6);
@@ -367,7 +398,7 @@ fn page_in_headless_chromium() {
     let column = |name: &str| -> Vec<i64> {
         b.exec(
             "const i = [...document.querySelectorAll('#flows th')].findIndex(th => th.dataset.col === arguments[0]);
-             return [...document.querySelectorAll('#flows tbody tr')].map(tr => tr.children[i].textContent);",
+             return [...document.querySelectorAll('#flows tbody tr')].map(tr => tr.children[i].dataset.value);",
             json!([name]),
         )
         .as_array()
@@ -406,6 +437,10 @@ fn page_in_headless_chromium() {
     );
     assert!(packets.as_u64().unwrap() > 0);
     if let Some(dir) = &shots {
+        b.exec(
+            "document.querySelector('#flows-box').scrollIntoView();",
+            json!([]),
+        );
         b.screenshot(&dir.join("serve-flow.png"));
     }
 
@@ -437,7 +472,11 @@ fn page_in_headless_chromium() {
     );
     // The page's own count of the selection agrees.
     let total = b.text("#packets-pager");
-    assert!(total.contains(&format!("({n} rows)")), "{total} vs {n}");
+    assert!(
+        total.contains(&format!("({} rows)", util::fmt::group_digits(n as u64))),
+        "{total} vs {n}"
+    );
+    readable_at_1280(&b);
 
     // The SQL box.
     b.type_into("#sql", "SELECT count(*) AS n FROM packets");
@@ -450,6 +489,90 @@ fn page_in_headless_chromium() {
     assert!(b.text("#sql-error").contains("only queries"));
     drop(b);
     stop(srv);
+}
+
+/// The page at 1,280 x 800 as a person reads it: no table wider than the
+/// window (the columns left out behind "more columns"), no raw counts or
+/// nanosecond times, addresses as text, protocols by name, a flow as
+/// `a:p → b:q`, and every panel saying how long its answer took.
+fn readable_at_1280(b: &Browser) {
+    let width = b.exec("return window.innerWidth;", json!([]));
+    assert_eq!(width, 1280, "the window's width");
+    let wide = b.exec(
+        "return [...document.querySelectorAll('table')]
+           .filter(t => t.offsetParent !== null)
+           .map(t => [t.closest('[id]').id, t.getBoundingClientRect().right, t.closest('.table').scrollWidth - t.closest('.table').clientWidth])
+           .filter(([, right, over]) => right > window.innerWidth || over > 0);",
+        json!([]),
+    );
+    assert_eq!(wide, json!([]), "tables wider than the window");
+    let page = b.exec("return document.documentElement.scrollWidth;", json!([]));
+    assert!(
+        page.as_i64().unwrap() <= 1280,
+        "the page scrolls sideways: {page}"
+    );
+    // Every shown cell: no run of 7 digits (a raw count or time), no
+    // address as hex digits.
+    let raw = b.exec(
+        "return [...document.querySelectorAll('td')]
+           .filter(td => !td.hidden && td.offsetParent !== null)
+           .map(td => td.textContent)
+           .filter(t => /\\d{7,}/.test(t) || /[0-9a-f]{12,}/i.test(t));",
+        json!([]),
+    );
+    assert_eq!(raw, json!([]), "raw numbers or hex on the page");
+    let flows = b.exec(
+        "return [...document.querySelectorAll('#flows tbody tr')].map(tr => tr.children[0].textContent);",
+        json!([]),
+    );
+    let first = flows[0].as_str().unwrap();
+    assert!(first.contains(" → ") && first.contains(':'), "{flows}");
+    let protocols = b.exec(
+        "const i = [...document.querySelectorAll('#flows th')].findIndex(th => th.dataset.col === 'proto');
+         return [...document.querySelectorAll('#flows tbody tr')].map(tr => tr.children[i].textContent);",
+        json!([]),
+    );
+    assert!(
+        protocols
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|p| p == "tcp" || p == "udp"),
+        "{protocols}"
+    );
+    // Times are seconds after the window's start, the full time on hover.
+    let time = b.exec(
+        "const i = [...document.querySelectorAll('#flows th')].findIndex(th => th.dataset.col === 'first_ns');
+         const td = document.querySelector('#flows tbody tr').children[i];
+         return [td.textContent, td.title];",
+        json!([]),
+    );
+    assert!(time[0].as_str().unwrap().ends_with(" s"), "{time}");
+    assert!(time[1].as_str().unwrap().starts_with("20"), "{time}");
+    // The least telling columns wait behind a button, which shows them.
+    let shown = |b: &Browser| {
+        b.exec(
+            "return [...document.querySelectorAll('#flows th')].filter(th => !th.hidden).length;",
+            json!([]),
+        )
+        .as_u64()
+        .unwrap()
+    };
+    let before = shown(b);
+    assert!(b.text("#flows .more-columns").starts_with("more columns"));
+    b.click("#flows .more-columns");
+    assert!(shown(b) > before);
+    b.click("#flows .more-columns");
+    assert_eq!(shown(b), before);
+    let took = b.exec(
+        "return [...document.querySelectorAll('.took')]
+           .filter(s => s.offsetParent !== null && s.id !== 'sql-result-took')
+           .map(s => [s.id, s.textContent]);",
+        json!([]),
+    );
+    for t in took.as_array().unwrap() {
+        assert!(t[1].as_str().unwrap().starts_with("answered in "), "{t}");
+    }
 }
 
 /// The page's selection from its address.

@@ -7,99 +7,19 @@
 mod common;
 
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use common::background::Background;
 use common::netns::{IFACE, VethPair};
+use common::stack::{Server, TRANSFER, send, send_pausing, start_stack, stop_stack};
 use common::*;
 use serde_json::Value;
 
 const WEIR: &str = env!("CARGO_BIN_EXE_weir");
-const TRANSFER: &str = concat!(
-    env!("CARGO_MANIFEST_DIR"),
-    "/../../tests/traffic/tcp_transfer.py"
-);
 const LOSSY: &str = concat!(
     env!("CARGO_MANIFEST_DIR"),
     "/../../tests/traffic/lossy.bpf.c"
 );
-
-/// `weir stack ARGS -o DS`, recording once it says so.
-fn start_stack(ds: &Path, args: &[&str]) -> Background {
-    let mut cmd = Command::new(WEIR);
-    cmd.arg("stack").arg("-o").arg(ds).args(args);
-    Background::start(cmd, "recording into", Duration::from_secs(60))
-}
-
-/// Ends the recording (SIGINT, by PID) and checks it ended well.
-fn stop_stack(bg: Background) -> Run {
-    bg.signal(libc::SIGINT);
-    let r = bg.wait(Duration::from_secs(60));
-    assert_eq!(r.code(), 0, "weir stack failed: {}", r.stderr());
-    r
-}
-
-/// The receiving end, listening in `ns` when this returns; killed by PID
-/// if it is still there when dropped.
-struct Server(Child);
-
-impl Server {
-    fn start(ns: &str, port: u16) -> Server {
-        let mut child = VethPair::exec(ns, "python3")
-            .args([TRANSFER, "serve", &port.to_string()])
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("start the server");
-        let mut out = std::io::BufReader::new(child.stdout.take().unwrap());
-        let mut line = String::new();
-        std::io::BufRead::read_line(&mut out, &mut line).unwrap();
-        assert_eq!(line.trim(), "ready", "the server did not start");
-        // Keep the pipe for the final line.
-        child.stdout = Some(out.into_inner());
-        Server(child)
-    }
-
-    /// Bytes the server received, once the transfer is over.
-    fn received(mut self) -> u64 {
-        let mut text = String::new();
-        std::io::Read::read_to_string(self.0.stdout.as_mut().unwrap(), &mut text).unwrap();
-        let _ = self.0.wait();
-        text.trim()
-            .strip_prefix("received ")
-            .and_then(|n| n.parse().ok())
-            .unwrap_or_else(|| panic!("server said {text:?}"))
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-/// Sends `n` bytes from `ns` to the server at `addr`; returns the client's
-/// local port.
-fn send(cmd: Command, addr: &str, port: u16, n: u64) -> u16 {
-    send_pausing(cmd, addr, port, n, 0.0)
-}
-
-/// [`send`], pausing `pause` seconds halfway.
-fn send_pausing(cmd: Command, addr: &str, port: u16, n: u64, pause: f64) -> u16 {
-    let mut cmd = cmd;
-    cmd.args([TRANSFER, "send", addr, &port.to_string(), &n.to_string()]);
-    cmd.arg(pause.to_string());
-    let r = run_bounded(cmd, Duration::from_secs(120));
-    assert_eq!(r.code(), 0, "the client failed: {}", r.stderr());
-    let out = r.stdout();
-    let f: Vec<&str> = out.split_whitespace().collect();
-    assert_eq!(f.first(), Some(&"sent"), "client said {out:?}");
-    assert_eq!(f[1].parse::<u64>().unwrap(), n);
-    f[2].parse().unwrap()
-}
 
 fn sql(ds: &Path, q: &str) -> Vec<Value> {
     let mut cmd = weir();

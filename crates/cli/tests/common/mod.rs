@@ -5,6 +5,7 @@ pub mod background;
 pub mod kafka;
 pub mod live;
 pub mod netns;
+pub mod stack;
 pub mod web;
 
 use std::path::{Path, PathBuf};
@@ -22,6 +23,29 @@ pub fn weir() -> Command {
 // Not every test binary uses all three.
 #[allow(unused_imports)]
 pub use testdata::{nfs_trace, tcpdump_capture, tcpdump_capture_of, tcpdump_captures};
+
+/// The first `frames` frames of the real NFSv3 trace, as `s/NAME`
+/// (decompressed with zstd, cut with tcpdump).
+pub fn nfs_frames(s: &Scratch, frames: u32, name: &str) -> PathBuf {
+    let full = s.join("nfsv3-full.pcap");
+    let mut cmd = tool("zstd");
+    cmd.arg("-q")
+        .arg("-d")
+        .arg(nfs_trace("nfsv3"))
+        .arg("-o")
+        .arg(&full);
+    assert_eq!(run_bounded(cmd, Duration::from_secs(120)).code(), 0);
+    let cut = s.join(name);
+    let mut cmd = tool("tcpdump");
+    cmd.arg("-r")
+        .arg(&full)
+        .args(["-c", &frames.to_string(), "-w"])
+        .arg(&cut);
+    let r = run_bounded(cmd, Duration::from_secs(120));
+    assert_eq!(r.code(), 0, "{}", r.stderr());
+    let _ = std::fs::remove_file(&full);
+    cut
+}
 
 /// A fresh scratch directory for one test, removed when dropped.
 pub struct Scratch(pub PathBuf);

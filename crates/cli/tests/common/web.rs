@@ -195,7 +195,7 @@ impl Browser {
             "--disable-component-update",
             "--disable-sync",
             "--no-first-run",
-            "--window-size=1400,1000",
+            "--window-size=1280,800",
         ]
         .iter()
         .map(|s| s.to_string())

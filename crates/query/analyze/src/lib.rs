@@ -28,6 +28,7 @@ mod rpc_pass;
 pub mod session;
 pub mod stack;
 mod terminal;
+mod text;
 pub mod udf;
 
 pub use analyses::{BurstScale, By, Table};

@@ -1,5 +1,7 @@
 //! Results as a terminal table, JSON or CSV.
 //!
+//! Every format shows addresses as text (`text`: by the columns' types,
+//! lists of addresses too); CSV writes a list as one field `[a, b]`.
 //! Tables for people format by column name: `*_ns` integers are times
 //! (RFC 3339, UTC) or, for `duration_ns`, `span_ns`, `*rtt_ns` and
 //! `*after_ns` (offsets), durations; `*_fps`
@@ -22,7 +24,7 @@ use util::fmt::{human_duration, si};
 
 use crate::analyses::Table;
 use crate::error::AnalyzeError;
-pub use crate::terminal::{Terminal, render_terminal};
+pub use crate::terminal::{Terminal, Unit, rank, render_terminal, unit_of};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Format {
@@ -34,6 +36,7 @@ pub enum Format {
 /// Renders `tables`; with several, each is headed by its name (table and
 /// CSV) or is a member of one JSON object (JSON).
 pub fn render(tables: &[Table], format: Format) -> Result<String, AnalyzeError> {
+    let tables: &[Table] = &crate::text::addresses_as_text(tables)?;
     match format {
         Format::Table => {
             let mut out = String::new();
@@ -99,6 +102,7 @@ fn json_rows(t: &Table) -> Result<String, AnalyzeError> {
 }
 
 fn csv(t: &Table) -> Result<String, AnalyzeError> {
+    let t = &crate::text::nested_as_text(t)?;
     if t.batches.is_empty() {
         let names: Vec<&str> = t
             .schema

@@ -55,6 +55,7 @@ struct Shown {
 /// Renders `tables` for `term`: each headed by its name when there are
 /// several, and (once) what the times count from.
 pub fn render_terminal(tables: &[Table], term: &Terminal) -> Result<String, AnalyzeError> {
+    let tables: &[Table] = &crate::text::addresses_as_text(tables)?;
     let mut out = String::new();
     let mut relative_times = false;
     for t in tables {
@@ -187,24 +188,30 @@ fn columns(t: &Table, term: &Terminal) -> Result<Vec<Shown>, AnalyzeError> {
             }
             let fmt =
                 ArrayFormatter::try_new(a.as_ref(), &opts).map_err(|e| engine(e.to_string()))?;
+            let unit = unit_of(f.name(), a.data_type());
             for r in 0..a.len() {
                 cells[c].push((!a.is_null(r)).then(|| {
                     let plain = || fmt.value(r).to_string();
-                    match kind {
-                        Kind::Time => {
+                    match unit {
+                        Unit::Time => {
                             int_at(a.as_ref(), r).map_or_else(plain, |ns| match term.t0_ns {
                                 Some(t0) => seconds_after(ns - t0),
                                 None => store::time::format_ns(ns).replace('T', " "),
                             })
                         }
-                        Kind::Duration => int_at(a.as_ref(), r).map_or_else(plain, short_duration),
-                        Kind::Rate => float_at(a.as_ref(), r)
-                            .map_or_else(plain, |x| with_unit(x, rate_unit(f.name()))),
-                        Kind::TcpFlags => int_at(a.as_ref(), r).map_or_else(plain, tcp_flags_text),
-                        Kind::Plain if f.name() == "proto" => {
-                            integer(a.as_ref(), r).map_or_else(plain, protocol_name)
-                        }
-                        Kind::Plain => number(f.name(), a.as_ref(), r).unwrap_or_else(plain),
+                        Unit::Duration => int_at(a.as_ref(), r).map_or_else(plain, short_duration),
+                        Unit::BitRate | Unit::FrameRate => float_at(a.as_ref(), r)
+                            .map_or_else(plain, |x| with_unit(x, unit.rate_unit())),
+                        Unit::TcpFlags => int_at(a.as_ref(), r).map_or_else(plain, tcp_flags_text),
+                        Unit::Protocol => integer(a.as_ref(), r).map_or_else(plain, protocol_name),
+                        Unit::Bytes => integer(a.as_ref(), r).map_or_else(plain, |v| {
+                            human_bytes(v.clamp(0, u64::MAX as i128) as u64)
+                        }),
+                        Unit::Count => integer(a.as_ref(), r)
+                            .filter(|v| (0..=u64::MAX as i128).contains(v))
+                            .map_or_else(plain, |v| group_digits(v as u64)),
+                        Unit::Decimal => float_at(a.as_ref(), r).map_or_else(plain, three_digits),
+                        Unit::Plain => plain(),
                     }
                 }));
             }
@@ -304,7 +311,7 @@ fn is_port(name: &str) -> bool {
 
 /// How much a column tells at a glance: 0 (the row's subject and its
 /// size) to 3 (detail for those who asked with --wide).
-fn rank(name: &str) -> u8 {
+pub fn rank(name: &str) -> u8 {
     const SUBJECT: &[&str] = &[
         "host",
         "port",
@@ -373,14 +380,6 @@ fn seconds_after(ns: i64) -> String {
     )
 }
 
-fn rate_unit(name: &str) -> &'static str {
-    if name.ends_with("_bps") {
-        "b/s"
-    } else {
-        "fr/s"
-    }
-}
-
 /// `1.23 Mb/s`: three significant digits, an SI prefix and the unit.
 pub fn with_unit(x: f64, unit: &str) -> String {
     let (v, p) = [(1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")]
@@ -405,33 +404,86 @@ fn three_digits(v: f64) -> String {
     }
 }
 
-/// Integers and floats of a plain column: byte counts in B/kB/MB/GB,
-/// other counts with their digits grouped, identifiers as they are.
-fn number(name: &str, a: &dyn Array, r: usize) -> Option<String> {
+/// What a column holds, by its name and type: how the terminal prints
+/// its cells, and how the page (weir serve) formats them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Unit {
+    /// ns since the epoch: seconds after the first frame.
+    Time,
+    Duration,
+    /// `*_bps`: b/s with an SI prefix.
+    BitRate,
+    /// `*_fps` and other rates: fr/s with an SI prefix.
+    FrameRate,
+    TcpFlags,
+    /// An IP protocol number, by its name.
+    Protocol,
+    /// A byte count: B, kB, MB, GB.
+    Bytes,
+    /// Any other count: digits grouped.
+    Count,
+    /// A floating-point number: three significant digits.
+    Decimal,
+    /// Text, identifiers (ports, ids, versions) and the rest: as they are.
+    Plain,
+}
+
+impl Unit {
+    /// Its name in the page's API.
+    pub fn name(self) -> &'static str {
+        match self {
+            Unit::Time => "time",
+            Unit::Duration => "duration",
+            Unit::BitRate => "b/s",
+            Unit::FrameRate => "fr/s",
+            Unit::TcpFlags => "tcp_flags",
+            Unit::Protocol => "protocol",
+            Unit::Bytes => "bytes",
+            Unit::Count => "count",
+            Unit::Decimal => "decimal",
+            Unit::Plain => "plain",
+        }
+    }
+
+    fn rate_unit(self) -> &'static str {
+        if self == Unit::BitRate { "b/s" } else { "fr/s" }
+    }
+}
+
+/// The unit of column `name` of type `ty`.
+pub fn unit_of(name: &str, ty: &DataType) -> Unit {
+    match kind_of(name, ty) {
+        Kind::Time => return Unit::Time,
+        Kind::Duration => return Unit::Duration,
+        Kind::Rate if name.ends_with("_bps") => return Unit::BitRate,
+        Kind::Rate => return Unit::FrameRate,
+        Kind::TcpFlags => return Unit::TcpFlags,
+        Kind::Plain => {}
+    }
+    let int = ty.is_integer() || matches!(ty, DataType::Decimal128(_, 0));
+    if (name == "proto" || name == "ip_proto") && int {
+        return Unit::Protocol;
+    }
     let identifier = [
         "port", "proto", "cookie", "version", "_id", "iface", "vlan", "level",
     ]
     .iter()
     .any(|k| name.contains(k));
     if identifier {
-        return None;
-    }
-    match a.data_type() {
-        DataType::Float64 => float_at(a, r).map(three_digits),
-        _ => {
-            let v = integer(a, r)?;
-            if name == "bytes"
-                || name.ends_with("_bytes")
-                || name.starts_with("bytes_")
-                || name.ends_with("_payload")
-            {
-                Some(human_bytes(v.clamp(0, u64::MAX as i128) as u64))
-            } else if (0..=u64::MAX as i128).contains(&v) {
-                Some(group_digits(v as u64))
-            } else {
-                None
-            }
-        }
+        Unit::Plain
+    } else if matches!(ty, DataType::Float64) {
+        Unit::Decimal
+    } else if int
+        && (name == "bytes"
+            || name.ends_with("_bytes")
+            || name.starts_with("bytes_")
+            || name.ends_with("_payload"))
+    {
+        Unit::Bytes
+    } else if int {
+        Unit::Count
+    } else {
+        Unit::Plain
     }
 }
 

@@ -5,7 +5,7 @@ use std::fmt::Write;
 use std::net::{Ipv4Addr, Ipv6Addr};
 use std::sync::Arc;
 
-use datafusion::arrow::array::{Array, ArrayRef, FixedSizeBinaryArray, StringBuilder};
+use datafusion::arrow::array::{Array, ArrayRef, FixedSizeBinaryArray, StringArray, StringBuilder};
 use datafusion::arrow::datatypes::DataType;
 use datafusion::common::{DataFusionError, Result};
 use datafusion::logical_expr::{ColumnarValue, Volatility, create_udf};
@@ -51,6 +51,25 @@ pub fn write_mac(b: &[u8], out: &mut String) {
     }
 }
 
+/// Each value of `bin` as `write` writes it (a null stays null).
+pub(crate) fn text_column(
+    bin: &FixedSizeBinaryArray,
+    write: impl Fn(&[u8], &mut String),
+) -> StringArray {
+    let mut out = StringBuilder::with_capacity(bin.len(), bin.len() * 16);
+    let mut s = String::new();
+    for i in 0..bin.len() {
+        if bin.is_null(i) {
+            out.append_null();
+        } else {
+            s.clear();
+            write(bin.value(i), &mut s);
+            out.append_value(&s);
+        }
+    }
+    out.finish()
+}
+
 fn text_of(
     args: &[ColumnarValue],
     width: i32,
@@ -66,18 +85,7 @@ fn text_of(
             input.data_type()
         )));
     };
-    let mut out = StringBuilder::with_capacity(bin.len(), bin.len() * 16);
-    let mut s = String::new();
-    for i in 0..bin.len() {
-        if bin.is_null(i) {
-            out.append_null();
-        } else {
-            s.clear();
-            write(bin.value(i), &mut s);
-            out.append_value(&s);
-        }
-    }
-    let array: ArrayRef = Arc::new(out.finish());
+    let array: ArrayRef = Arc::new(text_column(bin, write));
     let scalar = args.iter().all(|a| matches!(a, ColumnarValue::Scalar(_)));
     if scalar {
         return datafusion::common::ScalarValue::try_from_array(&array, 0)

@@ -15,6 +15,7 @@ use analyze::arrow::compute::{
 };
 use analyze::arrow::datatypes::{DataType, Int64Type};
 use analyze::read::{ReadOptions, ReadOutput, check_filter, read_frames_into};
+use analyze::render::{rank, unit_of};
 use analyze::{AnalyzeError, By, Session, Table, TimeWindow};
 use serde_json::{Value, json};
 
@@ -782,8 +783,10 @@ fn exact_in_javascript(v: &mut Value) {
     }
 }
 
-/// A table as `{name, columns, rows}`: rows from `skip`, at most `max`, as
-/// objects (a null is left out); `truncated` when rows were left out.
+/// A table as `{name, columns, units, ranks, rows}`: rows from `skip`, at
+/// most `max`, as objects (a null is left out, addresses are text);
+/// each column's unit and rank (0 most telling) as the terminal has them;
+/// `truncated` when rows were left out.
 fn table_json(t: &Table, skip: usize, max: usize) -> Result<Value, ApiError> {
     let mut kept = Vec::new();
     let mut to_skip = skip;
@@ -813,9 +816,18 @@ fn table_json(t: &Table, skip: usize, max: usize) -> Result<Value, ApiError> {
         serde_json::from_str(&text).map_err(|e| api_err(500, "dataset", e.to_string()))?
     };
     exact_in_javascript(&mut rows);
+    // How the page shows each column: the terminal's units and ranks.
+    let fields = t.schema.fields();
+    let units: Vec<&str> = fields
+        .iter()
+        .map(|f| unit_of(f.name(), f.data_type()).name())
+        .collect();
+    let ranks: Vec<u8> = fields.iter().map(|f| rank(f.name())).collect();
     Ok(json!({
         "name": t.name,
-        "columns": t.schema.fields().iter().map(|f| f.name().clone()).collect::<Vec<_>>(),
+        "columns": fields.iter().map(|f| f.name().clone()).collect::<Vec<_>>(),
+        "units": units,
+        "ranks": ranks,
         "rows": rows,
         "truncated": skip + max < total,
     }))

@@ -105,7 +105,8 @@ function anyRunning() {
   return info.datasets.some((d) => d.running);
 }
 
-// ---- formatting ----
+// ---- formatting: as the terminal's tables (crates/query/analyze/src/
+// terminal.rs), by each column's unit and rank that the API sends ----
 
 function fmtTime(ns) {
   const n = BigInt(ns);
@@ -120,11 +121,26 @@ function fmtShortTime(ns) {
 
 function fmtDuration(ns) {
   const n = Number(ns);
-  if (n >= 60 * NS_PER_S) return (n / 60 / NS_PER_S).toFixed(1) + " min";
-  if (n >= NS_PER_S) return (n / NS_PER_S).toFixed(3) + " s";
-  if (n >= 1e6) return (n / 1e6).toFixed(3) + " ms";
-  if (n >= 1e3) return (n / 1e3).toFixed(1) + " us";
+  if (Math.abs(n) >= NS_PER_S) return (n / NS_PER_S).toFixed(3) + " s";
+  if (Math.abs(n) >= 1e6) return (n / 1e6).toFixed(3) + " ms";
+  if (Math.abs(n) >= 1e3) return (n / 1e3).toFixed(3) + " us";
   return n + " ns";
+}
+
+// A round length as people write it (50 ms, 15 s, 10 min); others as
+// fmtDuration gives them.
+function shortDuration(ns) {
+  const n = Number(ns);
+  const units = [[86400e9, "d"], [3600e9, "h"], [60e9, "min"], [1e9, "s"], [1e6, "ms"], [1e3, "us"]];
+  for (const [unit, name] of units) {
+    if (n >= unit) {
+      const v = n / unit;
+      const frac = String(v).split(".")[1];
+      if (n % Math.max(1, unit / 1000) === 0 && (!frac || frac.length <= 3)) return `${v} ${name}`;
+      break;
+    }
+  }
+  return fmtDuration(n);
 }
 
 function si(v) {
@@ -134,63 +150,214 @@ function si(v) {
   return Number.isInteger(n) ? String(n) : n.toFixed(2);
 }
 
+function threeDigits(v) {
+  if (Number.isInteger(v) && Math.abs(v) < 1000) return String(v);
+  const a = Math.abs(v);
+  return v.toFixed(a >= 100 ? 0 : a >= 10 ? 1 : 2);
+}
+
+// 1.23 Mb/s: three significant digits, an SI prefix and the unit.
+function withUnit(x, unit) {
+  const n = Number(x);
+  for (const [d, p] of [[1e12, "T"], [1e9, "G"], [1e6, "M"], [1e3, "k"]]) {
+    if (Math.abs(n) >= d * 0.9995) return `${threeDigits(n / d)} ${p}${unit}`;
+  }
+  return `${threeDigits(n)} ${unit}`;
+}
+
+// Bytes in B/kB/MB/GB (decimal, as networks count).
+function humanBytes(v) {
+  const n = Number(v);
+  if (n < 1e3) return `${n} B`;
+  if (n < 1e6) return `${(n / 1e3).toFixed(1)} kB`;
+  if (n < 1e9) return `${(n / 1e6).toFixed(1)} MB`;
+  return `${(n / 1e9).toFixed(2)} GB`;
+}
+
+function groupDigits(v) {
+  const s = String(v);
+  if (!/^\d+$/.test(s)) return s;
+  return s.replace(/\B(?=(\d{3})+$)/g, ",");
+}
+
 function tcpFlags(f) {
   const bits = [[0x02, "S"], [0x01, "F"], [0x04, "R"], [0x08, "P"], [0x10, "."], [0x20, "U"], [0x40, "E"], [0x80, "W"]];
   return bits.filter(([b]) => f & b).map(([, c]) => c).join("");
 }
 
-const DURATION_COLS = /(^duration_ns$|rtt_ns$|delay_ns$|latency_ns$|after_ns$|^span_ns$|^scale_ns$)/;
+const PROTOCOLS = { 1: "icmp", 2: "igmp", 6: "tcp", 17: "udp", 47: "gre", 50: "esp", 58: "icmpv6", 132: "sctp" };
 
-function cell(col, v) {
-  if (v === undefined || v === null) return "";
-  if (typeof v === "number" || /^-?\d+$/.test(String(v))) {
-    if (DURATION_COLS.test(col)) return fmtDuration(v);
-    if (col.endsWith("_ns")) return fmtTime(v);
-    if (col.endsWith("tcp_flags")) return tcpFlags(Number(v));
-    if (col.endsWith("_bps") || col.endsWith("_fps")) return si(v);
+// Where times in tables count from: the window's start.
+function windowStart() {
+  if (sel.from !== null) return sel.from;
+  const span = info && info.span;
+  return span ? BigInt(span.first_ns) : null;
+}
+
+// `+1.234 s` after the window's start; finer for a short window.
+function secondsAfter(ns) {
+  const t0 = windowStart();
+  if (t0 === null) return fmtTime(ns);
+  const d = Number(BigInt(ns) - t0) / NS_PER_S;
+  const span = info && info.span ? Number(BigInt(info.span.last_ns) - t0) / NS_PER_S : 100;
+  const digits = (sel.to !== null ? Number(sel.to - t0) / NS_PER_S : span) < 10 ? 6 : 3;
+  return (d < 0 ? "-" : "+") + Math.abs(d).toFixed(digits) + " s";
+}
+
+const isInteger = (v) => typeof v === "number" || /^-?\d+$/.test(String(v));
+
+// A cell's text (and the full value on hover, where the text shortens it).
+function cell(unit, v) {
+  if (v === undefined || v === null) return { text: "" };
+  if (Array.isArray(v)) return { text: "[" + v.join(", ") + "]" };
+  if (typeof v === "number" || isInteger(v)) {
+    switch (unit) {
+      case "time": return { text: secondsAfter(v), title: fmtTime(v) };
+      case "duration": return { text: shortDuration(v), title: `${groupDigits(v)} ns` };
+      case "b/s": case "fr/s": return { text: withUnit(v, unit) };
+      case "tcp_flags": return { text: tcpFlags(Number(v)) };
+      case "protocol": return { text: PROTOCOLS[Number(v)] || String(v) };
+      case "bytes": return { text: humanBytes(v), title: `${groupDigits(v)} bytes` };
+      case "count": return { text: groupDigits(v) };
+      case "decimal": return { text: threeDigits(Number(v)) };
+    }
   }
-  if (typeof v === "number" && !Number.isInteger(v)) return v.toPrecision(6);
-  return String(v);
+  if (typeof v === "number" && !Number.isInteger(v)) return { text: threeDigits(v) };
+  return { text: String(v) };
+}
+
+// `a:p`, an IPv6 address in brackets; the address alone without a port.
+function endpoint(addr, port) {
+  const a = addr === undefined || addr === null ? "-" : String(addr);
+  if (port === undefined || port === null) return a;
+  return a.includes(":") ? `[${a}]:${port}` : `${a}:${port}`;
+}
+
+// The columns as shown: a flow's endpoints joined into `a:p → b:q`, a
+// pair of hosts into `a ↔ b`; each with its rank (0: kept longest).
+function shownColumns(t) {
+  const cols = t.columns;
+  const unit = (c) => (t.units ? t.units[cols.indexOf(c)] : "plain");
+  const rank = (c) => (t.ranks ? t.ranks[cols.indexOf(c)] : 1);
+  const used = new Set();
+  const joined = {};
+  if (cols.includes("src") && cols.includes("dst")) {
+    const sp = cols.includes("src_port") ? "src_port" : null;
+    const dp = cols.includes("dst_port") ? "dst_port" : null;
+    for (const c of ["src", "dst", sp, dp]) if (c) used.add(c);
+    joined.src = {
+      col: "flow", header: "flow", rank: 0, right: false,
+      show: (r) => ({ text: `${endpoint(r.src, sp && r[sp])} → ${endpoint(r.dst, dp && r[dp])}` }),
+    };
+  }
+  if (cols.includes("host_a") && cols.includes("host_b")) {
+    used.add("host_a");
+    used.add("host_b");
+    joined.host_a = { col: "hosts", header: "hosts", rank: 0, right: false, show: (r) => ({ text: `${r.host_a ?? "-"} ↔ ${r.host_b ?? "-"}` }) };
+  }
+  const out = [];
+  for (const c of cols) {
+    if (joined[c]) out.push(joined[c]);
+    if (used.has(c)) continue;
+    const u = unit(c);
+    const numeric = t.rows.some((r) => typeof r[c] === "number");
+    out.push({
+      col: c,
+      header: u === "time" || u === "duration" ? c.replace(/_ns$/, "") : c,
+      unit: u,
+      rank: rank(c),
+      right: numeric && !["tcp_flags", "protocol"].includes(u) && !/(^|_)port$/.test(c),
+      show: (r) => cell(u, r[c]),
+    });
+  }
+  return out;
 }
 
 // ---- tables ----
 
-// A table of {columns, rows}; `opts.sortable` makes headers sort, and
-// `opts.onRow` makes rows clickable.
+// Columns the reader chose to see in full, by table.
+const expanded = {};
+// The tables drawn, to lay them out again when the window changes size.
+const drawn = {};
+
+// A table of {columns, units, ranks, rows}: `opts.sortable` makes headers
+// sort, and `opts.onRow` makes rows clickable. It fits its box: the least
+// telling columns are left out (rightmost first) until it does, behind a
+// "more columns" button.
 function renderTable(target, t, opts) {
   opts = opts || {};
+  drawn[target] = [t, opts];
   const box = $(target);
   box.replaceChildren();
   if (!t.rows.length) {
     box.append(el("p", { class: "hint" }, "no rows"));
     return;
   }
+  const cols = shownColumns(t);
   const head = el("tr");
-  for (const c of t.columns) {
-    const th = el("th", { "data-col": c }, c);
-    const numeric = t.rows.some((r) => typeof r[c] === "number");
-    if (!numeric) th.classList.add("text");
-    if (opts.sortable) {
+  for (const c of cols) {
+    const th = el("th", { "data-col": c.col, "data-unit": c.unit || "" }, c.header);
+    if (!c.right) th.classList.add("text");
+    if (c.unit === "time") th.title = "seconds after the window's start";
+    if (opts.sortable && c.unit) {
       th.classList.add("sortable");
-      if (opts.sort && opts.sort.col === c) th.classList.add("sorted-" + opts.sort.order);
-      th.addEventListener("click", () => opts.sortable(c));
+      if (opts.sort && opts.sort.col === c.col) th.classList.add("sorted-" + opts.sort.order);
+      th.addEventListener("click", () => opts.sortable(c.col));
     }
     head.append(th);
   }
   const body = el("tbody");
   for (const r of t.rows) {
     const tr = el("tr");
-    for (const c of t.columns) {
-      const td = el("td", {}, cell(c, r[c]));
-      if (typeof r[c] !== "number") td.classList.add("text");
+    for (const c of cols) {
+      const v = c.show(r);
+      const td = el("td", {}, v.text);
+      if (v.title) td.title = v.title;
+      if (c.unit && r[c.col] !== undefined && r[c.col] !== null) td.dataset.value = String(r[c.col]);
+      if (!c.right) td.classList.add("text");
       tr.append(td);
     }
     if (opts.onRow) tr.addEventListener("click", () => opts.onRow(r, tr));
     body.append(tr);
   }
-  box.append(el("table", {}, el("thead", {}, head), body));
+  const table = el("table", {}, el("thead", {}, head), body);
+  box.append(table);
+  const hidden = expanded[target] ? [] : fit(box, table, cols);
+  if (hidden.length || expanded[target]) {
+    const more = el("button", { type: "button", class: "more-columns" },
+      expanded[target] ? "fewer columns" : `more columns (${hidden.length})`);
+    if (hidden.length) more.title = hidden.join(", ");
+    more.addEventListener("click", () => {
+      expanded[target] = !expanded[target];
+      renderTable(target, t, opts);
+    });
+    box.append(more);
+  }
   if (t.truncated) box.append(el("p", { class: "truncated" }, "more rows than shown (the server's row limit)"));
 }
+
+// Hides columns, highest rank and rightmost first (never the first), until
+// `table` is no wider than `box`; returns their headers.
+function fit(box, table, cols) {
+  const room = box.clientWidth;
+  if (!room) return [];
+  const order = cols.map((_, i) => i).slice(1).sort((a, b) => cols[b].rank - cols[a].rank || b - a);
+  const hidden = [];
+  for (const i of order) {
+    if (table.offsetWidth <= room) break;
+    for (const row of table.rows) row.cells[i].hidden = true;
+    hidden.push(i);
+  }
+  return hidden.sort((a, b) => a - b).map((i) => cols[i].header);
+}
+
+let refit = null;
+window.addEventListener("resize", () => {
+  clearTimeout(refit);
+  refit = setTimeout(() => {
+    for (const [target, [t, opts]] of Object.entries(drawn)) if ($(target)) renderTable(target, t, opts);
+  }, 150);
+});
 
 function renderTables(target, answer) {
   const box = $(target);
@@ -198,10 +365,41 @@ function renderTables(target, answer) {
   for (const t of answer.tables) {
     const id = target + "-" + t.name;
     if (answer.tables.length > 1) box.append(el("h3", { class: "hint" }, t.name));
-    box.append(el("div", { id: id }));
+    box.append(el("div", { id: id, class: "table" }));
     renderTable(id, t);
   }
   if (answer.how) box.append(el("p", { class: "hint" }, answer.how));
+}
+
+// A panel's request: its box dimmed and "loading" beside its title while
+// it runs, then the time the answer took.
+function timed(target, promise) {
+  const box = $(target);
+  const took = $(target + "-took");
+  const t0 = performance.now();
+  box.classList.add("loading");
+  if (took) {
+    took.textContent = "loading …";
+    took.dataset.state = "loading";
+  }
+  const done = (what) => {
+    box.classList.remove("loading");
+    if (took) {
+      const ms = performance.now() - t0;
+      took.textContent = `${what} in ${ms < 1000 ? Math.round(ms) + " ms" : (ms / 1000).toFixed(2) + " s"}`;
+      took.dataset.state = what;
+    }
+  };
+  return track(promise).then(
+    (v) => {
+      done("answered");
+      return v;
+    },
+    (e) => {
+      done("failed");
+      throw e;
+    }
+  );
 }
 
 function showError(target, e) {
@@ -217,7 +415,7 @@ function pager(target, page, per, total, go) {
   const next = el("button", { type: "button", disabled: page + 1 >= pages }, "next");
   prev.addEventListener("click", () => go(page - 1));
   next.addEventListener("click", () => go(page + 1));
-  box.append(prev, el("span", { class: "hint" }, `page ${page + 1} of ${pages} (${total} rows)`), next);
+  box.append(prev, el("span", { class: "hint" }, `page ${page + 1} of ${pages} (${groupDigits(total)} rows)`), next);
 }
 
 // ---- the overview ----
@@ -265,13 +463,13 @@ function drawOverview(ov) {
     t.textContent = text;
     svg.append(t);
   };
-  label(si(max), 2, top + 8);
+  label(measure === "bytes" ? humanBytes(max) : si(max), 2, top + 8);
   label("0", 2, H - bottom);
   label(fmtShortTime(from), left, H - 2);
   label(fmtShortTime(to), W - 4, H - 2, "end");
   const seen = ov.traffic[measure].reduce((a, b) => a + b, 0);
   $("overview-legend").textContent =
-    `${si(seen)} ${measure} in ${fmtDuration(to - from)}, bars of ${fmtDuration(bucket)}; ` +
+    `${measure === "bytes" ? humanBytes(seen) : groupDigits(seen) + " frames"} in ${shortDuration(to - from)}, bars of ${shortDuration(bucket)}; ` +
     (ov.stats.t.length ? `${drops} frames dropped (red marks: kernel, pcap, queue)` : "no capture stats (a conversion)");
   // Drag to zoom.
   const brush = svgEl("rect", { class: "brush", x: 0, y: top, width: 0, height: H - top - bottom, visibility: "hidden" });
@@ -344,8 +542,8 @@ function renderFacts() {
     add("interfaces", d.interfaces.map((i) => `${i.name || "?"} (${i.link}, snaplen ${i.snaplen})`).join(", ") || "none");
     if (d.workers !== null && d.workers !== undefined) add("workers", String(d.workers));
     if (d.span) add("span", `${d.span.first} to ${d.span.last} (${fmtDuration(d.span.last_ns - d.span.first_ns)})`);
-    add("frames", `${si(d.frames)} frames, ${si(d.wire_bytes)}B on the wire`);
-    if (d.drops) add("drops", `kernel ${d.drops.kernel}, pcap ${d.drops.pcap} of ${d.drops.kernel_seen} the kernel saw`);
+    add("frames", `${groupDigits(d.frames)} frames, ${humanBytes(d.wire_bytes)} on the wire`);
+    if (d.drops) add("drops", `kernel ${groupDigits(d.drops.kernel)}, pcap ${groupDigits(d.drops.pcap)} of ${groupDigits(d.drops.kernel_seen)} the kernel saw`);
     if (d.capture_filter) add("capture filter", d.capture_filter);
     box.append(dl);
   }
@@ -357,8 +555,8 @@ function renderFacts() {
 function loadIntegrity(fresh) {
   const box = $("integrity");
   box.replaceChildren(el("span", { class: "hint" }, "integrity: checking every file ..."));
-  return track(
-    api("/api/verify", fresh ? new URLSearchParams({ fresh: "1" }) : null).then(
+  return timed("integrity",
+    api("/api/verify", fresh ? new URLSearchParams({ fresh: "1" }) : null)).then(
       (v) => {
         box.replaceChildren();
         for (const d of v.datasets) {
@@ -377,8 +575,7 @@ function loadIntegrity(fresh) {
         box.append(again);
       },
       (e) => showError("integrity", e)
-    )
-  );
+    );
 }
 
 function flowFilter(r) {
@@ -393,8 +590,7 @@ function flowFilter(r) {
 
 function loadFlows(gen) {
   const p = selParams({ page: flowPage, per: 25, sort: flowSort.col, order: flowSort.order });
-  return track(
-    api("/api/flows", p).then(
+  return timed("flows", api("/api/flows", p)).then(
       (t) => {
         if (gen !== generation) return;
         renderTable("flows", t, {
@@ -418,13 +614,11 @@ function loadFlows(gen) {
         });
       },
       (e) => showError("flows", e)
-    )
-  );
+    );
 }
 
 function loadPackets(gen) {
-  return track(
-    api("/api/packets", selParams({ page: packetPage, per: 50 })).then(
+  return timed("packets", api("/api/packets", selParams({ page: packetPage, per: 50 }))).then(
       (t) => {
         if (gen !== generation) return;
         renderTable("packets", t);
@@ -434,8 +628,7 @@ function loadPackets(gen) {
         });
       },
       (e) => showError("packets", e)
-    )
-  );
+    );
 }
 
 function niceStep(atLeast) {
@@ -447,13 +640,11 @@ function niceStep(atLeast) {
 }
 
 function loadAnalysis(target, params, gen) {
-  return track(
-    api("/api/analysis", selParams(params)).then(
-      (a) => {
-        if (gen === generation) renderTables(target, a);
-      },
-      (e) => showError(target, e)
-    )
+  return timed(target, api("/api/analysis", selParams(params))).then(
+    (a) => {
+      if (gen === generation) renderTables(target, a);
+    },
+    (e) => showError(target, e)
   );
 }
 
@@ -472,13 +663,11 @@ async function refresh() {
       return;
     }
   }
-  track(
-    api("/api/overview", selParams()).then(
-      (ov) => {
-        if (gen === generation) drawOverview(ov);
-      },
-      (e) => showError("overview", e)
-    )
+  timed("overview", api("/api/overview", selParams())).then(
+    (ov) => {
+      if (gen === generation) drawOverview(ov);
+    },
+    (e) => showError("overview", e)
   );
   loadFlows(gen);
   loadPackets(gen);
@@ -500,7 +689,7 @@ async function runSql() {
   const err = $("sql-error");
   err.hidden = true;
   try {
-    const t = await track(
+    const t = await timed("sql-result",
       api("/api/sql", selParams(), {
         method: "POST",
         headers: { "Content-Type": "application/json" },
