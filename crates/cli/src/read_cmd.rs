@@ -156,9 +156,14 @@ fn summary(
         );
     }
     if r.engine_datasets > 0 {
+        // Why the query engine read them, when the index could not.
+        let why = match ix.whole_because {
+            Some(w) if ix.files_indexed == 0 && ix.files_whole == 0 => format!(" ({w})"),
+            _ => String::new(),
+        };
         s += &format!(
-            "  by the query engine: read {} of packet records: {} row groups, {} skipped by \
-             their statistics\n",
+            "  by the query engine{why}: read {} of packet records: {} row groups, {} skipped \
+             by their statistics\n",
             human_bytes(r.scan.bytes_scanned),
             r.scan.row_groups_read,
             r.scan.row_groups_pruned

@@ -102,8 +102,9 @@ fn locations(
 
 impl PacketIndex {
     /// The packet file at `path` with its index; None when it has none
-    /// (written in arrival order, or before weir wrote one): a reader then
-    /// reads its row groups whole.
+    /// (written in arrival order, before weir wrote one, or by another
+    /// writer whose pages end elsewhere): a reader then reads its row
+    /// groups whole.
     pub fn open(path: &Path) -> Result<Option<PacketIndex>, StoreError> {
         let data = map_file(path)?;
         let meta = Arc::new(metadata(path, &data)?);
@@ -140,6 +141,22 @@ impl PacketIndex {
                     path,
                     "the page index's ColumnIndex and OffsetIndex count different pages",
                 ));
+            }
+            // The columns read with flow_hash end their pages with it (a
+            // file another writer made may not).
+            for name in &INDEX_COLUMNS[1..] {
+                let Some(l) = leaf(&meta, name) else {
+                    return Ok(None);
+                };
+                match locations(&data, rg, l) {
+                    Some(Ok(other))
+                        if other.len() == locs.len()
+                            && other
+                                .iter()
+                                .zip(&locs)
+                                .all(|(a, b)| a.first_row == b.first_row) => {}
+                    _ => return Ok(None),
+                }
             }
             let total = rg.num_rows().max(0) as u64;
             let mut pages = Vec::with_capacity(locs.len());

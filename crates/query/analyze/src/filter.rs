@@ -1232,7 +1232,7 @@ mod tests {
                 .unwrap()
                 .matches(" AND ")
                 .count(),
-            3
+            2
         );
     }
 

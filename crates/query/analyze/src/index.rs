@@ -241,6 +241,9 @@ pub fn frame_refs(
         let data = store::decode::scan::map_file(path)?;
         let meta = std::sync::Arc::new(store::decode::scan::metadata(path, &data)?);
         if !store::decode::scan::supports(&meta, &COLUMNS) {
+            report.whole_because = Some(
+                "packet files weir's decoder does not read: arrival order, or another writer's",
+            );
             return Ok(None);
         }
         let schema = meta.file_metadata().schema_descr();

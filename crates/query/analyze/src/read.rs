@@ -446,6 +446,8 @@ impl<'a> FrameSource<'a> {
             let path = &files[file as usize];
             match PcapFile::open(path).map_err(|e| usage(e.to_string()))? {
                 Some(f) => {
+                    offsets.sort_unstable();
+                    f.plan(std::mem::take(offsets));
                     by_offset.insert(file, f);
                 }
                 None => {

@@ -148,7 +148,7 @@ impl EncodedFile {
                 }
             }
             let column_index = match &chunk.page_stats {
-                Some(stats) => Some(column_index(descr.physical_type(), stats)?),
+                Some(stats) => Some(column_index(&descr, stats)?),
                 None => None,
             };
             let bytes_written = sink.bytes_written() as u64;
@@ -211,13 +211,21 @@ impl EncodedFile {
 /// The ColumnIndex of a column chunk from its pages' bounds; ASCENDING
 /// where the pages' bounds climb (a row group's `flow_hash` in flow order),
 /// which lets a reader search the pages instead of walking them.
-fn column_index(kind: parquet::basic::Type, stats: &[PageStat]) -> PqResult<ColumnIndexMetaData> {
-    use parquet::basic::{BoundaryOrder, Type};
+fn column_index(
+    descr: &parquet::schema::types::ColumnDescriptor,
+    stats: &[PageStat],
+) -> PqResult<ColumnIndexMetaData> {
+    use parquet::basic::{BoundaryOrder, SortOrder, Type};
+    let kind = descr.physical_type();
+    let unsigned = descr.sort_order() == SortOrder::UNSIGNED;
     let mut b = ColumnIndexBuilder::new(kind);
+    // The order readers compare the bounds in: the column's sort order.
     let key = |v: &[u8]| -> i128 {
-        match (kind, v.len()) {
-            (Type::INT32, 4) => i32::from_le_bytes(v.try_into().unwrap_or_default()) as i128,
-            (Type::INT64, 8) => i64::from_le_bytes(v.try_into().unwrap_or_default()) as i128,
+        match (kind, v.len(), unsigned) {
+            (Type::INT32, 4, true) => u32::from_le_bytes(v.try_into().unwrap_or_default()) as i128,
+            (Type::INT32, 4, false) => i32::from_le_bytes(v.try_into().unwrap_or_default()) as i128,
+            (Type::INT64, 8, true) => u64::from_le_bytes(v.try_into().unwrap_or_default()) as i128,
+            (Type::INT64, 8, false) => i64::from_le_bytes(v.try_into().unwrap_or_default()) as i128,
             _ => 0,
         }
     };
