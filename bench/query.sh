@@ -157,7 +157,7 @@ compare() {
   local ds=$dir/weir-$name
   local wl="" sl="" wcold="" scold=""
   steno_query "$dir/steno-$name.pcap"
-  "$W" read "$ds" $filter -w "$dir/weir-$name.pcap" --force 2> "$dir/weir-read-$name.txt"
+  "$W" read "$ds" "$filter" -w "$dir/weir-$name.pcap" --force 2> "$dir/weir-read-$name.txt"
   local truth ok_w ok_s
   truth=$(wc -l < "$dir/truth-$name.txt")
   ok_w=$(frame_bytes "$dir/weir-$name.pcap" | cmp -s - "$dir/truth-$name.txt" && echo same || echo DIFFERENT)
@@ -167,10 +167,10 @@ compare() {
   sed -n 's/^  by the/  weir: by the/p' "$dir/weir-read-$name.txt"
   for _ in $(seq "$reps"); do
     local t
-    t=$(now_ms); "$W" read -q "$ds" $filter -w "$dir/weir-$name.pcap" --force; wl="$wl $(( $(now_ms) - t ))"
+    t=$(now_ms); "$W" read -q "$ds" "$filter" -w "$dir/weir-$name.pcap" --force; wl="$wl $(( $(now_ms) - t ))"
     t=$(now_ms); steno_query "$dir/steno-$name.pcap"; sl="$sl $(( $(now_ms) - t ))"
     drop_caches
-    t=$(now_ms); "$W" read -q "$ds" $filter -w "$dir/weir-$name.pcap" --force; wcold="$wcold $(( $(now_ms) - t ))"
+    t=$(now_ms); "$W" read -q "$ds" "$filter" -w "$dir/weir-$name.pcap" --force; wcold="$wcold $(( $(now_ms) - t ))"
     drop_caches
     t=$(now_ms); steno_query "$dir/steno-$name.pcap"; scold="$scold $(( $(now_ms) - t ))"
   done
@@ -205,12 +205,12 @@ if [ "$huge" != 0 ]; then
   "$W" convert -q --index-sources "$dir/huge.pcap" -o "$dir/weir-huge"
   echo "huge: $huge 64-byte frames over 100,000 flows, generated and converted in $(( $(now_ms) - t )) ms;" \
     "$(du -sb "$dir/weir-huge/packets" | cut -f1) B of records, $(du -sb "$dir/weir-huge/flows" | cut -f1) B of flows table"
-  "$W" read "$dir/weir-huge" $filter -w "$dir/weir-huge.pcap" --force 2>&1 | sed 's/^/  /'
+  "$W" read "$dir/weir-huge" "$filter" -w "$dir/weir-huge.pcap" --force 2>&1 | sed 's/^/  /'
   hw="" hc=""
   for _ in $(seq "$reps"); do
-    t=$(now_ms); "$W" read -q "$dir/weir-huge" $filter -w "$dir/weir-huge.pcap" --force; hw="$hw $(( $(now_ms) - t ))"
+    t=$(now_ms); "$W" read -q "$dir/weir-huge" "$filter" -w "$dir/weir-huge.pcap" --force; hw="$hw $(( $(now_ms) - t ))"
     drop_caches
-    t=$(now_ms); "$W" read -q "$dir/weir-huge" $filter -w "$dir/weir-huge.pcap" --force; hc="$hc $(( $(now_ms) - t ))"
+    t=$(now_ms); "$W" read -q "$dir/weir-huge" "$filter" -w "$dir/weir-huge.pcap" --force; hc="$hc $(( $(now_ms) - t ))"
   done
   echo "  | huge | weir read warm | cold | warm on small |"
   echo "  | median (runs) | $(echo "$hw" | median) ($hw ) | $(echo "$hc" | median) ($hc ) | ${warm_small:-?} |"
