@@ -193,7 +193,7 @@ rm -rf "$dir/steno"
 if [ "$huge" != 0 ]; then
   # weir alone on a dataset too large to capture here: generated, converted
   # with its frames kept in place.
-  frames=$(numfmt --from=si "${huge}")
+  frames=$(numfmt --from=si "${huge^^}")
   need=$(( frames * 90 ))
   free=$(df -B1 --output=avail "$dir" | tail -1)
   if [ "$need" -gt "$free" ]; then
