@@ -422,6 +422,9 @@ fn recover(a: RecoverArgs) -> Result<ExitCode, String> {
             util::fmt::group_digits(r.records_built)
         );
     }
+    for f in &r.flows_rebuilt {
+        println!("weir recover: {f}: the flows table of a packet file that had none, rebuilt");
+    }
     for s in &r.stats_recovered {
         println!(
             "weir recover: stats/{s}: the per-second stats not yet in a file, from the journal"

@@ -97,8 +97,11 @@ fn summary(
     } else {
         "in the dataset"
     };
+    let ix = &r.index;
     // Said on a line of its own when an inner filter narrowed the records.
-    let looked = if r.pushed_down {
+    let looked = if ix.files_indexed > 0 {
+        "of the flows it may match".to_string()
+    } else if r.pushed_down {
         format!("{within}\n  (those the inner filter's condition on the records kept)")
     } else {
         within.to_string()
@@ -125,11 +128,46 @@ fn summary(
             s += &format!("  ({n})\n");
         }
     }
-    s += &format!(
-        "  read {} of packet records: {} row groups, {} skipped by their statistics\n",
-        human_bytes(r.scan.bytes_scanned),
-        r.scan.row_groups_read,
-        r.scan.row_groups_pruned
-    );
+    // Which way the records were found: one line.
+    if ix.files_indexed > 0 {
+        let share = 100.0 * ix.rows_read as f64 / ix.rows_total.max(1) as f64;
+        s += &format!(
+            "  by the index: {} of {} flow slices; read {} of {} pages of records ({share:.2} % \
+             of the rows)",
+            group_digits(ix.slices_matched),
+            group_digits(ix.slices),
+            group_digits(ix.pages_read),
+            group_digits(ix.pages_total),
+        );
+        if ix.files_whole > 0 {
+            s += &format!(
+                "; {} packet file{} read whole ({})",
+                ix.files_whole,
+                plural(ix.files_whole),
+                ix.whole_because.unwrap_or("")
+            );
+        }
+        s += "\n";
+    } else if ix.files_whole > 0 {
+        s += &format!(
+            "  by the records: read all {} in the window ({})\n",
+            group_digits(ix.rows_read),
+            ix.whole_because.unwrap_or("")
+        );
+    }
+    if r.engine_datasets > 0 {
+        // Why the query engine read them, when the index could not.
+        let why = match ix.whole_because {
+            Some(w) if ix.files_indexed == 0 && ix.files_whole == 0 => format!(" ({w})"),
+            _ => String::new(),
+        };
+        s += &format!(
+            "  by the query engine{why}: read {} of packet records: {} row groups, {} skipped \
+             by their statistics\n",
+            human_bytes(r.scan.bytes_scanned),
+            r.scan.row_groups_read,
+            r.scan.row_groups_pruned
+        );
+    }
     s
 }

@@ -4,7 +4,8 @@
 //! ```text
 //! DATASET/
 //!   manifest.json          what the dataset holds and how it was made
-//!   packets/*.parquet      one row per frame (see [`schema`])
+//!   packets/*.parquet      one row per frame (see [`schema`]), with a page
+//!                          index by flow (see [`index`])
 //!   flows/*.parquet        one row per flow per packet file (see [`flows`])
 //!   pcap/*.pcap            full frames, when a capture kept them
 //!   stats/*.parquet        one row per second per worker (see [`stats`])
@@ -29,6 +30,7 @@ mod error;
 pub mod files;
 pub mod flows;
 pub mod identify;
+pub mod index;
 pub mod integrity;
 pub mod manifest;
 pub mod packets;

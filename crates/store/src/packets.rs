@@ -242,10 +242,13 @@ impl PacketWriter {
         // so that the loads overlap instead of stalling one by one.
         const AHEAD: usize = 12;
         let page_rows = self.opts.encode.page_rows.max(8);
+        let index_rows = self.opts.encode.index_page_rows.clamp(8, page_rows);
         let enc = &mut self.enc;
         let mut flows = self.flows.as_mut().map(|f| &mut f.0);
         let zstd = self.file.zstd();
         let mut page_left = page_rows;
+        // Rows to the next end of the index columns' smaller pages.
+        let mut index_left = index_rows;
         // The rows of the stretch being gathered.
         let mut stretch: Vec<&PacketFields> = Vec::with_capacity(STRETCH_ROWS);
         for bucket in &mut self.rows.buckets {
@@ -264,7 +267,9 @@ impl PacketWriter {
                 // A stretch ends at a page's end, and is kept short enough
                 // that its rows stay in the L1 cache while each varying
                 // column is read from them in turn.
-                let most = (order.len() - k).min(page_left).min(STRETCH_ROWS);
+                let most = (order.len() - k)
+                    .min(page_left.min(index_left))
+                    .min(STRETCH_ROWS);
                 stretch.clear();
                 stretch.push(h);
                 while stretch.len() < most {
@@ -284,9 +289,14 @@ impl PacketWriter {
                 }
                 k += n;
                 page_left -= n;
+                index_left -= n;
                 if page_left == 0 {
                     enc.end_page(zstd)?;
                     page_left = page_rows;
+                    index_left = index_rows;
+                } else if index_left == 0 {
+                    enc.end_index_pages(zstd)?;
+                    index_left = index_rows;
                 }
             }
         }
@@ -816,6 +826,19 @@ macro_rules! encoders {
     };
 }
 
+impl Encoders {
+    /// Ends the pages of the columns read through the page index (see
+    /// [`EncodeOptions::index_page_rows`]): `flow_hash`, whose pages'
+    /// bounds the index keeps, and what a reader of frames takes of each
+    /// row it finds there.
+    fn end_index_pages(&mut self, zstd: &mut zstd::bulk::Compressor<'static>) -> PqResult<()> {
+        self.flow_hash.end_page(zstd)?;
+        self.ts.end_page(zstd)?;
+        self.pcap_file.end_page(zstd)?;
+        self.pcap_offset.end_page(zstd)
+    }
+}
+
 const fn spec(nullable: bool, mode: Mode) -> ColumnSpec {
     ColumnSpec::new(nullable, mode)
 }
@@ -868,7 +891,8 @@ encoders! {
         icmp_type: u32 = spec(true, DICT), r.icmp_type as u32, r.has & Has::ICMP != 0, FLOW;
         icmp_code: u32 = spec(true, DICT), r.icmp_code as u32, r.has & Has::ICMP != 0, FLOW;
         payload_len: u32 = spec(true, DICT), r.payload_len, r.has & Has::PAYLOAD != 0, EACH;
-        flow_hash: u32 = spec(true, DICT), r.flow_hash, r.has & Has::FLOW != 0, FLOW;
+        flow_hash: u32 = ColumnSpec { page_index: true, ..spec(true, DICT) },
+            r.flow_hash, r.has & Has::FLOW != 0, FLOW;
         pcap_file: u32 = spec(true, DICT), r.pcap_file, r.has & Has::PCAP != 0, EACH;
         pcap_offset: u64 = spec(true, DELTA), r.pcap_offset, r.has & Has::PCAP != 0, EACH;
         parse_error: &'static str = ColumnSpec::names(true),

@@ -33,6 +33,8 @@ pub struct Recovered {
     pub stats_recovered: Vec<String>,
     /// Records built from the pcap files for frames that had none.
     pub records_built: u64,
+    /// Flows files written again for packet files that had none.
+    pub flows_rebuilt: Vec<String>,
     /// Nothing needed doing to the files.
     pub already_complete: bool,
     /// The manifest of a complete dataset was signed or its signature
@@ -155,6 +157,7 @@ pub fn recover(
         }
     }
     remove_flow_parts(&dirs.flows, &mut out)?;
+    rebuild_flow_files(root, &packets, &mut out)?;
     let stats = stats_files(&dirs.stats, &mut out)?;
 
     let (mut lo, mut hi) = (None::<i64>, None::<i64>);
@@ -414,6 +417,41 @@ fn remove_flow_parts(flows_dir: &Path, out: &mut Recovered) -> Result<(), StoreE
             out.parts_removed
                 .push(format!("{}/{name}", store::flows::FLOWS_DIR));
         }
+    }
+    Ok(())
+}
+
+/// Writes the flows file of every finished packet file that has none (a
+/// kill between the two, or a flows file a full disk cost), from the
+/// packet file's records: the flows table is the index's first half, and
+/// the packet file's page index its second.
+fn rebuild_flow_files(
+    root: &Path,
+    packets: &[store::PacketFileSummary],
+    out: &mut Recovered,
+) -> Result<(), StoreError> {
+    use store::flows::{FlowSlicer, flows_path_for, write_flow_file};
+    for f in packets {
+        let rel = flows_path_for(&f.path);
+        let path = root.join(&rel);
+        if path.exists() {
+            continue;
+        }
+        // Row group by row group, in file order: the order the packet
+        // writer gave its slicer the rows in, so the slices are the ones
+        // it would have written.
+        let file = root.join(&f.path);
+        let mut slicer = FlowSlicer::new();
+        let mut rows = Vec::new();
+        for g in store::read::row_group_spans(&file)? {
+            rows.clear();
+            store::read::read_row_group(&file, g.index, &mut rows)?;
+            for r in &rows {
+                slicer.push(&r.fields);
+            }
+        }
+        write_flow_file(&path, &rel, &slicer.finish())?;
+        out.flows_rebuilt.push(rel);
     }
     Ok(())
 }

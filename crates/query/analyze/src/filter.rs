@@ -14,6 +14,15 @@
 //! outermost IP header's addresses (`outer_src`, `outer_dst`), not its
 //! protocol and ports: an outer filter on those is refused when the
 //! records hold tunnelled frames. Inside, there is no link layer.
+//!
+//! As tcpdump reads it, `and` and `or` bind equally, left to right (`a or
+//! b and c` is `(a or b) and c`); `not` binds tightest.
+//!
+//! The same parse also says what the filter asks of a *flow* ([`FlowTest`]):
+//! a flow's packets share their addresses, ports, protocol and IP version in
+//! each direction, so the flows table tells, for the primitives on those,
+//! which flows may hold matching packets, and the packets' own index takes
+//! a query to just those flows' rows (`crate::index`).
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
@@ -79,10 +88,28 @@ pub fn depends_on_tunnels(filter: &str) -> bool {
 /// packet; without tunnels the condition uses no tunnel column, so that
 /// it also runs on records written before there were any.
 pub fn to_sql(filter: &str, tunnelled: bool) -> Result<String, FilterError> {
+    parse(filter, tunnelled).map(|f| f.sql)
+}
+
+/// A filter parsed: its condition on the records ([`to_sql`]) and what it
+/// asks of a flow.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Parsed {
+    pub scope: Scope,
+    pub sql: String,
+    pub flow: FlowTest,
+}
+
+/// Parses `filter` (see [`to_sql`] for `tunnelled`).
+pub fn parse(filter: &str, tunnelled: bool) -> Result<Parsed, FilterError> {
     let (scope, expr) = split_scope(filter)?;
     let tokens = tokenize(expr)?;
     if tokens.is_empty() {
-        return Ok("TRUE".into());
+        return Ok(Parsed {
+            scope,
+            sql: "TRUE".into(),
+            flow: FlowTest::All(Vec::new()),
+        });
     }
     let mut p = Parser {
         t: tokens,
@@ -91,11 +118,233 @@ pub fn to_sql(filter: &str, tunnelled: bool) -> Result<String, FilterError> {
         scope,
         tunnelled,
     };
-    let sql = p.or()?;
+    let c = p.expr()?;
     if let Some(t) = p.t.get(p.i) {
         return err(format!("unexpected {t:?}"));
     }
-    Ok(sql)
+    Ok(Parsed {
+        scope,
+        sql: c.sql,
+        flow: c.flow,
+    })
+}
+
+/// What a filter asks of the packets of one flow direction, in terms of
+/// what they all share: their IP version, addresses, ports and protocol
+/// (or, without an IP layer, their ethertype). A primitive on anything
+/// else (lengths, TCP flags, VLAN, MAC addresses, an outer header the
+/// records describe only in part) is [`FlowTest::Unknown`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum FlowTest {
+    /// Every one holds (none: true).
+    All(Vec<FlowTest>),
+    /// One of them holds (none: false).
+    Any(Vec<FlowTest>),
+    Not(Box<FlowTest>),
+    /// The source (or destination) address lies in `lo..=hi` (IPv4 mapped
+    /// into IPv6). `arp`: libpcap's `host` and `net` without a protocol
+    /// also look into ARP and RARP packets.
+    Addr {
+        dst: bool,
+        lo: u128,
+        hi: u128,
+        arp: bool,
+    },
+    /// The source (or destination) port lies in `lo..=hi`.
+    Port {
+        dst: bool,
+        lo: u16,
+        hi: u16,
+    },
+    /// The transport protocol (after IPv6 extension headers).
+    Proto(u8),
+    /// The IP version.
+    Version(u8),
+    /// The ethertype of a frame without an IP layer.
+    Ethertype(u16),
+    /// Not decided by what a flow's packets share.
+    Unknown,
+}
+
+/// An answer that may not be known: Kleene's three-valued logic.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Truth {
+    No,
+    Maybe,
+    Yes,
+}
+
+impl Truth {
+    fn of(b: bool) -> Truth {
+        if b { Truth::Yes } else { Truth::No }
+    }
+
+    fn not(self) -> Truth {
+        match self {
+            Truth::No => Truth::Yes,
+            Truth::Maybe => Truth::Maybe,
+            Truth::Yes => Truth::No,
+        }
+    }
+
+    /// Yes becomes Maybe: where libpcap may read a packet otherwise than
+    /// the records do, but never matches what the records do not.
+    fn at_most_maybe(self) -> Truth {
+        self.min(Truth::Maybe)
+    }
+}
+
+/// One direction of a flow, as the flows table describes its packets.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FlowPacket {
+    /// Version, source, destination, ports (if the packets carry them)
+    /// and protocol of its IP layer, if it has one.
+    pub ip: Option<FlowIp>,
+    /// Without an IP layer: the ethertype, if any.
+    pub ethertype: Option<u16>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FlowIp {
+    pub version: u8,
+    pub src: u128,
+    pub dst: u128,
+    pub ports: Option<(u16, u16)>,
+    pub proto: u8,
+}
+
+/// Whose reading of a filter a [`FlowTest`] is asked in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Reading {
+    /// The records' condition ([`to_sql`]): exact.
+    Records,
+    /// libpcap's on the frames (`weir read`). libpcap matches a frame the
+    /// records' condition does not only in a few cases, which this
+    /// reading answers Maybe for: `host` and `net` also match ARP and
+    /// RARP packets; and, as the file's frames may hold them, VLAN tags
+    /// (libpcap's IP primitives do not look past one unless told `vlan`)
+    /// and IPv6 extension headers (the records' protocol and ports are
+    /// those after the chain). `inner`: libpcap runs on the innermost IP
+    /// packet alone (no link layer, no ARP).
+    Libpcap {
+        inner: bool,
+        vlan: bool,
+        ipv6_ext: bool,
+    },
+}
+
+impl FlowTest {
+    fn all(mut v: Vec<FlowTest>) -> FlowTest {
+        if v.len() == 1 {
+            v.pop().unwrap_or(FlowTest::Unknown)
+        } else {
+            FlowTest::All(v)
+        }
+    }
+
+    fn any(mut v: Vec<FlowTest>) -> FlowTest {
+        if v.len() == 1 {
+            v.pop().unwrap_or(FlowTest::Unknown)
+        } else {
+            FlowTest::Any(v)
+        }
+    }
+
+    /// Whether the test decides anything about a flow (an Unknown
+    /// alone, or under every branch, leaves every flow a candidate).
+    pub fn decides(&self) -> bool {
+        match self {
+            FlowTest::Unknown => false,
+            FlowTest::All(v) => v.is_empty() || v.iter().any(FlowTest::decides),
+            FlowTest::Any(v) => v.iter().all(FlowTest::decides),
+            FlowTest::Not(t) => t.decides(),
+            _ => true,
+        }
+    }
+
+    /// Whether the packets of `p` match, as `how` reads the filter.
+    pub fn eval(&self, p: &FlowPacket, how: Reading) -> Truth {
+        let (libpcap, inner, vlan, ipv6_ext) = match how {
+            Reading::Records => (false, false, false, false),
+            Reading::Libpcap {
+                inner,
+                vlan,
+                ipv6_ext,
+            } => (true, inner, vlan && !inner, ipv6_ext),
+        };
+        // libpcap's IP primitives on a frame with a VLAN tag see no IP.
+        let ip_level = |t: Truth| if vlan { t.at_most_maybe() } else { t };
+        let ext = |ip: &FlowIp| ipv6_ext && ip.version == 6;
+        match self {
+            FlowTest::All(v) => v.iter().map(|t| t.eval(p, how)).min().unwrap_or(Truth::Yes),
+            FlowTest::Any(v) => v.iter().map(|t| t.eval(p, how)).max().unwrap_or(Truth::No),
+            FlowTest::Not(t) => t.eval(p, how).not(),
+            FlowTest::Unknown => Truth::Maybe,
+            FlowTest::Addr { dst, lo, hi, arp } => match &p.ip {
+                Some(ip) => {
+                    let a = if *dst { ip.dst } else { ip.src };
+                    ip_level(Truth::of(*lo <= a && a <= *hi))
+                }
+                // ARP and RARP packets carry addresses libpcap reads.
+                None if libpcap && !inner && *arp => {
+                    if matches!(p.ethertype, Some(0x0806 | 0x8035)) {
+                        Truth::Maybe
+                    } else {
+                        Truth::No
+                    }
+                }
+                None => Truth::No,
+            },
+            FlowTest::Port { dst, lo, hi } => match &p.ip {
+                Some(ip) => {
+                    let t = match ip.ports {
+                        Some((s, d)) => {
+                            let v = if *dst { d } else { s };
+                            Truth::of(*lo <= v && v <= *hi)
+                        }
+                        None => Truth::No,
+                    };
+                    let t = ip_level(t);
+                    if ext(ip) { t.at_most_maybe() } else { t }
+                }
+                None => Truth::No,
+            },
+            FlowTest::Proto(n) => match &p.ip {
+                // libpcap reads the protocol of the header after the IPv6
+                // one (`ip6 proto 0` is a hop-by-hop header), the records
+                // the one after the chain.
+                Some(ip) if ext(ip) => Truth::Maybe,
+                Some(ip) => ip_level(Truth::of(ip.proto == *n)),
+                None => Truth::No,
+            },
+            FlowTest::Version(v) => match &p.ip {
+                Some(ip) => ip_level(Truth::of(ip.version == *v)),
+                None => Truth::No,
+            },
+            FlowTest::Ethertype(e) => match &p.ip {
+                Some(_) => Truth::No,
+                None if inner => Truth::No,
+                None => ip_level(Truth::of(p.ethertype == Some(*e))),
+            },
+        }
+    }
+}
+
+/// A condition on the records, and what it asks of a flow.
+struct Cond {
+    sql: String,
+    flow: FlowTest,
+}
+
+impl Cond {
+    fn new(sql: String, flow: FlowTest) -> Cond {
+        Cond { sql, flow }
+    }
+
+    /// A primitive the flows table cannot decide.
+    fn unknown(sql: String) -> Cond {
+        Cond::new(sql, FlowTest::Unknown)
+    }
 }
 
 fn tokenize(s: &str) -> Result<Vec<String>, FilterError> {
@@ -205,17 +454,25 @@ impl Parser {
     }
 
     /// A protocol alone: `ip`, `tcp`, `arp`, ...
-    fn proto_only(&self, p: &str) -> Result<String, FilterError> {
-        let version = |v: u8| -> Result<String, FilterError> {
-            Ok(format!("{} = {v}", self.col("ip_version", p)?))
+    fn proto_only(&self, p: &str) -> Result<Cond, FilterError> {
+        let version = |v: u8| -> Result<(String, FlowTest), FilterError> {
+            let col = self.col("ip_version", p)?;
+            let flow = self.ip_test(&col, FlowTest::Version(v));
+            Ok((format!("{col} = {v}"), flow))
         };
-        let proto = |n: u8| -> Result<String, FilterError> {
-            Ok(format!("{} = {n}", self.col("ip_proto", p)?))
+        let proto = |n: u8| -> Result<(String, FlowTest), FilterError> {
+            Ok((
+                format!("{} = {n}", self.col("ip_proto", p)?),
+                FlowTest::Proto(n),
+            ))
         };
-        let ethertype = |t: u16| -> Result<String, FilterError> {
-            Ok(format!("{} = {t}", self.col("ethertype", p)?))
+        let ethertype = |t: u16| -> Result<(String, FlowTest), FilterError> {
+            Ok((
+                format!("{} = {t}", self.col("ethertype", p)?),
+                FlowTest::Ethertype(t),
+            ))
         };
-        let cond = match p {
+        let (cond, flow) = match p {
             "ip" => version(4)?,
             "ip6" => version(6)?,
             "arp" => ethertype(2054)?,
@@ -223,11 +480,26 @@ impl Parser {
             "tcp" => proto(6)?,
             "udp" => proto(17)?,
             "sctp" => proto(132)?,
-            "icmp" => format!("{} AND {}", version(4)?, proto(1)?),
-            "icmp6" => format!("{} AND {}", version(6)?, proto(58)?),
+            "icmp" | "icmp6" => {
+                let (v, n) = if p == "icmp" { (4, 1) } else { (6, 58) };
+                let ((vs, vf), (ps, pf)) = (version(v)?, proto(n)?);
+                (format!("{vs} AND {ps}"), FlowTest::All(vec![vf, pf]))
+            }
             other => return err(format!("{other} needs host, src or dst")),
         };
-        Ok(format!("COALESCE({cond}, FALSE)"))
+        Ok(Cond::new(format!("COALESCE({cond}, FALSE)"), flow))
+    }
+
+    /// `test` on a column the flows table holds, if `col` is that column
+    /// itself: an outer filter on tunnelled records reads a tunnelled
+    /// frame's outer header instead, which a flow's packets need not
+    /// share.
+    fn ip_test(&self, col: &str, test: FlowTest) -> FlowTest {
+        if col.starts_with("(CASE") {
+            FlowTest::Unknown
+        } else {
+            test
+        }
     }
 
     fn peek(&self) -> Option<&str> {
@@ -248,33 +520,43 @@ impl Parser {
         }
     }
 
-    fn or(&mut self) -> Result<String, FilterError> {
-        let mut parts = vec![self.and()?];
-        while matches!(self.peek(), Some("or" | "||")) {
-            self.i += 1;
-            parts.push(self.and()?);
-        }
-        Ok(join(parts, "OR"))
-    }
-
-    fn and(&mut self) -> Result<String, FilterError> {
+    /// Primitives joined by `and` and `or`, which bind equally, left to
+    /// right (tcpdump's grammar): a run of one operator is one group.
+    fn expr(&mut self) -> Result<Cond, FilterError> {
         let mut parts = vec![self.not()?];
-        while matches!(self.peek(), Some("and" | "&&")) {
+        let mut op: Option<&'static str> = None;
+        loop {
+            let next = match self.peek() {
+                Some("and" | "&&") => "AND",
+                Some("or" | "||") => "OR",
+                _ => break,
+            };
             self.i += 1;
+            if op.is_some_and(|o| o != next) {
+                parts = vec![group(std::mem::take(&mut parts), op.unwrap_or(next))];
+            }
+            op = Some(next);
             parts.push(self.not()?);
         }
-        Ok(join(parts, "AND"))
+        Ok(match op {
+            Some(op) => group(parts, op),
+            None => parts.pop().unwrap_or_else(|| Cond::unknown("TRUE".into())),
+        })
     }
 
-    fn not(&mut self) -> Result<String, FilterError> {
+    fn not(&mut self) -> Result<Cond, FilterError> {
         match self.peek() {
             Some("not" | "!") => {
                 self.i += 1;
-                Ok(format!("(NOT {})", self.not()?))
+                let c = self.not()?;
+                Ok(Cond::new(
+                    format!("(NOT {})", c.sql),
+                    FlowTest::Not(Box::new(c.flow)),
+                ))
             }
             Some("(") => {
                 self.i += 1;
-                let inner = self.or()?;
+                let inner = self.expr()?;
                 self.expect(")")?;
                 Ok(inner)
             }
@@ -283,7 +565,7 @@ impl Parser {
         }
     }
 
-    fn primitive(&mut self) -> Result<String, FilterError> {
+    fn primitive(&mut self) -> Result<Cond, FilterError> {
         let word = self.peek().unwrap_or_default().to_string();
         // Words that stand alone or take a plain argument.
         match word.as_str() {
@@ -292,22 +574,25 @@ impl Parser {
                 let n = self.number("a length")?;
                 let op = if word == "greater" { ">=" } else { "<=" };
                 let len = self.col("wire_len", &word)?;
-                return Ok(format!("({len} {op} {n})"));
+                return Ok(Cond::unknown(format!("({len} {op} {n})")));
             }
             "vlan" => {
                 self.i += 1;
                 let vlan = self.col("vlan", "vlan")?;
                 if let Some(n) = self.peek().and_then(|t| parse_num(t).ok()) {
                     self.i += 1;
-                    return Ok(format!("COALESCE({vlan} = {n}, FALSE)"));
+                    return Ok(Cond::unknown(format!("COALESCE({vlan} = {n}, FALSE)")));
                 }
-                return Ok(format!("({vlan} IS NOT NULL)"));
+                return Ok(Cond::unknown(format!("({vlan} IS NOT NULL)")));
             }
             "proto" => {
                 self.i += 1;
                 let n = self.proto_number()?;
                 let proto = self.col("ip_proto", "proto")?;
-                return Ok(format!("COALESCE({proto} = {n}, FALSE)"));
+                return Ok(Cond::new(
+                    format!("COALESCE({proto} = {n}, FALSE)"),
+                    proto_test(n),
+                ));
             }
             _ => {}
         }
@@ -324,8 +609,13 @@ impl Parser {
                     let what = format!("{word} proto");
                     let (version, proto) =
                         (self.col("ip_version", &what)?, self.col("ip_proto", &what)?);
-                    return Ok(format!(
-                        "COALESCE({version} = {v} AND {proto} = {n}, FALSE)"
+                    let flow = FlowTest::All(vec![
+                        self.ip_test(&version, FlowTest::Version(v)),
+                        proto_test(n),
+                    ]);
+                    return Ok(Cond::new(
+                        format!("COALESCE({version} = {v} AND {proto} = {n}, FALSE)"),
+                        flow,
                     ));
                 }
                 Some("[") => return self.tcp_flags(&word),
@@ -383,32 +673,65 @@ impl Parser {
             Some(p) => format!("{p} {kind}"),
             None => kind.clone(),
         };
-        let cond = match kind.as_str() {
+        // libpcap's `host` and `net` without a protocol look into ARP too.
+        let arp = proto.is_none();
+        let (cond, flow) = match kind.as_str() {
             "host" if proto.as_deref() == Some("ether") => {
                 let mac = parse_mac(&value)?;
                 let (s, d) = (self.col("eth_src", &what)?, self.col("eth_dst", &what)?);
-                directed(dir, &s, &d, |c| format!("{c} = {mac}"))
+                let (sql, _) = directed(
+                    dir,
+                    &s,
+                    &d,
+                    |c| format!("{c} = {mac}"),
+                    |_| FlowTest::Unknown,
+                );
+                (sql, FlowTest::Unknown)
             }
-            "host" => {
-                let ip: IpAddr = value.parse().map_err(|_| {
-                    FilterError(format!(
-                        "{value:?} is not an IP address (host names are not resolved; give \
-                         the address)"
-                    ))
-                })?;
-                let lit = addr_literal(ip);
+            "host" | "net" => {
+                let (lo, hi) = if kind == "host" {
+                    let ip: IpAddr = value.parse().map_err(|_| {
+                        FilterError(format!(
+                            "{value:?} is not an IP address (host names are not resolved; \
+                             give the address)"
+                        ))
+                    })?;
+                    let a = u128::from_be_bytes(mapped(ip).octets());
+                    (a, a)
+                } else {
+                    self.net_range(&value)?
+                };
                 let (s, d) = (self.col("ip_src", &what)?, self.col("ip_dst", &what)?);
-                directed(dir, &s, &d, |c| format!("{c} = {lit}"))
-            }
-            "net" => {
-                let (lo, hi) = self.net_range(&value)?;
-                let (s, d) = (self.col("ip_src", &what)?, self.col("ip_dst", &what)?);
-                directed(dir, &s, &d, |c| format!("({c} >= {lo} AND {c} <= {hi})"))
+                let sql_of = |c: &str| {
+                    if kind == "host" {
+                        format!("{c} = {}", bin_literal(&lo.to_be_bytes()))
+                    } else {
+                        format!(
+                            "({c} >= {} AND {c} <= {})",
+                            bin_literal(&lo.to_be_bytes()),
+                            bin_literal(&hi.to_be_bytes())
+                        )
+                    }
+                };
+                let plain = !s.starts_with("(CASE");
+                directed(dir, &s, &d, sql_of, |dst| {
+                    if plain {
+                        FlowTest::Addr { dst, lo, hi, arp }
+                    } else {
+                        FlowTest::Unknown
+                    }
+                })
             }
             "port" => {
                 let n = parse_port(&value)?;
                 let (s, d) = (self.col("src_port", &what)?, self.col("dst_port", &what)?);
-                directed(dir, &s, &d, |c| format!("{c} = {n}"))
+                directed(
+                    dir,
+                    &s,
+                    &d,
+                    |c| format!("{c} = {n}"),
+                    |dst| FlowTest::Port { dst, lo: n, hi: n },
+                )
             }
             "portrange" => {
                 let Some((a, b)) = value.split_once('-') else {
@@ -416,15 +739,26 @@ impl Parser {
                 };
                 let (a, b) = (parse_port(a)?, parse_port(b)?);
                 let (s, d) = (self.col("src_port", &what)?, self.col("dst_port", &what)?);
-                directed(dir, &s, &d, |c| format!("({c} >= {a} AND {c} <= {b})"))
+                directed(
+                    dir,
+                    &s,
+                    &d,
+                    |c| format!("({c} >= {a} AND {c} <= {b})"),
+                    |dst| FlowTest::Port { dst, lo: a, hi: b },
+                )
             }
             other => return err(format!("unknown primitive {other:?}")),
         };
-        let proto_is = |n: u8| -> Result<String, FilterError> {
-            Ok(format!("{} = {n}", self.col("ip_proto", &what)?))
+        let proto_is = |n: u8| -> Result<(String, FlowTest), FilterError> {
+            Ok((
+                format!("{} = {n}", self.col("ip_proto", &what)?),
+                FlowTest::Proto(n),
+            ))
         };
-        let version_is = |v: u8| -> Result<String, FilterError> {
-            Ok(format!("{} = {v}", self.col("ip_version", &what)?))
+        let version_is = |v: u8| -> Result<(String, FlowTest), FilterError> {
+            let col = self.col("ip_version", &what)?;
+            let flow = self.ip_test(&col, FlowTest::Version(v));
+            Ok((format!("{col} = {v}"), flow))
         };
         let guard = match proto.as_deref() {
             None | Some("ether") => None,
@@ -441,13 +775,16 @@ impl Parser {
             Some(other) => return err(format!("{other} {kind} is not a valid primitive")),
         };
         Ok(match guard {
-            Some(g) => format!("COALESCE({g} AND {cond}, FALSE)"),
-            None => format!("COALESCE({cond}, FALSE)"),
+            Some((g, gf)) => Cond::new(
+                format!("COALESCE({g} AND {cond}, FALSE)"),
+                FlowTest::All(vec![gf, flow]),
+            ),
+            None => Cond::new(format!("COALESCE({cond}, FALSE)"), flow),
         })
     }
 
     /// `tcp[tcpflags] & MASK != 0`, `tcp[13] & MASK = VALUE` and the like.
-    fn tcp_flags(&mut self, proto: &str) -> Result<String, FilterError> {
+    fn tcp_flags(&mut self, proto: &str) -> Result<Cond, FilterError> {
         if proto != "tcp" {
             return err(format!(
                 "{proto}[...]: only tcp[tcpflags] (or tcp[13]) can be read from the records"
@@ -480,7 +817,11 @@ impl Parser {
             other => return err(format!("tcp[tcpflags]: expected != or =, found {other:?}")),
         };
         let v = self.flag_value()?;
-        Ok(format!("COALESCE({proto} = 6 AND {lhs} {op} {v}, FALSE)"))
+        // The flags differ from packet to packet; the protocol does not.
+        Ok(Cond::new(
+            format!("COALESCE({proto} = 6 AND {lhs} {op} {v}, FALSE)"),
+            FlowTest::All(vec![FlowTest::Proto(6), FlowTest::Unknown]),
+        ))
     }
 
     /// A flag name, a number, or `(a|b|...)`.
@@ -532,7 +873,7 @@ impl Parser {
     }
 
     /// `a.b.c.d/len`, `a.b.c` (implied length), `addr mask m`, IPv6/len.
-    fn net_range(&mut self, value: &str) -> Result<(String, String), FilterError> {
+    fn net_range(&mut self, value: &str) -> Result<(u128, u128), FilterError> {
         let (addr, len) = if let Some((a, l)) = value.split_once('/') {
             let l: u32 = l
                 .parse()
@@ -588,11 +929,7 @@ impl Parser {
             (1u128 << host_bits) - 1
         };
         let lo = bits & !mask;
-        let hi = lo | mask;
-        Ok((
-            bin_literal(&lo.to_be_bytes()),
-            bin_literal(&hi.to_be_bytes()),
-        ))
+        Ok((lo, lo | mask))
     }
 }
 
@@ -600,13 +937,39 @@ fn is_dir(w: &str) -> bool {
     w == "src" || w == "dst"
 }
 
-fn directed(dir: Dir, src: &str, dst: &str, f: impl Fn(&str) -> String) -> String {
+/// A primitive on the source, the destination, either or both: its SQL,
+/// and its test of a flow.
+fn directed(
+    dir: Dir,
+    src: &str,
+    dst: &str,
+    f: impl Fn(&str) -> String,
+    test: impl Fn(bool) -> FlowTest,
+) -> (String, FlowTest) {
     match dir {
-        Dir::Src => f(src),
-        Dir::Dst => f(dst),
-        Dir::Either => format!("({} OR {})", f(src), f(dst)),
-        Dir::Both => format!("({} AND {})", f(src), f(dst)),
+        Dir::Src => (f(src), test(false)),
+        Dir::Dst => (f(dst), test(true)),
+        Dir::Either => (
+            format!("({} OR {})", f(src), f(dst)),
+            FlowTest::Any(vec![test(false), test(true)]),
+        ),
+        Dir::Both => (
+            format!("({} AND {})", f(src), f(dst)),
+            FlowTest::All(vec![test(false), test(true)]),
+        ),
     }
+}
+
+/// Conditions joined by `op` (AND or OR) as one.
+fn group(parts: Vec<Cond>, op: &str) -> Cond {
+    let (sqls, flows): (Vec<String>, Vec<FlowTest>) =
+        parts.into_iter().map(|c| (c.sql, c.flow)).unzip();
+    let flow = if op == "AND" {
+        FlowTest::all(flows)
+    } else {
+        FlowTest::any(flows)
+    };
+    Cond::new(join(sqls, op), flow)
 }
 
 fn join(parts: Vec<String>, op: &str) -> String {
@@ -614,6 +977,11 @@ fn join(parts: Vec<String>, op: &str) -> String {
         return parts.into_iter().next().unwrap_or_default();
     }
     format!("({})", parts.join(&format!(" {op} ")))
+}
+
+/// libpcap's `proto N` (and `ip proto N`): the records' `ip_proto`.
+fn proto_test(n: u64) -> FlowTest {
+    u8::try_from(n).map_or(FlowTest::Unknown, FlowTest::Proto)
 }
 
 fn parse_num(t: &str) -> Result<u64, FilterError> {
@@ -650,12 +1018,11 @@ fn parse_mac(t: &str) -> Result<String, FilterError> {
 }
 
 /// How the records keep an address: IPv4 mapped into IPv6.
-fn addr_literal(ip: IpAddr) -> String {
-    let v6: Ipv6Addr = match ip {
+fn mapped(ip: IpAddr) -> Ipv6Addr {
+    match ip {
         IpAddr::V4(v4) => v4.to_ipv6_mapped(),
         IpAddr::V6(v6) => v6,
-    };
-    bin_literal(&v6.octets())
+    }
 }
 
 /// A fixed-size binary literal of the engine (DataFusion's `arrow_cast`).
@@ -826,5 +1193,137 @@ mod tests {
             assert!(to_sql(bad, false).is_ok(), "{bad}");
             assert!(to_sql(&format!("inner {bad}"), true).is_ok(), "{bad}");
         }
+    }
+
+    fn v4(a: [u8; 4]) -> u128 {
+        u128::from_be_bytes(Ipv4Addr::from(a).to_ipv6_mapped().octets())
+    }
+
+    /// One direction of a UDP or TCP flow between two IPv4 ends.
+    fn packet(src: [u8; 4], sport: u16, dst: [u8; 4], dport: u16, proto: u8) -> FlowPacket {
+        FlowPacket {
+            ip: Some(FlowIp {
+                version: 4,
+                src: v4(src),
+                dst: v4(dst),
+                ports: Some((sport, dport)),
+                proto,
+            }),
+            ethertype: None,
+        }
+    }
+
+    fn records(f: &str, p: &FlowPacket) -> Truth {
+        parse(f, false).unwrap().flow.eval(p, Reading::Records)
+    }
+
+    #[test]
+    fn and_and_or_bind_equally_left_to_right() {
+        // tcpdump: `a or b and c` is `(a or b) and c`.
+        let s = to_sql("udp or tcp and port 80", false).unwrap();
+        assert!(s.starts_with("((COALESCE(ip_proto = 17"), "{s}");
+        assert!(s.ends_with("FALSE))"), "{s}");
+        let p = packet([10, 0, 0, 1], 5000, [10, 0, 0, 2], 53, 17);
+        assert_eq!(records("udp or tcp and port 80", &p), Truth::No);
+        assert_eq!(records("tcp and port 80 or udp", &p), Truth::Yes);
+        // A run of one operator stays one group, as before.
+        assert_eq!(
+            to_sql("tcp and port 80 and host 10.0.0.1", false)
+                .unwrap()
+                .matches(" AND ")
+                .count(),
+            2
+        );
+    }
+
+    #[test]
+    fn flow_tests_decide_what_a_flow_shares() {
+        let p = packet([10, 0, 0, 5], 1028, [10, 200, 0, 1], 9000, 17);
+        for (f, want) in [
+            ("host 10.0.0.5 and port 1028", Truth::Yes),
+            ("src host 10.0.0.5 and dst port 9000", Truth::Yes),
+            ("dst host 10.0.0.5", Truth::No),
+            ("net 10.200/16", Truth::Yes),
+            ("tcp or icmp", Truth::No),
+            ("not udp", Truth::No),
+            ("udp portrange 1000-1100", Truth::Yes),
+            ("ip6 or proto 6", Truth::No),
+            ("host 10.0.0.5 and greater 100", Truth::Maybe),
+            ("host 10.0.0.6 and greater 100", Truth::No),
+            ("not vlan", Truth::Maybe),
+            ("tcp[tcpflags] & tcp-syn != 0", Truth::No),
+            ("ether host 00:11:22:33:44:55 or port 9000", Truth::Yes),
+            ("", Truth::Yes),
+        ] {
+            assert_eq!(records(f, &p), want, "{f}");
+        }
+        assert!(parse("host 10.0.0.5", false).unwrap().flow.decides());
+        assert!(!parse("greater 100", false).unwrap().flow.decides());
+        assert!(
+            !parse("vlan or host 10.0.0.5", false)
+                .unwrap()
+                .flow
+                .decides()
+        );
+        assert!(
+            parse("vlan and host 10.0.0.5", false)
+                .unwrap()
+                .flow
+                .decides()
+        );
+        // An outer address of tunnelled records is no flow's.
+        assert!(!parse("host 10.0.0.5", true).unwrap().flow.decides());
+        assert!(parse("inner host 10.0.0.5", true).unwrap().flow.decides());
+    }
+
+    #[test]
+    fn libpcap_reads_some_packets_otherwise() {
+        let arp = FlowPacket {
+            ip: None,
+            ethertype: Some(0x0806),
+        };
+        let plain = Reading::Libpcap {
+            inner: false,
+            vlan: false,
+            ipv6_ext: false,
+        };
+        let f = |s: &str| parse(s, false).unwrap().flow;
+        // libpcap's host looks into ARP; the records' does not.
+        assert_eq!(f("host 10.0.0.5").eval(&arp, Reading::Records), Truth::No);
+        assert_eq!(f("host 10.0.0.5").eval(&arp, plain), Truth::Maybe);
+        assert_eq!(f("ip host 10.0.0.5").eval(&arp, plain), Truth::No);
+        assert_eq!(f("arp").eval(&arp, plain), Truth::Yes);
+        let inner = Reading::Libpcap {
+            inner: true,
+            vlan: false,
+            ipv6_ext: false,
+        };
+        assert_eq!(f("host 10.0.0.5").eval(&arp, inner), Truth::No);
+        // With VLAN tags about, what the records match libpcap may not,
+        // so the negation may hold: Maybe both ways.
+        let p = packet([10, 0, 0, 5], 1028, [10, 200, 0, 1], 9000, 17);
+        let vlan = Reading::Libpcap {
+            inner: false,
+            vlan: true,
+            ipv6_ext: false,
+        };
+        assert_eq!(f("host 10.0.0.5").eval(&p, vlan), Truth::Maybe);
+        assert_eq!(f("not host 10.0.0.5").eval(&p, vlan), Truth::Maybe);
+        assert_eq!(f("host 10.0.0.6").eval(&p, vlan), Truth::No);
+        assert_eq!(f("not host 10.0.0.5").eval(&p, plain), Truth::No);
+        // IPv6 extension headers: libpcap's protocol is the next header's.
+        let mut p6 = p;
+        if let Some(ip) = &mut p6.ip {
+            ip.version = 6;
+        }
+        let ext = Reading::Libpcap {
+            inner: false,
+            vlan: false,
+            ipv6_ext: true,
+        };
+        assert_eq!(f("not udp").eval(&p6, ext), Truth::Maybe);
+        assert_eq!(f("udp").eval(&p6, plain), Truth::Yes);
+        assert_eq!(f("port 9000").eval(&p6, ext), Truth::Maybe);
+        assert_eq!(f("port 9001").eval(&p6, ext), Truth::No);
     }
 }

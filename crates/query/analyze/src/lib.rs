@@ -19,6 +19,7 @@ pub mod emit;
 mod error;
 pub mod filter;
 pub mod flow_table;
+pub mod index;
 mod loss_pass;
 pub mod plot;
 pub mod read;

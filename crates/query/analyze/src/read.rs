@@ -70,8 +70,14 @@ pub struct ReadReport {
     pub retention_note: Option<String>,
     /// Why some frames are gone, when a full disk cut their files short.
     pub lost_note: Option<String>,
-    /// The scan of the packet records.
+    /// The scan of the packet records by the query engine.
     pub scan: ScanReport,
+    /// Datasets whose records the query engine read (an inner filter the
+    /// flows cannot tell apart, files weir's decoder does not read).
+    pub engine_datasets: u64,
+    /// What weir's own reading of the records did: through the index, or
+    /// files read whole.
+    pub index: crate::index::IndexReport,
 }
 
 /// A frame the records point at.
@@ -209,19 +215,12 @@ fn find_candidates(
     let mut cands: Vec<Candidate> = Vec::new();
     let mut files: Vec<PathBuf> = Vec::new();
     report.pushed_down = !opts.datasets.is_empty();
+    // The filter as far as weir reads it (libpcap still decides each
+    // frame): what it asks of a flow, for the index.
+    let parsed = crate::filter::parse(&opts.filter, false).ok();
     for root in &opts.datasets {
-        let session = Session::open(std::slice::from_ref(root), opts.window, None, 0)?;
-        let m = &session.manifests()[0].1;
-        let paths = frame_files(root, m);
-        let cond = inner_condition(&session, &opts.filter)?;
-        report.pushed_down &= cond.is_some();
-        let (batches, scan) = session.query_with_scan(&format!(
-            "SELECT ts_ns, pcap_file, pcap_offset FROM packets WHERE {}",
-            cond.as_deref().unwrap_or("TRUE")
-        ))?;
-        report.scan.bytes_scanned += scan.bytes_scanned;
-        report.scan.row_groups_pruned += scan.row_groups_pruned;
-        report.scan.row_groups_read += scan.row_groups_read;
+        let m = store::Dataset::open(root)?.read_manifest()?;
+        let paths = frame_files(root, &m);
         let base = files.len() as u32;
         let mut ids: Vec<u32> = paths.keys().copied().collect();
         ids.sort_unstable();
@@ -235,15 +234,62 @@ fn find_candidates(
         // last whole block: records of the frames after it point past the
         // end the manifest lists.
         let mut cut = 0u64;
-        let (found, missing) = candidates_of(&batches, |id, offset| {
-            let (_, end) = paths.get(&id)?;
-            if end.is_some_and(|end| offset >= end) {
-                cut += 1;
-                return None;
+        let mut missing = 0u64;
+        let mut found = Vec::new();
+        let mut take = |ts_ns: i64, pointer: Option<(u32, u64)>| {
+            let Some((id, offset)) = pointer else {
+                missing += 1;
+                return;
+            };
+            let at = match paths.get(&id) {
+                Some((_, Some(end))) if offset >= *end => {
+                    cut += 1;
+                    None
+                }
+                Some(_) => index.get(&id).copied(),
+                None => None,
+            };
+            match at {
+                Some(file) => found.push(Candidate {
+                    ts_ns,
+                    file,
+                    offset,
+                }),
+                None => missing += 1,
             }
-            index.get(&id).copied()
-        })
-        .map_err(|e| usage(format!("{}: {e}", root.display())))?;
+        };
+        // An inner filter the flows cannot tell apart (a length, TCP flags)
+        // still narrows the records through the query engine.
+        let by_engine = parsed
+            .as_ref()
+            .is_some_and(|p| p.scope == Scope::Inner && !p.flow.decides());
+        let read_by_index = match by_engine {
+            true => None,
+            false => crate::index::frame_refs(
+                root,
+                parsed.as_ref().filter(|p| p.sql != "TRUE"),
+                &opts.window,
+                &mut report.index,
+                |r, pointed| take(r.ts_ns, pointed.then_some((r.file, r.offset))),
+            )?,
+        };
+        if read_by_index.is_none() {
+            let session = Session::open(std::slice::from_ref(root), opts.window, None, 0)?;
+            let cond = inner_condition(&session, &opts.filter)?;
+            report.pushed_down &= cond.is_some();
+            let (batches, scan) = session.query_with_scan(&format!(
+                "SELECT ts_ns, pcap_file, pcap_offset FROM packets WHERE {}",
+                cond.as_deref().unwrap_or("TRUE")
+            ))?;
+            report.scan.bytes_scanned += scan.bytes_scanned;
+            report.scan.row_groups_pruned += scan.row_groups_pruned;
+            report.scan.row_groups_read += scan.row_groups_read;
+            report.engine_datasets += 1;
+            each_pointer(&batches, &mut take)
+                .map_err(|e| usage(format!("{}: {e}", root.display())))?;
+        } else {
+            report.pushed_down = false;
+        }
         if cut > 0 {
             report.lost_note = Some(format!(
                 "{cut} of them point at frames lost when the disk of {} was full (counted in \
@@ -327,15 +373,12 @@ fn frame_files(root: &Path, m: &store::Manifest) -> HashMap<u32, (PathBuf, Optio
     }
 }
 
-/// Candidates from (ts_ns, pcap_file, pcap_offset) batches; `file_index`
-/// maps a dataset's file id to the global index. Returns the records
-/// that point nowhere as a count.
-fn candidates_of(
+/// Hands each record of the (ts_ns, pcap_file, pcap_offset) batches to
+/// `take`, with the frame it points at (None: at none).
+fn each_pointer(
     batches: &[RecordBatch],
-    mut file_index: impl FnMut(u32, u64) -> Option<u32>,
-) -> Result<(Vec<Candidate>, u64), String> {
-    let mut out = Vec::new();
-    let mut missing = 0;
+    mut take: impl FnMut(i64, Option<(u32, u64)>),
+) -> Result<(), String> {
     for b in batches {
         let ts = b
             .column(0)
@@ -350,21 +393,12 @@ fn candidates_of(
             .as_primitive_opt::<UInt64Type>()
             .ok_or("pcap_offset type")?;
         for r in 0..b.num_rows() {
-            if file.is_null(r) || off.is_null(r) {
-                missing += 1;
-                continue;
-            }
-            match file_index(file.value(r), off.value(r)) {
-                Some(f) => out.push(Candidate {
-                    ts_ns: ts.value(r),
-                    file: f,
-                    offset: off.value(r),
-                }),
-                None => missing += 1,
-            }
+            let pointer =
+                (!file.is_null(r) && !off.is_null(r)).then(|| (file.value(r), off.value(r)));
+            take(ts.value(r), pointer);
         }
     }
-    Ok((out, missing))
+    Ok(())
 }
 
 /// The frames of each file in file order, the files merged by time (as
@@ -412,6 +446,8 @@ impl<'a> FrameSource<'a> {
             let path = &files[file as usize];
             match PcapFile::open(path).map_err(|e| usage(e.to_string()))? {
                 Some(f) => {
+                    offsets.sort_unstable();
+                    f.plan(std::mem::take(offsets));
                     by_offset.insert(file, f);
                 }
                 None => {

@@ -432,17 +432,22 @@ impl Session {
             self.register_files(&format!("{name}_files"), &roots, dir, schema.clone(), true)?;
         }
         let cond = self.window.condition();
-        let filter_sql = match &self.filter {
+        let (filter_sql, flows) = match &self.filter {
             Some(f) => {
                 let tunnelled = crate::filter::depends_on_tunnels(f) && self.holds_tunnels()?;
-                Some(crate::filter::to_sql(f, tunnelled)?)
+                let parsed = crate::filter::parse(f, tunnelled)?;
+                // The flows the filter may match, as a condition on
+                // `flow_hash` that the packet files' page index answers.
+                let flows = crate::index::hash_condition(&roots, &parsed, &self.window)?;
+                (Some(parsed.sql), flows)
             }
-            None => None,
+            None => (None, None),
         };
         let filter = filter_sql.as_deref().unwrap_or("TRUE");
+        let flows = flows.as_deref().unwrap_or("TRUE");
         self.execute(&format!(
             "CREATE VIEW packets AS SELECT *, CAST(ts AS BIGINT) AS ts_ns \
-             FROM packet_files WHERE {cond} AND {filter}"
+             FROM packet_files WHERE {cond} AND {filter} AND {flows}"
         ))?;
         for (t, _, _) in &tables {
             self.execute(&format!(

@@ -102,9 +102,11 @@ struct Column {
     kind: Kind,
     optional: bool,
     codec: Compression,
-    /// The chunk's pages not yet read: [next, end) of the file.
+    /// The chunk's pages not yet read: [next, end) of the file; in a scan
+    /// of chosen pages, the ranges of the pages still to read after it.
     next: usize,
     end: usize,
+    ranges: std::collections::VecDeque<(usize, usize)>,
     page: Option<(PageHeader, usize, usize)>,
     page_rows: usize,
     /// The first row of the current batch within the page.
@@ -131,6 +133,19 @@ pub struct TableScan {
     cols: Vec<Column>,
     batch: usize,
     zstd: Option<zstd::bulk::Decompressor<'static>>,
+    /// A scan of chosen pages: per row group of `groups`, what to read.
+    picks: Option<Vec<PagePick>>,
+}
+
+/// The pages a scan of chosen pages reads of one row group: per column
+/// (in the order named), the byte ranges of its dictionary page (if it
+/// has one) and of the pages chosen, which hold `rows` rows together
+/// (every column's pages cover the same rows).
+#[derive(Clone, Debug, Default)]
+pub struct PagePick {
+    pub group: usize,
+    pub rows: usize,
+    pub ranges: Vec<Vec<(usize, usize)>>,
 }
 
 /// Why `meta`'s columns `names` cannot be scanned, if they cannot; and
@@ -272,6 +287,7 @@ impl TableScan {
                     codec: Compression::UNCOMPRESSED,
                     next: 0,
                     end: 0,
+                    ranges: Default::default(),
                     page: None,
                     page_rows: 0,
                     at: 0,
@@ -298,7 +314,33 @@ impl TableScan {
             cols,
             batch: 0,
             zstd: None,
+            picks: None,
         })
+    }
+
+    /// A scan of the columns `names` that reads only the pages `picks`
+    /// name (found through the file's page index), row group by row
+    /// group in their order; its batches are the pages' rows.
+    pub fn of_pages(
+        path: &Path,
+        data: bytes::Bytes,
+        meta: Arc<ParquetMetaData>,
+        names: &[&str],
+        picks: Vec<PagePick>,
+    ) -> Result<TableScan, StoreError> {
+        let groups: Vec<usize> = picks.iter().map(|p| p.group).collect();
+        if picks.iter().any(|p| p.ranges.len() != names.len())
+            || groups.iter().any(|&g| g >= meta.num_row_groups())
+        {
+            return Err(StoreError::Invalid {
+                path: path.into(),
+                message: "pages chosen for other columns or row groups".into(),
+            });
+        }
+        let mut scan = TableScan::of_parsed(path, data, meta, names, |_, _| false)?;
+        scan.groups = groups;
+        scan.picks = Some(picks);
+        Ok(scan)
     }
 
     fn corrupt(&self, message: impl std::fmt::Display) -> StoreError {
@@ -347,9 +389,28 @@ impl TableScan {
             let Some(&g) = self.groups.get(self.next_group) else {
                 return Ok(None);
             };
+            let pick = self.picks.as_ref().map(|p| &p[self.next_group]);
             self.next_group += 1;
             let rg = self.meta.row_group(g);
             self.group_rows = (0, usize::try_from(rg.num_rows()).unwrap_or(usize::MAX));
+            if let Some(pick) = pick {
+                self.group_rows.1 = pick.rows;
+                for (c, (ranges, &leaf)) in self
+                    .cols
+                    .iter_mut()
+                    .zip(pick.ranges.iter().zip(&self.leaves))
+                {
+                    if ranges.iter().any(|&(a, b)| a > b || b > self.data.len()) {
+                        return Err(DecodeError::corrupt("a page past the file's end"));
+                    }
+                    c.ranges = ranges.iter().copied().collect();
+                    (c.next, c.end) = (0, 0);
+                    c.codec = rg.column(leaf).compression();
+                    (c.page, c.page_rows, c.at, c.decoded) = (None, 0, 0, false);
+                    (c.dict.generation, c.dict.len) = (0, 0);
+                }
+                continue;
+            }
             for (c, &leaf) in self.cols.iter_mut().zip(&self.leaves) {
                 let m = rg.column(leaf);
                 let start = m.dictionary_page_offset().unwrap_or(m.data_page_offset());
@@ -381,6 +442,10 @@ impl TableScan {
         loop {
             let c = &mut self.cols[k];
             if c.next >= c.end {
+                if let Some((a, b)) = c.ranges.pop_front() {
+                    (c.next, c.end) = (a, b);
+                    continue;
+                }
                 c.page = None;
                 return Ok(false);
             }

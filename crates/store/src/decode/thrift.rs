@@ -215,6 +215,132 @@ fn data_header(src: &mut Bytes, which: i16, h: &mut PageHeader) -> Result<(), De
     Ok(())
 }
 
+/// A list's element type and length.
+fn list_header(src: &mut Bytes, kind: u8) -> Result<(u8, usize), DecodeError> {
+    if kind != LIST {
+        return Err(corrupt());
+    }
+    let h = src.byte()?;
+    let n = match h >> 4 {
+        15 => src.uleb()?,
+        n => u64::from(n),
+    };
+    // Every element takes a byte at least: a count past the bytes left is
+    // refused before anything is sized by it.
+    let n = usize::try_from(n)
+        .ok()
+        .filter(|&n| n <= src.rest().len())
+        .ok_or_else(corrupt)?;
+    Ok((h & 0x0f, n))
+}
+
+fn i64_of(src: &mut Bytes, kind: u8) -> Result<i64, DecodeError> {
+    if kind != I64 && kind != I32 {
+        return Err(corrupt());
+    }
+    src.zigzag()
+}
+
+/// Where a data page of a column chunk lies: an OffsetIndex entry.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PageLocation {
+    pub offset: i64,
+    pub compressed_size: i32,
+    pub first_row: i64,
+}
+
+/// An OffsetIndex (the page index's page locations of one column chunk).
+pub fn offset_index(src: &mut Bytes) -> Result<Vec<PageLocation>, DecodeError> {
+    let mut pages = None;
+    let mut f = Fields::new();
+    while let Some((id, k)) = f.next(src)? {
+        match id {
+            1 => {
+                let (t, n) = list_header(src, k)?;
+                if t != STRUCT {
+                    return Err(corrupt());
+                }
+                let mut v = Vec::with_capacity(n);
+                for _ in 0..n {
+                    let mut loc = PageLocation::default();
+                    let mut g = Fields::new();
+                    while let Some((id, k)) = g.next(src)? {
+                        match id {
+                            1 => loc.offset = i64_of(src, k)?,
+                            2 => loc.compressed_size = i32_of(src, k)?,
+                            3 => loc.first_row = i64_of(src, k)?,
+                            _ => skip(src, k, 1)?,
+                        }
+                    }
+                    v.push(loc);
+                }
+                pages = Some(v);
+            }
+            _ => skip(src, k, 0)?,
+        }
+    }
+    pages.ok_or_else(|| DecodeError::corrupt("an offset index without page locations"))
+}
+
+/// A ColumnIndex (the page index's statistics of one column chunk): per
+/// page whether it holds only nulls, its minimum and maximum (PLAIN
+/// bytes), and its nulls when written.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ColumnIndex {
+    pub null_pages: Vec<bool>,
+    pub min: Vec<Vec<u8>>,
+    pub max: Vec<Vec<u8>>,
+    pub null_counts: Option<Vec<i64>>,
+}
+
+pub fn column_index(src: &mut Bytes) -> Result<ColumnIndex, DecodeError> {
+    let mut c = ColumnIndex::default();
+    let mut f = Fields::new();
+    let binaries = |src: &mut Bytes, k: u8| -> Result<Vec<Vec<u8>>, DecodeError> {
+        let (t, n) = list_header(src, k)?;
+        if t != BINARY {
+            return Err(corrupt());
+        }
+        (0..n)
+            .map(|_| {
+                let len = usize::try_from(src.uleb()?).map_err(|_| corrupt())?;
+                Ok(src.take(len)?.to_vec())
+            })
+            .collect()
+    };
+    while let Some((id, k)) = f.next(src)? {
+        match id {
+            1 => {
+                let (t, n) = list_header(src, k)?;
+                if t != BOOL_TRUE && t != BOOL_FALSE {
+                    return Err(corrupt());
+                }
+                c.null_pages = (0..n)
+                    .map(|_| src.byte().map(|b| b == BOOL_TRUE))
+                    .collect::<Result<_, _>>()?;
+            }
+            2 => c.min = binaries(src, k)?,
+            3 => c.max = binaries(src, k)?,
+            5 => {
+                let (t, n) = list_header(src, k)?;
+                if t != I64 {
+                    return Err(corrupt());
+                }
+                c.null_counts = Some((0..n).map(|_| src.zigzag()).collect::<Result<_, _>>()?);
+            }
+            _ => skip(src, k, 0)?,
+        }
+    }
+    let n = c.null_pages.len();
+    if c.min.len() != n || c.max.len() != n || c.null_counts.as_ref().is_some_and(|v| v.len() != n)
+    {
+        return Err(DecodeError::corrupt(
+            "a column index whose lists differ in length",
+        ));
+    }
+    Ok(c)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

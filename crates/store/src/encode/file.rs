@@ -15,14 +15,15 @@ use parquet::basic::{Compression, ZstdLevel};
 use parquet::column::page::PageWriter;
 use parquet::column::writer::ColumnCloseResult;
 use parquet::errors::Result as PqResult;
-use parquet::file::metadata::ColumnChunkMetaData;
+use parquet::file::metadata::{ColumnChunkMetaData, ColumnIndexBuilder, OffsetIndexBuilder};
+use parquet::file::page_index::column_index::ColumnIndexMetaData;
 use parquet::file::properties::{EnabledStatistics, WriterPropertiesBuilder};
 use parquet::file::writer::{SerializedFileWriter, SerializedPageWriter, TrackedWrite};
 use parquet::schema::types::SchemaDescriptor;
 
 use util::digest::{DigestWriter, FileDigest};
 
-use super::EncodedChunk;
+use super::{EncodedChunk, PageStat};
 use crate::error::StoreError;
 
 pub struct EncodedFile {
@@ -59,7 +60,6 @@ impl EncodedFile {
         let mut props = props
             .set_created_by(format!("weir version {}", env!("CARGO_PKG_VERSION")))
             .set_statistics_enabled(EnabledStatistics::Chunk)
-            .set_offset_index_disabled(true)
             .build();
         add_encoded_arrow_schema_to_metadata(arrow, &mut props);
         let file = crate::files::create_file(&part_path)?;
@@ -129,6 +129,9 @@ impl EncodedFile {
             let mut dict_offset = None;
             let mut data_offset = None;
             let mut uncompressed = 0u64;
+            // The page index: every column's page locations, and the
+            // ColumnIndex of a column that keeps its pages' bounds.
+            let mut locations = OffsetIndexBuilder::new();
             {
                 let mut pw = SerializedPageWriter::new(&mut sink);
                 if let Some(p) = chunk.dict_page {
@@ -140,8 +143,14 @@ impl EncodedFile {
                     let spec = pw.write_page(p)?;
                     data_offset.get_or_insert(spec.offset as i64);
                     uncompressed += spec.uncompressed_size as u64;
+                    locations.append_offset_and_size(spec.offset as i64, spec.bytes_written as i32);
+                    locations.append_row_count(spec.num_values as i64);
                 }
             }
+            let column_index = match &chunk.page_stats {
+                Some(stats) => Some(column_index(&descr, stats)?),
+                None => None,
+            };
             let bytes_written = sink.bytes_written() as u64;
             let buf = Bytes::from(sink.into_inner()?);
             let metadata = ColumnChunkMetaData::builder(descr)
@@ -165,8 +174,8 @@ impl EncodedFile {
                     rows_written: n as u64,
                     metadata,
                     bloom_filter: chunk.bloom,
-                    column_index: None,
-                    offset_index: None,
+                    column_index,
+                    offset_index: Some(locations.build()),
                 },
             )?;
         }
@@ -197,4 +206,46 @@ impl EncodedFile {
     pub fn discard(self) {
         let _ = std::fs::remove_file(&self.part_path);
     }
+}
+
+/// The ColumnIndex of a column chunk from its pages' bounds; ASCENDING
+/// where the pages' bounds climb (a row group's `flow_hash` in flow order),
+/// which lets a reader search the pages instead of walking them.
+fn column_index(
+    descr: &parquet::schema::types::ColumnDescriptor,
+    stats: &[PageStat],
+) -> PqResult<ColumnIndexMetaData> {
+    use parquet::basic::{BoundaryOrder, SortOrder, Type};
+    let kind = descr.physical_type();
+    let unsigned = descr.sort_order() == SortOrder::UNSIGNED;
+    let mut b = ColumnIndexBuilder::new(kind);
+    // The order readers compare the bounds in: the column's sort order.
+    let key = |v: &[u8]| -> i128 {
+        match (kind, v.len(), unsigned) {
+            (Type::INT32, 4, true) => u32::from_le_bytes(v.try_into().unwrap_or_default()) as i128,
+            (Type::INT32, 4, false) => i32::from_le_bytes(v.try_into().unwrap_or_default()) as i128,
+            (Type::INT64, 8, true) => u64::from_le_bytes(v.try_into().unwrap_or_default()) as i128,
+            (Type::INT64, 8, false) => i64::from_le_bytes(v.try_into().unwrap_or_default()) as i128,
+            _ => 0,
+        }
+    };
+    let mut ascending = matches!(kind, Type::INT32 | Type::INT64);
+    let mut last: Option<(i128, i128)> = None;
+    for s in stats {
+        match &s.bounds {
+            Some((lo, hi)) => {
+                let (a, z) = (key(lo), key(hi));
+                ascending &= last.is_none_or(|(pa, pz)| pa <= a && pz <= z);
+                last = Some((a, z));
+                b.append(false, lo.clone(), hi.clone(), s.nulls as i64);
+            }
+            None => b.append(true, Vec::new(), Vec::new(), s.nulls as i64),
+        }
+    }
+    b.set_boundary_order(if ascending {
+        BoundaryOrder::ASCENDING
+    } else {
+        BoundaryOrder::UNORDERED
+    });
+    b.build()
 }

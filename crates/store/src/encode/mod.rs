@@ -198,6 +198,9 @@ pub struct ColumnSpec {
     pub signed: bool,
     /// Build a bloom filter of the values.
     pub bloom: bool,
+    /// Keep each page's minimum, maximum and nulls for the page index's
+    /// ColumnIndex (what lets a reader go to the pages that hold a value).
+    pub page_index: bool,
 }
 
 impl ColumnSpec {
@@ -210,6 +213,7 @@ impl ColumnSpec {
             width: 0,
             signed: false,
             bloom: false,
+            page_index: false,
         }
     }
 
@@ -297,6 +301,13 @@ macro_rules! column_set {
 pub struct EncodeOptions {
     /// Rows per data page.
     pub page_rows: usize,
+    /// Rows per data page of the columns a reader reaches through the page
+    /// index (of the packet table: `flow_hash`, and the time and frame
+    /// pointer `weir read` takes of each row it finds); at most
+    /// `page_rows`. Small pages let a query for a few flows decode little
+    /// of each row group; the other columns keep large ones, which
+    /// compress better where a row group holds many short flows.
+    pub index_page_rows: usize,
     /// Whether pages may be compressed at all (each column chunk then
     /// decides by its first page, see [`ChunkCodec`]); false stores every
     /// page as it is.
@@ -311,6 +322,7 @@ impl Default for EncodeOptions {
     fn default() -> Self {
         EncodeOptions {
             page_rows: 128 * 1024,
+            index_page_rows: 8 * 1024,
             compress: true,
             zstd_level: 1,
             dict_limit: 64 * 1024,
@@ -327,6 +339,17 @@ pub struct EncodedChunk {
     pub bloom: Option<Sbbf>,
     /// The pages are zstd-compressed (else stored as they are).
     pub compressed: bool,
+    /// Per data page, for a column with [`ColumnSpec::page_index`].
+    pub page_stats: Option<Vec<PageStat>>,
+}
+
+/// A data page's bounds, for the ColumnIndex.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PageStat {
+    /// PLAIN bytes of the page's least and greatest value; None for a page
+    /// of nulls alone.
+    pub bounds: Option<(Vec<u8>, Vec<u8>)>,
+    pub nulls: u64,
 }
 
 /// Definition levels of one page, as runs.
@@ -364,6 +387,15 @@ impl LevelRuns {
         }
         self.cur = present;
         self.len = 1;
+    }
+
+    /// Rows of the page so far without a value.
+    fn absent(&self) -> u64 {
+        let open = if self.cur { 0 } else { self.len as u64 };
+        open + (self.runs.iter())
+            .filter(|r| r.0 == 0)
+            .map(|r| r.1 as u64)
+            .sum::<u64>()
     }
 
     /// Appends the page's levels, prefixed by their length as data page v1
@@ -408,6 +440,11 @@ pub struct ColumnEncoder<K: Value> {
     bloom: Option<Sbbf>,
     raw: Vec<u8>,
     codec: ChunkCodec,
+    /// The current page's least and greatest value, and the pages' so
+    /// far, for a column with a page index.
+    page_min: Option<K>,
+    page_max: Option<K>,
+    page_stats: Vec<PageStat>,
 }
 
 impl<K: Value> ColumnEncoder<K> {
@@ -435,6 +472,9 @@ impl<K: Value> ColumnEncoder<K> {
             bloom: None,
             raw: Vec::new(),
             codec: ChunkCodec::new(opts.compress),
+            page_min: None,
+            page_max: None,
+            page_stats: Vec::new(),
         }
     }
 
@@ -592,11 +632,16 @@ impl<K: Value> ColumnEncoder<K> {
         self.cur_len = 1;
         if self.dict.len() > before {
             self.observe(v);
+        } else if self.spec.page_index {
+            self.observe_page(v);
         }
     }
 
     #[inline]
     fn observe(&mut self, v: K) {
+        if self.spec.page_index {
+            self.observe_page(v);
+        }
         let signed = self.spec.signed;
         match self.min {
             Some(m) if !v.less(m, signed) => {}
@@ -605,6 +650,21 @@ impl<K: Value> ColumnEncoder<K> {
         match self.max {
             Some(m) if !m.less(v, signed) => {}
             _ => self.max = Some(v),
+        }
+    }
+
+    /// Widens the current page's bounds to `v` (a run's value: a page holds
+    /// the values of the runs that start in it, and the open run's).
+    #[cold]
+    fn observe_page(&mut self, v: K) {
+        let signed = self.spec.signed;
+        match self.page_min {
+            Some(m) if !v.less(m, signed) => {}
+            _ => self.page_min = Some(v),
+        }
+        match self.page_max {
+            Some(m) if !m.less(v, signed) => {}
+            _ => self.page_max = Some(v),
         }
     }
 
@@ -625,6 +685,26 @@ impl<K: Value> ColumnEncoder<K> {
     pub fn end_page(&mut self, zstd: &mut zstd::bulk::Compressor<'static>) -> Result<()> {
         if self.rows_in_page == 0 {
             return Ok(());
+        }
+        if self.spec.page_index {
+            // (Every page starts a new run, so its values all passed
+            // through `observe` or `new_run`.)
+            let nulls = if self.spec.nullable {
+                self.levels.absent()
+            } else {
+                0
+            };
+            let width = self.spec.width;
+            let plain = |v: K| {
+                let (bytes, len) = v.plain_bytes(width);
+                bytes[..len].to_vec()
+            };
+            self.page_stats.push(PageStat {
+                bounds: (self.page_min.take())
+                    .zip(self.page_max.take())
+                    .map(|(a, b)| (plain(a), plain(b))),
+                nulls,
+            });
         }
         let mut raw = std::mem::take(&mut self.raw);
         raw.clear();
@@ -722,6 +802,7 @@ impl<K: Value> ColumnEncoder<K> {
             statistics,
             bloom: self.bloom.take(),
             compressed: self.codec.finish(),
+            page_stats: (self.spec.page_index).then(|| std::mem::take(&mut self.page_stats)),
         };
         self.reset();
         Ok(chunk)
@@ -997,6 +1078,7 @@ impl TextEncoder {
             statistics,
             bloom: None,
             compressed: self.codec.finish(),
+            page_stats: None,
         };
         self.dictionary = true;
         self.dict.clear();
