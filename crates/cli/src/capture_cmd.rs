@@ -167,6 +167,8 @@ pub struct CaptureArgs {
     #[arg(long, value_parser = parse_size, default_value = "256Mi", value_name = "SIZE",
           requires = "kafka")]
     kafka_buffer: u64,
+    #[command(flatten)]
+    upload: crate::upload_args::UploadArg,
     /// A filter in tcpdump syntax, as trailing words (`tcp port 80`).
     #[arg(trailing_var_arg = true, value_name = "FILTER")]
     filter: Vec<String>,
@@ -197,6 +199,20 @@ pub fn run(a: CaptureArgs) -> Result<ExitCode, String> {
         }
     };
     let filter = (!a.filter.is_empty()).then(|| a.filter.join(" "));
+    let publisher = match (&a.upload.upload, &a.output) {
+        (None, _) => None,
+        (Some(_), None) => return Err("--upload copies a dataset: give -o DATASET".into()),
+        (Some(_), Some(dir)) => {
+            // Its threads (and the object store's) start without the
+            // capabilities the capture drops once the rings are open.
+            let upload = a.upload.clone();
+            let (dir, force) = (dir.clone(), a.force);
+            capture::privilege::without_capabilities(move || {
+                upload.start(&dir, force, "weir capture")
+            })??
+            .map(|u| u as std::sync::Arc<dyn util::storage::Publisher>)
+        }
+    };
     let opts = CaptureOptions {
         interfaces: a.interfaces.clone(),
         target,
@@ -230,6 +246,8 @@ pub fn run(a: CaptureArgs) -> Result<ExitCode, String> {
         app: a.app.options(),
         user: a.user.clone(),
         sign_key: a.sign.load()?,
+        publisher,
+        publish_wait: crate::upload_args::CAPTURE_WAIT,
         command: std::env::args().collect::<Vec<_>>().join(" "),
     };
     let stream: Option<Box<dyn RecordStream>> = match (&a.kafka, &a.topic) {
@@ -379,6 +397,7 @@ fn print_summary(a: &CaptureArgs, report: &CaptureReport) {
         (Some(m), Some(dir), _) => {
             println!("weir capture: dataset {}", dir.display());
             print!("{}", crate::describe::describe(m));
+            crate::upload_args::say_uploaded(m, dir, "weir capture");
         }
         (_, _, Some(_)) => {
             for f in &r.pcap_files {

@@ -30,6 +30,7 @@ pub mod files;
 pub mod flows;
 pub mod identify;
 pub mod integrity;
+pub mod location;
 pub mod manifest;
 pub mod packets;
 pub mod read;

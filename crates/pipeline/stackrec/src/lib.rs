@@ -94,6 +94,10 @@ pub struct StackOptions {
     pub force: bool,
     /// Signs the dataset's seal (`--sign-key`).
     pub sign_key: Option<std::sync::Arc<store::integrity::SigningKey>>,
+    /// Told of every manifest written (`--upload`), and how long the end
+    /// waits for what it has not sent yet.
+    pub publisher: Option<std::sync::Arc<dyn util::storage::Publisher>>,
+    pub publish_wait: Duration,
     /// The command line, for the manifest.
     pub command: String,
 }
@@ -119,6 +123,8 @@ impl Default for StackOptions {
             rotate_rows: 4 << 20,
             force: false,
             sign_key: None,
+            publisher: None,
+            publish_wait: Duration::ZERO,
             command: String::new(),
         }
     }
@@ -299,7 +305,7 @@ pub fn record(
         stats_files,
         snapshots: polled.snapshots,
         prepared: probe.prepared().clone(),
-        ..out.finish(ended, written)?
+        ..out.finish(ended, written, opts.publish_wait)?
     };
     Ok(report)
 }
@@ -321,7 +327,9 @@ impl Output {
     /// so that a recording that is killed still says what it was.
     fn open(root: &Path, opts: &StackOptions) -> Result<Output, RecordError> {
         let (ds, base) = open_dataset(root, opts.force)?;
-        let ds = ds.signed_with(opts.sign_key.clone());
+        let ds = ds
+            .signed_with(opts.sign_key.clone())
+            .published_to(opts.publisher.clone());
         let stack_dir = ds.subdir(STACK_DIR)?;
         let stats_dir = ds.subdir(store::dataset::STATS_DIR)?;
         let clock_offset_ns = stack::clock_offset_ns();
@@ -359,8 +367,14 @@ impl Output {
         })
     }
 
-    /// Writes the final `stack` section; the report of what was written.
-    fn finish(mut self, ended: Ended, written: Written) -> Result<StackReport, RecordError> {
+    /// Writes the final `stack` section (and waits up to `publish_wait`
+    /// for an upload to take it); the report of what was written.
+    fn finish(
+        mut self,
+        ended: Ended,
+        written: Written,
+        publish_wait: Duration,
+    ) -> Result<StackReport, RecordError> {
         let info = &mut self.info;
         info.ended_by = ended.ended_by.to_string();
         info.events = by_name(&ended.events);
@@ -370,6 +384,10 @@ impl Output {
         info.program_cost = ended.program_cost.clone();
         info.interval_files = ended.interval_files.clone();
         write_stack_info(&self.ds, &self.base, self.info.clone())?;
+        if self.ds.publisher().is_some() {
+            let m = self.ds.read_manifest()?;
+            self.ds.finish_publishing(&m, publish_wait)?;
+        }
         Ok(StackReport {
             events: self.info.events,
             lost: self.info.lost,

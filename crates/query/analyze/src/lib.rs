@@ -22,6 +22,7 @@ pub mod flow_table;
 mod loss_pass;
 pub mod plot;
 pub mod read;
+pub mod remote;
 pub mod render;
 pub mod rpc;
 mod rpc_pass;

@@ -4,9 +4,10 @@
 //! offsets the packet records keep, without reading what lies between them.
 
 use std::fs::File;
-use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
+
+use util::storage::ReadAt;
 
 use crate::seekable::SeekableFile;
 
@@ -22,15 +23,10 @@ pub struct FetchedFrame {
     pub wire_len: u32,
 }
 
-/// Bytes read ahead from a plain file: candidates come sorted by offset,
-/// so one read of this much serves the records that follow (a read(2) per
-/// record costs more than the record).
-const READ_AHEAD: usize = 1 << 20;
-
 /// Where the pcap bytes come from.
 enum Body {
     /// The file, and a window of it: (offset of its first byte, bytes).
-    Plain(File, Mutex<(u64, Vec<u8>)>),
+    Plain(Arc<dyn ReadAt>, Mutex<(u64, Vec<u8>)>),
     /// Offsets are into the decompressed stream.
     Packed(Mutex<SeekableFile>),
 }
@@ -44,23 +40,17 @@ impl Body {
                     at >= w.0 && at + buf.len() as u64 <= w.0 + w.1.len() as u64
                 };
                 if !inside(&w) {
-                    if buf.len() > READ_AHEAD {
+                    let ahead = f.read_ahead();
+                    if buf.len() > ahead {
                         return f.read_exact_at(buf, at);
                     }
-                    w.1.resize(READ_AHEAD, 0);
-                    let mut n = 0;
-                    while n < READ_AHEAD {
-                        match f.read_at(&mut w.1[n..], at + n as u64) {
-                            Ok(0) => break,
-                            Ok(k) => n += k,
-                            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-                            Err(e) => {
-                                w.1.clear();
-                                return Err(e);
-                            }
-                        }
+                    // As much as is there of the window from `at`.
+                    let n = f.size()?.saturating_sub(at).min(ahead as u64) as usize;
+                    w.1.resize(n, 0);
+                    if let Err(e) = f.read_exact_at(&mut w.1, at) {
+                        w.1.clear();
+                        return Err(e);
                     }
-                    w.1.truncate(n);
                     w.0 = at;
                     if !inside(&w) {
                         return Err(std::io::ErrorKind::UnexpectedEof.into());
@@ -106,14 +96,27 @@ impl PcapFile {
     /// frames; `Ok(None)` for anything else (pcapng, gzip, the modified
     /// variant), which must be read in sequence instead.
     pub fn open(path: &Path) -> Result<Option<PcapFile>, ReadError> {
+        let file = File::open(path).map_err(|e| ReadError {
+            path: path.to_path_buf(),
+            offset: 0,
+            decompressed: false,
+            kind: ReadErrorKind::Io(e),
+        })?;
+        Self::open_at(path, Arc::new(file))
+    }
+
+    /// [`PcapFile::open`] of a file read through `file` (one in an object
+    /// store, read by range); `path` names it in errors.
+    pub fn open_at(path: &Path, file: Arc<dyn ReadAt>) -> Result<Option<PcapFile>, ReadError> {
         let err = |offset, kind| ReadError {
             path: path.to_path_buf(),
             offset,
             decompressed: false,
             kind,
         };
-        let file = File::open(path).map_err(|e| err(0, ReadErrorKind::Io(e)))?;
-        let file = match SeekableFile::open(path).map_err(|e| err(0, ReadErrorKind::Io(e)))? {
+        let packed =
+            SeekableFile::open_at(path, file.clone()).map_err(|e| err(0, ReadErrorKind::Io(e)))?;
+        let file = match packed {
             Some(f) => Body::Packed(Mutex::new(f)),
             None => Body::Plain(file, Mutex::new((0, Vec::new()))),
         };
@@ -152,7 +155,7 @@ impl PcapFile {
     /// Bytes of the pcap stream (decompressed), header included.
     pub fn stream_len(&self) -> std::io::Result<u64> {
         match &self.file {
-            Body::Plain(f, _) => Ok(f.metadata()?.len()),
+            Body::Plain(f, _) => f.size(),
             Body::Packed(m) => Ok(m
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())

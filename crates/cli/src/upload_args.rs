@@ -1,0 +1,159 @@
+//! `--upload s3://BUCKET/PREFIX`, for every command that writes a dataset
+//! as it goes (capture, convert, stack, collect): the files go up as they
+//! are sealed, the manifest last (`objects::upload`).
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use clap::Args;
+use util::storage::Storage;
+
+/// How long a writer waits at its end for the uploads still to go.
+const FINISH_LIMIT: Duration = Duration::from_secs(120);
+/// A capture's wait: a service's stop allows it 90 s in all.
+pub const CAPTURE_WAIT: Duration = Duration::from_secs(30);
+
+#[derive(Args, Clone)]
+pub struct UploadArg {
+    /// Copy the dataset to an S3-compatible object store as it is written:
+    /// each file once it is sealed (checked against its digest), the
+    /// manifest last; a file's local copy is deleted once it is in the
+    /// bucket. When the store cannot be reached the dataset goes on
+    /// locally and is uploaded when it answers again.
+    #[arg(long, value_name = "s3://BUCKET/PREFIX")]
+    pub upload: Option<String>,
+    /// Keep the local copies of uploaded files.
+    #[arg(long, requires = "upload")]
+    pub keep_local: bool,
+    /// Files larger than this go up as multipart uploads of parts this
+    /// size (at least 5Mi, as S3 requires).
+    #[arg(long, value_parser = crate::units::parse_size, default_value = "16Mi",
+          value_name = "SIZE", hide = true)]
+    pub upload_part_size: u64,
+}
+
+impl UploadArg {
+    /// The destination checked (a bucket that exists, credentials it
+    /// takes, no dataset there yet unless `replace`) and the uploader of
+    /// the dataset at `local` started; `who` names the command in what
+    /// it says. A store that cannot be reached is no reason to stop: the
+    /// dataset is uploaded when it answers.
+    pub fn start(
+        &self,
+        local: &Path,
+        replace: bool,
+        who: &'static str,
+    ) -> Result<Option<Arc<objects::Uploader>>, String> {
+        let Some(url) = &self.upload else {
+            return Ok(None);
+        };
+        if !objects::is_url(url) {
+            return Err(format!(
+                "--upload {url}: give the destination as s3://BUCKET/PREFIX"
+            ));
+        }
+        let dest = objects::Prefix::parse(url).map_err(|e| format!("--upload {url}: {e}"))?;
+        match dest.exists(store::dataset::MANIFEST) {
+            Ok(true) if !replace => {
+                return Err(format!(
+                    "--upload {url}: a dataset is already there; choose another prefix (or \
+                     pass --force to write over it)"
+                ));
+            }
+            Ok(_) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotConnected => {
+                eprintln!(
+                    "{who}: warning: --upload {url}: {e}; the dataset is kept locally and uploaded once the store answers"
+                );
+            }
+            Err(e) => return Err(format!("--upload {url}: {e}")),
+        }
+        if self.upload_part_size < 5 << 20 {
+            return Err(format!(
+                "--upload-part-size {}: S3 takes parts of 5Mi or more",
+                self.upload_part_size
+            ));
+        }
+        let opts = objects::UploadOptions {
+            delete_local: !self.keep_local,
+            part_bytes: self.upload_part_size as usize,
+        };
+        let notice: objects::upload::Notice = Box::new(move |m| eprintln!("{who}: upload: {m}"));
+        objects::Uploader::start(local, dest, opts, notice)
+            .map(Some)
+            .map_err(|e| format!("--upload {url}: {e}"))
+    }
+}
+
+/// At a writer's end: the uploads finished (waiting a while for them), the
+/// manifest written once more with the upload's figures, and a line that
+/// says where the dataset is.
+pub fn finish(
+    dataset: &store::Dataset,
+    manifest: &store::Manifest,
+    who: &str,
+) -> Result<Option<store::Manifest>, String> {
+    let Some(m) = dataset
+        .finish_publishing(manifest, FINISH_LIMIT)
+        .map_err(|e| e.to_string())?
+    else {
+        return Ok(None);
+    };
+    say_uploaded(&m, dataset.root(), who);
+    Ok(Some(m))
+}
+
+/// Says where the dataset is, by the manifest's upload figures.
+pub fn say_uploaded(m: &store::Manifest, local: &Path, who: &str) {
+    let Some(u) = &m.upload else {
+        return;
+    };
+    if u.backlog_files == 0 {
+        eprintln!(
+            "{who}: uploaded to {}: {} files, {} (the manifest last)",
+            u.destination,
+            u.files,
+            util::fmt::human_bytes(u.bytes)
+        );
+    } else {
+        eprintln!(
+            "{who}: warning: {} files ({}) are not in {} yet ({}); they stay in {}, whose \
+             manifest names them",
+            u.backlog_files,
+            util::fmt::human_bytes(u.backlog_bytes),
+            u.destination,
+            u.last_error
+                .as_deref()
+                .unwrap_or("the store did not take them in time"),
+            local.display()
+        );
+    }
+}
+
+/// Tells the uploader what the destination's manifest says is there
+/// already (a writer taking its dataset up again), so that it is not sent
+/// twice. A destination without a readable manifest holds nothing.
+pub fn seed(uploader: &objects::Uploader, url: &str) {
+    let Ok(dest) = objects::open(url) else {
+        return;
+    };
+    let Ok(m) = store::location::read_manifest(&*dest) else {
+        return;
+    };
+    let Some(chain) = &m.integrity else {
+        return;
+    };
+    let held = chain
+        .live()
+        .into_iter()
+        .filter_map(|(path, e)| {
+            Some(util::storage::Sealed {
+                path: path.to_string(),
+                bytes: e.bytes?,
+                blake3: e.blake3.clone()?,
+            })
+        })
+        .collect();
+    uploader.seed(held);
+}
