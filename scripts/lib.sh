@@ -78,6 +78,29 @@ install_kafka() {
   export WEIR_KAFKA_JARS="$jars"
 }
 
+# The S3 server the object-storage tests and benchmarks run (versitygw,
+# Apache-2.0: its posix backend on a test's directory), built once with Go
+# from the module proxy. Go is the machine's (/usr/local/go), else Debian's.
+VERSITYGW_VERSION=v1.8.0
+install_versitygw() {
+  local bin="$CACHE/versitygw/bin/versitygw"
+  if [ ! -x "$bin" ] || [ "$(cat "$CACHE/versitygw/.version" 2>/dev/null)" != "$VERSITYGW_VERSION" ]; then
+    say "building versitygw $VERSITYGW_VERSION (go install) into $CACHE/versitygw"
+    local go
+    go=$(command -v go || true)
+    [ -z "$go" ] && [ -x /usr/local/go/bin/go ] && go=/usr/local/go/bin/go
+    if [ -z "$go" ]; then
+      install_packages golang-go
+      go=$(command -v go)
+    fi
+    mkdir -p "$CACHE/versitygw"
+    GOBIN="$CACHE/versitygw/bin" GOFLAGS=-buildvcs=false GOTOOLCHAIN=auto \
+      "$go" install "github.com/versity/versitygw/cmd/versitygw@$VERSITYGW_VERSION"
+    echo "$VERSITYGW_VERSION" > "$CACHE/versitygw/.version"
+  fi
+  export WEIR_VERSITYGW="$bin"
+}
+
 # The data the tests read, made or fetched once into $CACHE/test-data (a
 # clone has nothing beside it): tcpdump's test captures from Debian's tcpdump
 # source package, and two NFS traces recorded here between a real NFS server

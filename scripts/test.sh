@@ -11,6 +11,7 @@ install_packages "${TEST_DATA_PACKAGES[@]}"
 install_rust
 install_python
 install_kafka
+install_versitygw
 prepare_test_data
 cd "$ROOT"
 
