@@ -337,7 +337,7 @@ mod tests {
         let sts = statements(&req("flows"), None).unwrap();
         let s = script(
             "weir analyze flows",
-            &[PathBuf::from("/d")],
+            &["/d".to_string()],
             Some("ts_ns >= 5"),
             &sts,
         );
