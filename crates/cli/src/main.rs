@@ -77,6 +77,10 @@ enum Command {
     /// Check a dataset against its integrity record: every file's size and
     /// digest, the chain, the seal over the manifest, the signature.
     Verify(verify_cmd::VerifyArgs),
+    /// Copy a dataset to an S3-compatible object store (s3://BUCKET/PREFIX):
+    /// its sealed files, then its manifest; what is there already is not
+    /// sent again.
+    Upload(upload_args::UploadCmdArgs),
     /// Serve a web page and a JSON API over one or more datasets (also one
     /// a capture is writing): overview, filter, flows, packets, pcap
     /// download, SQL.
@@ -202,6 +206,7 @@ fn main() -> ExitCode {
         Command::Collect(a) => collect_cmd::run(a),
         Command::Recover(a) => recover(a),
         Command::Verify(a) => verify_cmd::run(a),
+        Command::Upload(a) => upload_args::run(a),
         Command::Serve(a) => serve_cmd::run(a),
         Command::GenerateDocs(a) => docs_cmd::run(a, Cli::command()),
     };

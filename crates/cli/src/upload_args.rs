@@ -157,3 +157,54 @@ pub fn seed(uploader: &objects::Uploader, url: &str) {
         .collect();
     uploader.seed(held);
 }
+
+/// `weir upload DATASET s3://BUCKET/PREFIX`: a finished dataset (or the
+/// part of one a writer could not send before it ended) copied to the
+/// store, the files its manifest's chain holds first, the manifest last.
+#[derive(Args)]
+pub struct UploadCmdArgs {
+    /// The local dataset.
+    dataset: std::path::PathBuf,
+    /// Where to: s3://BUCKET/PREFIX (objects already there as sealed are
+    /// not sent again).
+    #[arg(value_name = "s3://BUCKET/PREFIX")]
+    destination: String,
+    /// Delete the local copies once they are in the bucket.
+    #[arg(long)]
+    delete_local: bool,
+    /// Files larger than this go up in parts of this size (at least 5Mi).
+    #[arg(long, value_parser = crate::units::parse_size, default_value = "16Mi",
+          value_name = "SIZE", hide = true)]
+    part_size: u64,
+}
+
+pub fn run(a: UploadCmdArgs) -> Result<std::process::ExitCode, String> {
+    let arg = UploadArg {
+        upload: Some(a.destination.clone()),
+        keep_local: !a.delete_local,
+        upload_part_size: a.part_size,
+    };
+    let uploader = arg
+        .start(&a.dataset, true, "weir upload")?
+        .ok_or("no destination")?;
+    seed(&uploader, &a.destination);
+    let ds = store::Dataset::open(&a.dataset)
+        .map_err(|e| e.to_string())?
+        .published_to(Some(uploader.clone()));
+    let m = ds.read_manifest().map_err(|e| e.to_string())?;
+    let done = ds
+        .finish_publishing(&m, Duration::from_secs(24 * 3600))
+        .map_err(|e| e.to_string())?;
+    let ok = done
+        .as_ref()
+        .and_then(|m| m.upload.as_ref())
+        .is_some_and(|u| u.backlog_files == 0);
+    if let Some(m) = &done {
+        say_uploaded(m, &a.dataset, "weir upload");
+    }
+    Ok(if ok {
+        std::process::ExitCode::SUCCESS
+    } else {
+        std::process::ExitCode::FAILURE
+    })
+}
