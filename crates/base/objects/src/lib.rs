@@ -345,7 +345,9 @@ impl Storage for Prefix {
     }
 
     fn exists(&self, rel: &str) -> io::Result<bool> {
-        match self.bucket.size(&self.key(rel)?) {
+        // A GET of its last byte, not a HEAD: an answer without a body
+        // could not tell a missing bucket from a missing object.
+        match self.bucket.get_tail(&self.key(rel)?, 1) {
             Ok(_) => Ok(true),
             Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(false),
             Err(e) => Err(e.into()),
