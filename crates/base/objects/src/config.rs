@@ -114,7 +114,14 @@ pub fn is_loopback(url: &str) -> bool {
 /// The client of bucket `bucket`, and where it sends requests (for
 /// messages).
 pub fn client(bucket: &str) -> Result<(AmazonS3, String), ObjectError> {
-    let mut b = AmazonS3Builder::from_env().with_bucket_name(bucket);
+    // Client options first: setting them replaces every one of them,
+    // allow_http (below) included.
+    let options = ClientOptions::new()
+        .with_connect_timeout(Duration::from_secs(5))
+        .with_timeout(Duration::from_secs(300));
+    let mut b = AmazonS3Builder::from_env()
+        .with_client_options(options)
+        .with_bucket_name(bucket);
     let profile = if env("AWS_ACCESS_KEY_ID").is_none() {
         profile()
     } else {
@@ -184,12 +191,8 @@ pub fn client(bucket: &str) -> Result<(AmazonS3, String), ObjectError> {
         max_retries: 3,
         retry_timeout: Duration::from_secs(20),
     };
-    let options = ClientOptions::new()
-        .with_connect_timeout(Duration::from_secs(5))
-        .with_timeout(Duration::from_secs(300));
     let store = b
         .with_retry(retry)
-        .with_client_options(options)
         .build()
         .map_err(|e| ObjectError::Config(format!("s3://{bucket}: {e}")))?;
     Ok((store, shown))
