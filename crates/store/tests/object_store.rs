@@ -13,7 +13,7 @@ use parquet::file::properties::WriterProperties;
 use store::decode::scan::ScanFile;
 use store::{Dataset, Manifest, RowOrder};
 use testdata::s3::S3Server;
-use util::storage::{Directory, Root, Storage};
+use util::storage::{Directory, Root};
 
 fn write_table(path: &std::path::Path, rows: usize, seed: i64) {
     let schema = Arc::new(Schema::new(vec![
