@@ -12,6 +12,8 @@ install_rust
 install_python
 install_kafka
 install_versitygw
+install_duckdb_s3
+install_spark_s3
 prepare_test_data
 cd "$ROOT"
 

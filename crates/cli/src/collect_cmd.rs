@@ -56,7 +56,7 @@ pub fn run(a: CollectArgs) -> Result<ExitCode, String> {
     if let (Some(u), Some(url)) = (&uploader, &a.upload.upload)
         && resumed
     {
-        crate::upload_args::seed(u, url);
+        crate::upload_args::seed(u, url)?;
     }
     let opts = stream::collector::CollectOptions {
         brokers: a.kafka.clone(),

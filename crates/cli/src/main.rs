@@ -24,6 +24,7 @@ mod rpc_args;
 mod serve_cmd;
 mod signals;
 mod stack_cmd;
+mod staging;
 mod units;
 mod upload_args;
 mod verify_cmd;
@@ -417,7 +418,19 @@ fn recover(a: RecoverArgs) -> Result<ExitCode, String> {
         println!("weir recover: {root} does not exist yet; nothing to do");
         return Ok(ExitCode::SUCCESS);
     }
-    let r = ingest::recover::recover(&a.dataset, key).map_err(|e| e.to_string())?;
+    // A capture that uploaded its dataset may have deleted local copies
+    // of files in the bucket: they stay in it, and the rest goes up.
+    let uploaded = upload_args::resume(&a.dataset, "weir recover")?;
+    let publisher = uploaded.as_ref().map(|u| u.uploader.clone());
+    let r =
+        ingest::recover::recover(&a.dataset, key.clone(), uploaded).map_err(|e| e.to_string())?;
+    if let (Some(p), Some(m)) = (publisher, &r.manifest) {
+        let ds = store::Dataset::open(&a.dataset)
+            .map_err(|e| e.to_string())?
+            .signed_with(key)
+            .published_to(Some(p));
+        upload_args::finish(&ds, m, "weir recover")?;
+    }
     if r.already_complete {
         let signed = if r.signature_written {
             "; its seal signed again"

@@ -65,14 +65,14 @@ pub fn run(a: MergeArgs) -> Result<ExitCode, String> {
     if objects::is_url(&a.output) {
         return link(&a);
     }
-    if let Some(url) = a.inputs.iter().find(|i| objects::is_url(i)) {
-        return Err(format!(
-            "{url}: a merge reads datasets in an object store only to merge them there, without \
-             copying (-o s3://BUCKET/PREFIX beside them)"
-        ));
-    }
-    let inputs: Vec<PathBuf> = a.inputs.iter().map(PathBuf::from).collect();
     let output = PathBuf::from(&a.output);
+    // Inputs in an object store are copied beside OUT first (the merge
+    // rewrites their files), and named by their URLs.
+    let mut staging = crate::staging::Staging::beside(&output);
+    let inputs: Vec<PathBuf> = (a.inputs.iter())
+        .map(|i| staging.local(i, &|_| true))
+        .collect::<Result<_, _>>()?;
+    opts.input_names = a.inputs.clone();
     // Inputs are checked before OUT is made, so a typo leaves nothing behind.
     ingest::merge::check_inputs(&inputs, &output).map_err(|e| e.to_string())?;
     let key = a.sign.load()?;

@@ -133,16 +133,26 @@ pub fn say_uploaded(m: &store::Manifest, local: &Path, who: &str) {
 
 /// Tells the uploader what the destination's manifest says is there
 /// already (a writer taking its dataset up again), so that it is not sent
-/// twice. A destination without a readable manifest holds nothing.
-pub fn seed(uploader: &objects::Uploader, url: &str) {
-    let Ok(dest) = objects::open(url) else {
-        return;
+/// twice, and which of the local files are only there. A destination
+/// without a manifest holds nothing; one that cannot be read is an error
+/// (what the bucket holds is not known).
+pub fn seed(uploader: &objects::Uploader, url: &str) -> Result<(), String> {
+    let dest = objects::open(url).map_err(|e| format!("{url}: {e}"))?;
+    let unreadable = |e: String| {
+        format!(
+            "{url}: {e}; what the bucket holds already cannot be known: run this again when \
+             the store answers"
+        )
     };
-    let Ok(m) = store::location::read_manifest(&*dest) else {
-        return;
-    };
+    if !dest
+        .exists(store::dataset::MANIFEST)
+        .map_err(|e| unreadable(e.to_string()))?
+    {
+        return Ok(());
+    }
+    let m = store::location::read_manifest(&*dest).map_err(|e| unreadable(e.to_string()))?;
     let Some(chain) = &m.integrity else {
-        return;
+        return Ok(());
     };
     let held = chain
         .live()
@@ -156,6 +166,33 @@ pub fn seed(uploader: &objects::Uploader, url: &str) {
         })
         .collect();
     uploader.seed(held);
+    Ok(())
+}
+
+/// A dataset its writer was uploading when it was killed (its manifest
+/// names the destination): for `weir recover`, its uploader again (the
+/// local copies kept), told what the bucket holds, and the bucket's copy
+/// to read the files only it has. `None` when the dataset was not
+/// uploaded.
+pub fn resume(
+    dataset: &Path,
+    who: &'static str,
+) -> Result<Option<ingest::recover::Uploaded>, String> {
+    let Ok(m) = store::Dataset::open(dataset).and_then(|d| d.read_manifest()) else {
+        return Ok(None);
+    };
+    let Some(url) = m.upload.map(|u| u.destination) else {
+        return Ok(None);
+    };
+    let arg = UploadArg {
+        upload: Some(url.clone()),
+        keep_local: true,
+        upload_part_size: 16 << 20,
+    };
+    let uploader = arg.start(dataset, true, who)?.ok_or("no destination")?;
+    seed(&uploader, &url)?;
+    let remote = objects::open(&url).map_err(|e| format!("{url}: {e}"))?;
+    Ok(Some(ingest::recover::Uploaded { uploader, remote }))
 }
 
 /// `weir upload DATASET s3://BUCKET/PREFIX`: a finished dataset (or the
@@ -187,7 +224,7 @@ pub fn run(a: UploadCmdArgs) -> Result<std::process::ExitCode, String> {
     let uploader = arg
         .start(&a.dataset, true, "weir upload")?
         .ok_or("no destination")?;
-    seed(&uploader, &a.destination);
+    seed(&uploader, &a.destination)?;
     let ds = store::Dataset::open(&a.dataset)
         .map_err(|e| e.to_string())?
         .published_to(Some(uploader.clone()));

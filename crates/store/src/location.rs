@@ -194,3 +194,93 @@ pub fn write_sealed(
     }
     Ok(m)
 }
+
+/// Copies the dataset at `root` (in an object store) into the new
+/// directory `to`, for the commands that rewrite a dataset's files rather
+/// than read them in place (a copying `weir merge`, `weir anonymize`):
+/// the files its chain holds that `want` picks, each checked against the
+/// chain's BLAKE3 as it is written, then its manifest and signature file
+/// as they are. A linked merge is refused: its files are its inputs'.
+pub fn download(
+    root: &dyn Storage,
+    to: &std::path::Path,
+    want: &dyn Fn(&str) -> bool,
+) -> Result<Manifest, StoreError> {
+    use std::io::Write;
+    let m = read_manifest(root)?;
+    if m.merge.as_ref().is_some_and(|g| g.linked) {
+        return Err(StoreError::Invalid {
+            path: root.name().into(),
+            message: "names its inputs' files (a merge in the object store): give its inputs \
+                      instead"
+                .into(),
+        });
+    }
+    let Some(chain) = &m.integrity else {
+        return Err(StoreError::Invalid {
+            path: root.name_of(MANIFEST).into(),
+            message: "has no integrity chain to say which files are the dataset's".into(),
+        });
+    };
+    const CHUNK: u64 = 8 << 20;
+    for (rel, e) in chain.live() {
+        if !want(rel) {
+            continue;
+        }
+        let bad = |message: String| StoreError::Invalid {
+            path: root.name_of(rel).into(),
+            message,
+        };
+        let (Some(bytes), Some(blake3)) = (e.bytes, e.blake3.as_deref()) else {
+            continue;
+        };
+        if util::storage::normalize(rel).is_none_or(|n| n != rel) {
+            return Err(bad(
+                "leaves the dataset's prefix; give the dataset it names".into(),
+            ));
+        }
+        let path = to.join(rel);
+        if let Some(dir) = path.parent() {
+            crate::files::create_dirs(dir)?;
+        }
+        let src = root.open(rel).map_err(|e| io_error(root, rel, e))?;
+        let size = src.size().map_err(|e| io_error(root, rel, e))?;
+        if size != bytes {
+            return Err(bad(format!(
+                "is {size} bytes, not the {bytes} (BLAKE3 {blake3}) its manifest's chain sealed: \
+                 the object was altered (`weir verify {}` says which)",
+                root.name()
+            )));
+        }
+        let mut out = std::fs::File::create(&path).map_err(|e| StoreError::io(&path, e))?;
+        let mut digest = util::digest::Hasher::new();
+        let mut buf = vec![0u8; CHUNK.min(bytes) as usize];
+        let mut at = 0;
+        while at < bytes {
+            let n = (bytes - at).min(CHUNK) as usize;
+            src.read_exact_at(&mut buf[..n], at)
+                .map_err(|e| io_error(root, rel, e))?;
+            digest.update(&buf[..n]);
+            out.write_all(&buf[..n])
+                .map_err(|e| StoreError::io(&path, e))?;
+            at += n as u64;
+        }
+        let got = digest.finish().hex();
+        if got != blake3 {
+            return Err(bad(format!(
+                "its BLAKE3 is {got}, not the {blake3} its manifest's chain sealed: the object \
+                 was altered (`weir verify {}` says which)",
+                root.name()
+            )));
+        }
+    }
+    for name in [MANIFEST, crate::integrity::SIGNATURE_FILE] {
+        match root.read(name) {
+            Ok(data) => std::fs::write(to.join(name), &data)
+                .map_err(|e| StoreError::io(to.join(name), e))?,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(io_error(root, name, e)),
+        }
+    }
+    Ok(m)
+}

@@ -77,6 +77,8 @@ struct State {
     queued: HashSet<String>,
     /// In the bucket: path to (bytes, BLAKE3) as sent.
     uploaded: HashMap<String, (u64, String)>,
+    /// Named by a manifest in the bucket: their local copies may go.
+    committed: HashSet<String>,
     /// Deleted locally once in the bucket.
     elsewhere: BTreeMap<String, u64>,
     /// Files that cannot be sent as sealed (gone from the local disk, or
@@ -148,10 +150,16 @@ impl Uploader {
     }
 
     /// Files the bucket holds already, as sealed (the destination's own
-    /// manifest says so): not sent again.
+    /// manifest names them): not sent again, and those whose local copy
+    /// is gone are held there (a writer taking its dataset up again, or
+    /// `weir recover` after a capture was killed).
     pub fn seed(&self, held: Vec<Sealed>) {
         let mut s = self.shared.lock();
         for f in held {
+            if !self.shared.local.join(&f.path).exists() {
+                s.elsewhere.insert(f.path.clone(), f.bytes);
+            }
+            s.committed.insert(f.path.clone());
             s.uploaded.insert(f.path, (f.bytes, f.blake3));
         }
     }
@@ -239,6 +247,17 @@ impl Publisher for Uploader {
                 bytes: *bytes,
             })
             .collect()
+    }
+
+    fn let_go(&self, rel: &str) -> bool {
+        let mut s = self.shared.lock();
+        if !s.committed.contains(rel) {
+            return false;
+        }
+        if let Some((bytes, _)) = s.uploaded.get(rel).cloned() {
+            s.elsewhere.insert(rel.to_string(), bytes);
+        }
+        true
     }
 
     fn figures(&self) -> UploadFigures {
@@ -547,6 +566,7 @@ impl Shared {
             s.commit = None;
         }
         s.figures.manifests += 1;
+        s.committed.extend(names.iter().map(|f| f.path.clone()));
         if self.opts.delete_local {
             for f in names.iter().filter(|f| !keep.contains(&f.path)) {
                 if s.elsewhere.contains_key(&f.path) {

@@ -149,6 +149,12 @@ impl S3Server {
         }
     }
 
+    /// The network namespace it runs in ([`S3Server::start_in`]): its
+    /// clients run there too.
+    pub fn netns(&self) -> Option<&str> {
+        self.netns.as_deref()
+    }
+
     pub fn endpoint(&self) -> String {
         format!("http://127.0.0.1:{}", self.port)
     }

@@ -349,6 +349,10 @@ pub trait Publisher: Send + Sync + fmt::Debug {
     /// Files of the chain whose local copy was deleted once they were
     /// elsewhere: they stay in the dataset.
     fn held_elsewhere(&self) -> Vec<Listed>;
+    /// Whether the local copy of `rel` may be deleted (retention wants its
+    /// space): yes once the file and a manifest naming it are elsewhere,
+    /// and from then on it is held there ([`Publisher::held_elsewhere`]).
+    fn let_go(&self, rel: &str) -> bool;
     /// What it has done so far.
     fn figures(&self) -> UploadFigures;
     /// Waits until everything published is elsewhere, or `limit` passes;

@@ -48,6 +48,9 @@ pub struct MergeOptions {
     /// Rows per packet file of the merged dataset.
     pub file_rows: u64,
     pub command: String,
+    /// The inputs as the manifest names them (URLs of inputs copied from
+    /// an object store first); empty: their paths.
+    pub input_names: Vec<String>,
 }
 
 impl Default for MergeOptions {
@@ -59,6 +62,7 @@ impl Default for MergeOptions {
             writer: PacketWriterOptions::default(),
             file_rows: 16 << 20,
             command: String::new(),
+            input_names: Vec::new(),
         }
     }
 }
@@ -207,10 +211,11 @@ pub fn merge(
             inputs
                 .iter()
                 .zip(&sources)
-                .map(|(p, s)| {
+                .enumerate()
+                .map(|(i, (p, s))| {
                     store::integrity::Integrity::input_from(
                         "merge",
-                        &p.display().to_string(),
+                        &input_name(opts, i, p),
                         &s.manifest,
                     )
                 })
@@ -571,7 +576,7 @@ fn merge_info(
             .zip(per_input)
             .enumerate()
             .map(|(i, ((s, e), counts))| MergeInput {
-                path: s.root.display().to_string(),
+                path: input_name(opts, i, &s.root),
                 kind: s.manifest.kind.clone(),
                 clock: s.manifest.clock.clone(),
                 shard: s.manifest.capture.as_ref().and_then(|c| c.shard.clone()),
@@ -584,6 +589,14 @@ fn merge_info(
                 pcap_base: numbering.pcap_base[i] as u32,
             })
             .collect(),
+    }
+}
+
+/// How the manifest names input `i`, at `path`.
+fn input_name(opts: &MergeOptions, i: usize, path: &Path) -> String {
+    match opts.input_names.get(i) {
+        Some(n) => n.clone(),
+        None => path.display().to_string(),
     }
 }
 

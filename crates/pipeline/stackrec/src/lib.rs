@@ -253,7 +253,7 @@ pub fn record(
     let reader = Reader::new(&loaded, to_writer.chunks, to_writer.free)?;
     let started = Instant::now();
     on_ready(probe.prepared());
-    let mut seconds = Seconds::new(&out.stats_dir);
+    let mut seconds = Seconds::new(&out.stats_dir, opts.publisher.clone());
     let run = Running {
         started,
         loaded: &loaded,
@@ -840,27 +840,37 @@ struct Seconds {
     /// The counts at its start.
     prev_events: [u64; kind::COUNT],
     prev_lost: [u64; kind::COUNT],
+    /// The dataset's uploader (`--upload`), and its figures at the start
+    /// of the second.
+    upload: Option<(
+        Arc<dyn util::storage::Publisher>,
+        util::storage::UploadFigures,
+    )>,
 }
 
 impl Seconds {
-    fn new(stats_dir: &Path) -> Seconds {
+    fn new(stats_dir: &Path, upload: Option<Arc<dyn util::storage::Publisher>>) -> Seconds {
         Seconds {
             stats: StatsWriter::with_prefix(stats_dir, 3600, "stack"),
             start_ns: store::time::now_ns(),
             prev_events: [0; kind::COUNT],
             prev_lost: [0; kind::COUNT],
+            upload: upload.map(|u| (u, Default::default())),
         }
     }
 
     /// Ends the second at these counts: its rows.
     fn end(&mut self, events: &[u64; kind::COUNT], lost: &[u64; kind::COUNT]) -> Vec<StatsRow> {
-        let rows = second_rows(
+        let mut rows = second_rows(
             self.start_ns,
             events,
             &self.prev_events,
             lost,
             &self.prev_lost,
         );
+        if let (Some((uploader, prev)), Some(first)) = (self.upload.as_mut(), rows.first_mut()) {
+            first.upload = Some(store::stats::UploadSecond::since(prev, uploader.figures()));
+        }
         self.prev_events = *events;
         self.prev_lost = *lost;
         rows
