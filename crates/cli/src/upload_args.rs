@@ -154,18 +154,7 @@ pub fn seed(uploader: &objects::Uploader, url: &str) -> Result<(), String> {
     let Some(chain) = &m.integrity else {
         return Ok(());
     };
-    let held = chain
-        .live()
-        .into_iter()
-        .filter_map(|(path, e)| {
-            Some(util::storage::Sealed {
-                path: path.to_string(),
-                bytes: e.bytes?,
-                blake3: e.blake3.clone()?,
-            })
-        })
-        .collect();
-    uploader.seed(held);
+    uploader.seed(chain.live_sealed());
     Ok(())
 }
 

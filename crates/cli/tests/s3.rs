@@ -40,6 +40,14 @@ fn ok(server: &S3Server, args: &[&str]) -> String {
     r.stdout()
 }
 
+/// `weir convert -q TRACE -o OUT --upload URL EXTRA...`, which must
+/// succeed.
+fn convert_up(server: &S3Server, out: &Path, url: &str, trace: &Path, extra: &[&str]) {
+    let mut args = vec!["convert", "-q", "-o", p(out), "--upload", url, p(trace)];
+    args.extend_from_slice(extra);
+    ok(server, &args);
+}
+
 fn p(path: &Path) -> &str {
     path.to_str().unwrap()
 }
@@ -193,18 +201,7 @@ fn wrong_credentials_a_missing_bucket_and_no_server_say_what_to_do() {
     server.make_bucket(BUCKET);
     let t = trace(&s, "t", 2_000, 3);
     let url = format!("s3://{BUCKET}/x");
-    ok(
-        &server,
-        &[
-            "convert",
-            "-q",
-            "-o",
-            p(&s.join("ds")),
-            "--upload",
-            &url,
-            p(&t),
-        ],
-    );
+    convert_up(&server, &s.join("ds"), &url, &t, &[]);
 
     let mut wrong = weir();
     wrong
@@ -288,20 +285,7 @@ fn verify_names_an_object_altered_or_missing_in_the_bucket() {
     server.make_bucket(BUCKET);
     let t = trace(&s, "t", 20_000, 5);
     let url = format!("s3://{BUCKET}/v");
-    ok(
-        &server,
-        &[
-            "convert",
-            "-q",
-            "-j",
-            "2",
-            "-o",
-            p(&s.join("ds")),
-            "--upload",
-            &url,
-            p(&t),
-        ],
-    );
+    convert_up(&server, &s.join("ds"), &url, &t, &["-j", "2"]);
     // Uploaded, the local copies are gone but the manifest (the local
     // dataset is a buffer).
     assert!(!s.join("ds/packets").read_dir().unwrap().any(|e| {
@@ -342,18 +326,7 @@ fn datasets_under_one_prefix_read_as_one_and_merge_links_them() {
     for (k, name) in ["a", "b", "c"].iter().enumerate() {
         let t = trace(&s, name, 10_000 + 1000 * k as u64, 11 + k as u64);
         let url = format!("s3://{BUCKET}/site/{name}");
-        ok(
-            &server,
-            &[
-                "convert",
-                "-q",
-                "-o",
-                p(&s.join(name)),
-                "--upload",
-                &url,
-                p(&t),
-            ],
-        );
+        convert_up(&server, &s.join(name), &url, &t, &[]);
         let n = json(&ok(
             &server,
             &["sql", "--json", &url, "SELECT count(*) AS n FROM packets"],
@@ -756,20 +729,7 @@ fn duckdb_and_spark_read_the_bucket_and_give_weirs_answers() {
     server.make_bucket(BUCKET);
     let t = trace(&s, "t", 30_000, 9);
     let url = format!("s3://{BUCKET}/o");
-    ok(
-        &server,
-        &[
-            "convert",
-            "-q",
-            "-j",
-            "2",
-            "-o",
-            p(&s.join("ds")),
-            "--upload",
-            &url,
-            p(&t),
-        ],
-    );
+    convert_up(&server, &s.join("ds"), &url, &t, &["-j", "2"]);
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../../tools/s3/read_bucket.py");
     let duckdb = cached("WEIR_DUCKDB_S3_PYTHON", "venv-duckdb-s3/bin/python");
     let jars = cached("WEIR_SPARK_S3_JARS", "spark-s3-jars");

@@ -325,17 +325,7 @@ impl Dataset {
         let signature = m.integrity.as_ref().and_then(|i| i.signature.as_ref());
         self.write_signature_file(signature.map(|s| s.sshsig.as_str()))?;
         if let (Some(p), Some(chain)) = (&self.publisher, &m.integrity) {
-            let files: Vec<util::storage::Sealed> = chain
-                .live()
-                .into_iter()
-                .filter_map(|(path, e)| {
-                    Some(util::storage::Sealed {
-                        path: path.to_string(),
-                        bytes: e.bytes?,
-                        blake3: e.blake3.clone()?,
-                    })
-                })
-                .collect();
+            let files = chain.live_sealed();
             // Late records are built from the pcap files: their local
             // copies stay while any are pending.
             let pending = m.late_records.is_some_and(|l| l.pending > 0);

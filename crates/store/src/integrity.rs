@@ -321,6 +321,21 @@ impl Integrity {
         live
     }
 
+    /// The files the chain holds now with their size and BLAKE3, as an
+    /// uploader takes them.
+    pub fn live_sealed(&self) -> Vec<util::storage::Sealed> {
+        self.live()
+            .into_iter()
+            .filter_map(|(path, e)| {
+                Some(util::storage::Sealed {
+                    path: path.to_string(),
+                    bytes: e.bytes?,
+                    blake3: e.blake3.clone()?,
+                })
+            })
+            .collect()
+    }
+
     /// Adds a file the caller vouches for (its size and BLAKE3 taken from
     /// the chain of the dataset it belongs to): a linked merge naming its
     /// inputs' files.
