@@ -78,6 +78,61 @@ install_kafka() {
   export WEIR_KAFKA_JARS="$jars"
 }
 
+# DuckDB reads a bucket through its httpfs extension, which PyPI ships as
+# a package of its own whose version follows DuckDB's; its newest there
+# (1.5.5) lags the venv's duckdb, so the bucket test has a small venv of
+# its own with both at that version.
+DUCKDB_S3_VERSION=1.5.5
+install_duckdb_s3() {
+  local venv="$CACHE/venv-duckdb-s3"
+  if [ "$(cat "$venv/.version" 2>/dev/null)" != "$DUCKDB_S3_VERSION" ]; then
+    say "installing duckdb $DUCKDB_S3_VERSION and its httpfs extension into $venv"
+    rm -rf "$venv"
+    python3 -m venv "$venv" 2>/dev/null || /usr/bin/python3 -m venv "$venv"
+    "$venv/bin/pip" install -q "duckdb==$DUCKDB_S3_VERSION" "duckdb-extension-httpfs==$DUCKDB_S3_VERSION"
+    echo "$DUCKDB_S3_VERSION" > "$venv/.version"
+  fi
+  export WEIR_DUCKDB_S3_PYTHON="$venv/bin/python"
+}
+
+# Spark's S3A connector (tools/s3/spark-pom.xml) from Maven Central, once.
+install_spark_s3() {
+  local jars="$CACHE/spark-s3-jars"
+  local recipe
+  recipe=$(sha256sum "$ROOT/tools/s3/spark-pom.xml" | cut -c1-16)
+  if [ "$(cat "$jars/.complete" 2>/dev/null)" != "$recipe" ]; then
+    say "fetching Spark's S3A connector (Maven Central) into $jars"
+    rm -rf "$jars"
+    mvn -q -B -f "$ROOT/tools/s3/spark-pom.xml" dependency:copy-dependencies \
+      -DincludeScope=runtime -DoutputDirectory="$jars" >/dev/null
+    echo "$recipe" > "$jars/.complete"
+  fi
+  export WEIR_SPARK_S3_JARS="$jars"
+}
+
+# The S3 server the object-storage tests and benchmarks run (versitygw,
+# Apache-2.0: its posix backend on a test's directory), built once with Go
+# from the module proxy. Go is the machine's (/usr/local/go), else Debian's.
+VERSITYGW_VERSION=v1.8.0
+install_versitygw() {
+  local bin="$CACHE/versitygw/bin/versitygw"
+  if [ ! -x "$bin" ] || [ "$(cat "$CACHE/versitygw/.version" 2>/dev/null)" != "$VERSITYGW_VERSION" ]; then
+    say "building versitygw $VERSITYGW_VERSION (go install) into $CACHE/versitygw"
+    local go
+    go=$(command -v go || true)
+    [ -z "$go" ] && [ -x /usr/local/go/bin/go ] && go=/usr/local/go/bin/go
+    if [ -z "$go" ]; then
+      install_packages golang-go
+      go=$(command -v go)
+    fi
+    mkdir -p "$CACHE/versitygw"
+    GOBIN="$CACHE/versitygw/bin" GOFLAGS=-buildvcs=false GOTOOLCHAIN=auto \
+      "$go" install "github.com/versity/versitygw/cmd/versitygw@$VERSITYGW_VERSION"
+    echo "$VERSITYGW_VERSION" > "$CACHE/versitygw/.version"
+  fi
+  export WEIR_VERSITYGW="$bin"
+}
+
 # The data the tests read, made or fetched once into $CACHE/test-data (a
 # clone has nothing beside it): tcpdump's test captures from Debian's tcpdump
 # source package, and two NFS traces recorded here between a real NFS server

@@ -11,6 +11,9 @@ install_packages "${TEST_DATA_PACKAGES[@]}"
 install_rust
 install_python
 install_kafka
+install_versitygw
+install_duckdb_s3
+install_spark_s3
 prepare_test_data
 cd "$ROOT"
 

@@ -8,6 +8,7 @@ use analyze::answer::{Analysis, AnswerOptions, Settings, answer};
 use analyze::render::{Format, Terminal, render, render_terminal};
 use analyze::{By, Session, TimeWindow};
 use clap::{Args, ValueEnum};
+use util::storage::Root;
 
 use crate::units::parse_duration;
 
@@ -143,13 +144,18 @@ pub struct SqlArgs {
     out: OutputArgs,
 }
 
-/// Splits leading dataset directories from the words after them.
-pub(crate) fn split_datasets(words: &[String]) -> (Vec<PathBuf>, &[String]) {
+/// Splits leading datasets (directories, `s3://BUCKET/PREFIX` URLs) from
+/// the words after them.
+pub(crate) fn split_datasets(words: &[String]) -> Result<(Vec<Root>, &[String]), String> {
     let n = words
         .iter()
-        .take_while(|w| std::path::Path::new(w.as_str()).is_dir())
+        .take_while(|w| objects::is_url(w) || std::path::Path::new(w.as_str()).is_dir())
         .count();
-    (words[..n].iter().map(PathBuf::from).collect(), &words[n..])
+    let roots = words[..n]
+        .iter()
+        .map(|w| objects::open(w).map_err(|e| e.to_string()))
+        .collect::<Result<_, _>>()?;
+    Ok((roots, &words[n..]))
 }
 
 fn ns_of(d: std::time::Duration) -> i64 {
@@ -175,7 +181,7 @@ fn parse_time(s: &str, start: Option<i64>, flag: &str) -> Result<i64, String> {
 
 /// The window of --from/--to; offsets count from the datasets' first frame.
 pub(crate) fn parse_window(
-    datasets: &[PathBuf],
+    datasets: &[Root],
     from: Option<&str>,
     to: Option<&str>,
 ) -> Result<TimeWindow, String> {
@@ -194,7 +200,7 @@ pub(crate) fn parse_window(
     Ok(window)
 }
 
-fn open(datasets: &[PathBuf], out: &OutputArgs, filter: Option<&str>) -> Result<Session, String> {
+fn open(datasets: &[Root], out: &OutputArgs, filter: Option<&str>) -> Result<Session, String> {
     let window = parse_window(datasets, out.from.as_deref(), out.to.as_deref())?;
     for n in crate::describe::pending_records_notes(datasets) {
         eprintln!("{n}");
@@ -203,7 +209,7 @@ fn open(datasets: &[PathBuf], out: &OutputArgs, filter: Option<&str>) -> Result<
 }
 
 pub fn run_analyze(a: AnalyzeArgs) -> Result<ExitCode, String> {
-    let (datasets, rest) = split_datasets(&a.words);
+    let (datasets, rest) = split_datasets(&a.words)?;
     if a.emit_sql {
         return emit_sql(&a, &datasets, rest);
     }
@@ -383,7 +389,7 @@ fn scales_ns(scales: &str) -> Result<Vec<i64>, String> {
 }
 
 /// `--emit-sql`: the analysis's statements, for another engine.
-fn emit_sql(a: &AnalyzeArgs, datasets: &[PathBuf], rest: &[String]) -> Result<ExitCode, String> {
+fn emit_sql(a: &AnalyzeArgs, datasets: &[Root], rest: &[String]) -> Result<ExitCode, String> {
     let Some((kind, args)) = rest.split_first() else {
         return Err(format!(
             "--emit-sql: give the analysis ({}), after the datasets",
@@ -469,13 +475,18 @@ fn emit_sql(a: &AnalyzeArgs, datasets: &[PathBuf], rest: &[String]) -> Result<Ex
     );
     print!(
         "{}",
-        analyze::emit::script(&title, datasets, restriction.as_deref(), &statements)
+        analyze::emit::script(
+            &title,
+            &names(datasets),
+            restriction.as_deref(),
+            &statements
+        )
     );
     Ok(ExitCode::SUCCESS)
 }
 
 pub fn run_sql(a: SqlArgs) -> Result<ExitCode, String> {
-    let (datasets, rest) = split_datasets(&a.words);
+    let (datasets, rest) = split_datasets(&a.words)?;
     if datasets.is_empty() {
         return Err(format!(
             "{}: no such dataset directory; usage: weir sql DATASET... \"SELECT ...\"",
@@ -498,4 +509,9 @@ pub fn run_sql(a: SqlArgs) -> Result<ExitCode, String> {
     };
     a.out.print(&[table], &session)?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// The datasets as they were given.
+pub(crate) fn names(datasets: &[Root]) -> Vec<String> {
+    datasets.iter().map(|d| d.name()).collect()
 }

@@ -9,9 +9,10 @@ use clap::Args;
 
 #[derive(Args)]
 pub struct AnonymizeArgs {
-    /// The dataset to anonymise.
+    /// The dataset to anonymise: a directory, or s3://BUCKET/PREFIX (its
+    /// tables are copied beside OUT first, checked against their digests).
     #[arg(required_unless_present = "new_key")]
-    dataset: Option<PathBuf>,
+    dataset: Option<String>,
     /// The anonymised copy (a new directory).
     #[arg(
         short = 'o',
@@ -44,6 +45,11 @@ pub fn run(a: AnonymizeArgs) -> Result<ExitCode, String> {
     let (Some(dataset), Some(output), Some(key)) = (a.dataset, a.output, a.key) else {
         return Err("give DATASET, -o OUT and --key FILE (or --new-key FILE)".into());
     };
+    // Its pcap files are not copied, so not fetched either.
+    let mut staging = crate::staging::Staging::beside(&output);
+    let dataset = staging.local(&dataset, &|rel| {
+        !rel.starts_with(&format!("{}/", store::dataset::PCAP_DIR))
+    })?;
     let opts = AnonymizeOptions {
         dataset,
         output,

@@ -105,7 +105,9 @@ pub struct CaptureArgs {
     /// is full, each new file is written over the oldest in place (its
     /// space, on tmpfs its pages, reused; the manifest names what was
     /// overwritten). Files rotate at a sixteenth of it (1Mi to 1Gi) unless
-    /// --rotate-size says otherwise.
+    /// --rotate-size says otherwise. With --upload it bounds the local
+    /// copy only: a file's local copy goes once it is in the bucket (the
+    /// dataset keeps it there), and files not uploaded yet are kept.
     #[arg(long, value_parser = parse_size, value_name = "SIZE")]
     max_disk: Option<u64>,
     /// Delete finished pcap files once their newest frame is this old
@@ -167,6 +169,8 @@ pub struct CaptureArgs {
     #[arg(long, value_parser = parse_size, default_value = "256Mi", value_name = "SIZE",
           requires = "kafka")]
     kafka_buffer: u64,
+    #[command(flatten)]
+    upload: crate::upload_args::UploadArg,
     /// A filter in tcpdump syntax, as trailing words (`tcp port 80`).
     #[arg(trailing_var_arg = true, value_name = "FILTER")]
     filter: Vec<String>,
@@ -197,6 +201,20 @@ pub fn run(a: CaptureArgs) -> Result<ExitCode, String> {
         }
     };
     let filter = (!a.filter.is_empty()).then(|| a.filter.join(" "));
+    let publisher = match (&a.upload.upload, &a.output) {
+        (None, _) => None,
+        (Some(_), None) => return Err("--upload copies a dataset: give -o DATASET".into()),
+        (Some(_), Some(dir)) => {
+            // Its threads (and the object store's) start without the
+            // capabilities the capture drops once the rings are open.
+            let upload = a.upload.clone();
+            let (dir, force) = (dir.clone(), a.force);
+            capture::privilege::without_capabilities(move || {
+                upload.start(&dir, force, "weir capture")
+            })??
+            .map(|u| u as std::sync::Arc<dyn util::storage::Publisher>)
+        }
+    };
     let opts = CaptureOptions {
         interfaces: a.interfaces.clone(),
         target,
@@ -230,6 +248,8 @@ pub fn run(a: CaptureArgs) -> Result<ExitCode, String> {
         app: a.app.options(),
         user: a.user.clone(),
         sign_key: a.sign.load()?,
+        publisher,
+        publish_wait: crate::upload_args::CAPTURE_WAIT,
         command: std::env::args().collect::<Vec<_>>().join(" "),
     };
     let stream: Option<Box<dyn RecordStream>> = match (&a.kafka, &a.topic) {
@@ -281,8 +301,11 @@ pub fn run(a: CaptureArgs) -> Result<ExitCode, String> {
             if a.stats_json {
                 print_second_json(s);
             } else if live_line {
+                let upload = s.upload.map_or(String::new(), |u| {
+                    format!("  to upload {}", human_bytes(u.backlog_bytes))
+                });
                 eprint!(
-                    "\r{:>10} pkt/s {:>7.3} Gb/s  captured {:>14}  drops: kernel {}  pcap {}   ",
+                    "\r{:>10} pkt/s {:>7.3} Gb/s  captured {:>14}  drops: kernel {}  pcap {}{upload}   ",
                     group_digits(s.frames),
                     s.bytes as f64 * 8.0 / 1e9,
                     group_digits(s.total_frames),
@@ -327,8 +350,14 @@ fn say_ready(a: &CaptureArgs, rings: usize, ring_bytes: usize) {
 }
 
 fn print_second_json(s: &Second) {
+    let upload = s.upload.map_or(String::new(), |u| {
+        format!(
+            ",\"upload_bytes\":{},\"upload_failures\":{},\"upload_backlog_bytes\":{},\"upload_lag_ms\":{}",
+            u.bytes, u.failures, u.backlog_bytes, u.lag_ms
+        )
+    });
     println!(
-        "{{\"elapsed_s\":{:.3},\"frames\":{},\"bytes\":{},\"kernel_drops\":{},\"pcap_drops\":{},\"total_frames\":{},\"total_kernel_drops\":{},\"total_pcap_drops\":{}}}",
+        "{{\"elapsed_s\":{:.3},\"frames\":{},\"bytes\":{},\"kernel_drops\":{},\"pcap_drops\":{},\"total_frames\":{},\"total_kernel_drops\":{},\"total_pcap_drops\":{}{upload}}}",
         s.elapsed.as_secs_f64(),
         s.frames,
         s.bytes,
@@ -379,6 +408,7 @@ fn print_summary(a: &CaptureArgs, report: &CaptureReport) {
         (Some(m), Some(dir), _) => {
             println!("weir capture: dataset {}", dir.display());
             print!("{}", crate::describe::describe(m));
+            crate::upload_args::say_uploaded(m, dir, "weir capture");
         }
         (_, _, Some(_)) => {
             for f in &r.pcap_files {

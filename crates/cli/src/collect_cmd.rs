@@ -39,12 +39,25 @@ pub struct CollectArgs {
     session_timeout: Duration,
     #[command(flatten)]
     sign: crate::verify_cmd::SignKeyArg,
+    #[command(flatten)]
+    upload: crate::upload_args::UploadArg,
     /// Print nothing but errors.
     #[arg(short, long)]
     quiet: bool,
 }
 
 pub fn run(a: CollectArgs) -> Result<ExitCode, String> {
+    // A collector takes its dataset up again from its local files: they
+    // are kept; what the bucket already holds is not sent again.
+    let resumed = a.output.join(store::dataset::MANIFEST).is_file();
+    let mut upload = a.upload.clone();
+    upload.keep_local = true;
+    let uploader = upload.start(&a.output, resumed, "weir collect")?;
+    if let (Some(u), Some(url)) = (&uploader, &a.upload.upload)
+        && resumed
+    {
+        crate::upload_args::seed(u, url)?;
+    }
     let opts = stream::collector::CollectOptions {
         brokers: a.kafka.clone(),
         topic: a.topic.clone(),
@@ -54,6 +67,8 @@ pub fn run(a: CollectArgs) -> Result<ExitCode, String> {
         flush_every: a.flush_every,
         session_timeout: a.session_timeout,
         sign_key: a.sign.load()?,
+        publisher: uploader.map(|u| u as std::sync::Arc<dyn util::storage::Publisher>),
+        publish_wait: crate::upload_args::CAPTURE_WAIT,
         command: std::env::args().collect::<Vec<_>>().join(" "),
     };
     crate::signals::install();

@@ -125,10 +125,10 @@ fn drops(s: &mut String, m: &Manifest) {
 /// What a reader of these datasets should know before it answers: a
 /// running capture whose records for some stored frames are still to be
 /// built (readers see the frames that have records).
-pub fn pending_records_notes(datasets: &[std::path::PathBuf]) -> Vec<String> {
+pub fn pending_records_notes(datasets: &[util::storage::Root]) -> Vec<String> {
     let mut notes = Vec::new();
     for d in datasets {
-        let m = store::Dataset::open(d).and_then(|ds| ds.read_manifest());
+        let m = store::location::read_manifest(&**d);
         if let Ok(Manifest {
             late_records: Some(l),
             ..
@@ -138,7 +138,7 @@ pub fn pending_records_notes(datasets: &[std::path::PathBuf]) -> Vec<String> {
             notes.push(format!(
                 "note: {}: {} frames in the pcap files have no packet record yet (the capture \
                  is still building them from the pcap files); the answer leaves them out",
-                d.display(),
+                d.name(),
                 group_digits(l.pending)
             ));
         }
@@ -423,7 +423,7 @@ mod tests {
         let text = describe(&m);
         assert!(text.contains("1,000 built late"), "{text}");
         assert!(text.contains("2,500 still to build"), "{text}");
-        let notes = pending_records_notes(std::slice::from_ref(&root));
+        let notes = pending_records_notes(&[util::storage::Directory::root(&root)]);
         assert_eq!(notes.len(), 1);
         assert!(notes[0].contains("2,500 frames"), "{}", notes[0]);
         m.late_records = Some(LateRecords {
@@ -432,7 +432,7 @@ mod tests {
             lost: 0,
         });
         ds.write_manifest(&m).unwrap();
-        assert!(pending_records_notes(std::slice::from_ref(&root)).is_empty());
+        assert!(pending_records_notes(&[util::storage::Directory::root(&root)]).is_empty());
         let _ = std::fs::remove_dir_all(&root);
     }
 }

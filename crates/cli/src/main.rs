@@ -24,7 +24,9 @@ mod rpc_args;
 mod serve_cmd;
 mod signals;
 mod stack_cmd;
+mod staging;
 mod units;
+mod upload_args;
 mod verify_cmd;
 
 #[derive(Parser)]
@@ -32,6 +34,12 @@ mod verify_cmd;
 pub(crate) struct Cli {
     #[command(subcommand)]
     command: Command,
+    /// The S3 endpoint of datasets given as s3://BUCKET/PREFIX, for a
+    /// self-hosted store (MinIO, Ceph, Garage, versitygw: addressed
+    /// path-style); default AWS_ENDPOINT_URL, else AWS itself. Plain
+    /// http:// only to the loopback, or with AWS_ALLOW_HTTP=true.
+    #[arg(long, global = true, value_name = "URL")]
+    s3_endpoint: Option<String>,
 }
 
 #[derive(Subcommand)]
@@ -70,6 +78,10 @@ enum Command {
     /// Check a dataset against its integrity record: every file's size and
     /// digest, the chain, the seal over the manifest, the signature.
     Verify(verify_cmd::VerifyArgs),
+    /// Copy a dataset to an S3-compatible object store (s3://BUCKET/PREFIX):
+    /// its sealed files, then its manifest; what is there already is not
+    /// sent again.
+    Upload(upload_args::UploadCmdArgs),
     /// Serve a web page and a JSON API over one or more datasets (also one
     /// a capture is writing): overview, filter, flows, packets, pcap
     /// download, SQL.
@@ -151,6 +163,8 @@ struct ConvertArgs {
     app: app_args::AppArgs,
     #[command(flatten)]
     sign: verify_cmd::SignKeyArg,
+    #[command(flatten)]
+    upload: upload_args::UploadArg,
     /// No progress bar and no summary.
     #[arg(short, long)]
     quiet: bool,
@@ -158,8 +172,9 @@ struct ConvertArgs {
 
 #[derive(Args)]
 struct InfoArgs {
-    /// The dataset directory.
-    dataset: PathBuf,
+    /// The dataset: a directory, or s3://BUCKET/PREFIX (a prefix holding
+    /// several datasets describes each).
+    dataset: String,
     /// Print the manifest as JSON.
     #[arg(long)]
     json: bool,
@@ -175,6 +190,9 @@ fn main() -> ExitCode {
         }
     };
     let cli = Cli::parse_from(args);
+    if let Some(e) = &cli.s3_endpoint {
+        objects::set_endpoint(e);
+    }
     let result = match cli.command {
         Command::Convert(a) => convert(a),
         Command::Info(a) => info(a),
@@ -189,6 +207,7 @@ fn main() -> ExitCode {
         Command::Collect(a) => collect_cmd::run(a),
         Command::Recover(a) => recover(a),
         Command::Verify(a) => verify_cmd::run(a),
+        Command::Upload(a) => upload_args::run(a),
         Command::Serve(a) => serve_cmd::run(a),
         Command::GenerateDocs(a) => docs_cmd::run(a, Cli::command()),
     };
@@ -217,9 +236,12 @@ fn convert(a: ConvertArgs) -> Result<ExitCode, String> {
         return Err("--row-group-rows must be at least 1".into());
     }
     let key = a.sign.load()?;
+    store::Dataset::check_new(&a.output, a.force).map_err(|e| e.to_string())?;
+    let uploader = a.upload.start(&a.output, a.force, "weir convert")?;
     let dataset = store::Dataset::create(&a.output, a.force)
         .map_err(|e| e.to_string())?
-        .signed_with(key);
+        .signed_with(key)
+        .published_to(uploader.map(|u| u as _));
     let mut opts = ingest::ConvertOptions {
         index_sources: a.index_sources,
         command: std::env::args().collect::<Vec<_>>().join(" "),
@@ -258,6 +280,7 @@ fn convert(a: ConvertArgs) -> Result<ExitCode, String> {
         r
     })
     .map_err(|e| e.to_string())?;
+    upload_args::finish(&dataset, &report.manifest, "weir convert")?;
     if !a.quiet {
         let m = &report.manifest;
         println!(
@@ -325,14 +348,23 @@ fn sql_comments_are_not_flags(
 }
 
 fn info(a: InfoArgs) -> Result<ExitCode, String> {
-    let dataset = store::Dataset::open(&a.dataset).map_err(|e| e.to_string())?;
-    let manifest = dataset.read_manifest().map_err(|e| e.to_string())?;
+    let root = objects::open(&a.dataset).map_err(|e| format!("{}: {e}", a.dataset))?;
+    let found = store::location::datasets_under(&root).map_err(|e| e.to_string())?;
     if a.json {
-        let s = serde_json::to_string_pretty(&manifest).map_err(|e| e.to_string())?;
-        println!("{s}");
-    } else {
-        println!("weir dataset {}", a.dataset.display());
-        print!("{}", describe::describe(&manifest));
+        let manifests: Vec<_> = found.iter().map(|d| &d.manifest).collect();
+        let s = match manifests.as_slice() {
+            [one] => serde_json::to_string_pretty(one),
+            all => serde_json::to_string_pretty(all),
+        };
+        println!("{}", s.map_err(|e| e.to_string())?);
+        return Ok(ExitCode::SUCCESS);
+    }
+    for (k, d) in found.iter().enumerate() {
+        if k > 0 {
+            println!();
+        }
+        println!("weir dataset {}", d.root.name());
+        print!("{}", describe::describe(&d.manifest));
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -386,7 +418,19 @@ fn recover(a: RecoverArgs) -> Result<ExitCode, String> {
         println!("weir recover: {root} does not exist yet; nothing to do");
         return Ok(ExitCode::SUCCESS);
     }
-    let r = ingest::recover::recover(&a.dataset, key).map_err(|e| e.to_string())?;
+    // A capture that uploaded its dataset may have deleted local copies
+    // of files in the bucket: they stay in it, and the rest goes up.
+    let uploaded = upload_args::resume(&a.dataset, "weir recover")?;
+    let publisher = uploaded.as_ref().map(|u| u.uploader.clone());
+    let r =
+        ingest::recover::recover(&a.dataset, key.clone(), uploaded).map_err(|e| e.to_string())?;
+    if let (Some(p), Some(m)) = (publisher, &r.manifest) {
+        let ds = store::Dataset::open(&a.dataset)
+            .map_err(|e| e.to_string())?
+            .signed_with(key)
+            .published_to(Some(p));
+        upload_args::finish(&ds, m, "weir recover")?;
+    }
     if r.already_complete {
         let signed = if r.signature_written {
             "; its seal signed again"

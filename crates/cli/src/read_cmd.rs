@@ -35,7 +35,7 @@ pub struct ReadArgs {
 }
 
 pub fn run(a: ReadArgs) -> Result<ExitCode, String> {
-    let (datasets, rest) = split_datasets(&a.words);
+    let (datasets, rest) = split_datasets(&a.words)?;
     if datasets.is_empty() {
         return Err(format!(
             "{}: no such dataset directory; usage: weir read DATASET... [FILTER] -w OUT.pcap",

@@ -11,9 +11,10 @@ use crate::units::parse_duration;
 #[derive(Args)]
 pub struct ServeArgs {
     /// One or more datasets, served as one (a capture may still be writing
-    /// them).
+    /// them): directories, or s3://BUCKET/PREFIX (a prefix holding several
+    /// datasets serves all of them).
     #[arg(required = true, value_name = "DATASET")]
-    datasets: Vec<PathBuf>,
+    datasets: Vec<String>,
     /// The address and port to listen on; an address other than the
     /// loopback needs --token.
     #[arg(long, default_value = "127.0.0.1:7480", value_name = "ADDR:PORT")]
@@ -43,8 +44,13 @@ pub struct ServeArgs {
 pub fn run(a: ServeArgs) -> Result<ExitCode, String> {
     let token = a.token.as_deref().map(serve::load_token).transpose()?;
     let time_limit = parse_duration(&a.time_limit).map_err(|e| format!("--time-limit: {e}"))?;
+    let datasets = a
+        .datasets
+        .iter()
+        .map(|d| objects::open(d).map_err(|e| e.to_string()))
+        .collect::<Result<Vec<_>, _>>()?;
     let opts = serve::ServeOptions {
-        datasets: a.datasets,
+        datasets,
         listen: a.listen,
         token,
         limits: serve::Limits {

@@ -115,6 +115,8 @@ pub struct StackArgs {
     force: bool,
     #[command(flatten)]
     sign: crate::verify_cmd::SignKeyArg,
+    #[command(flatten)]
+    upload: crate::upload_args::UploadArg,
     /// No live line and no summary.
     #[arg(short, long)]
     quiet: bool,
@@ -157,6 +159,17 @@ pub fn run(a: StackArgs) -> Result<ExitCode, String> {
         rotate_rows: a.rotate_rows,
         force: a.force,
         sign_key: a.sign.load()?,
+        // Into an existing dataset (a capture's), its copy in the bucket
+        // is brought up to date.
+        publisher: a
+            .upload
+            .start(
+                &a.output,
+                a.output.join(store::dataset::MANIFEST).is_file(),
+                "weir stack",
+            )?
+            .map(|u| u as std::sync::Arc<dyn util::storage::Publisher>),
+        publish_wait: crate::upload_args::CAPTURE_WAIT,
         command: std::env::args().collect::<Vec<_>>().join(" "),
     };
     crate::signals::install();

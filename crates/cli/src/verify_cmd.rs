@@ -10,8 +10,9 @@ use store::integrity::{SignatureCheck, SigningKey, Verification};
 
 #[derive(Args)]
 pub struct VerifyArgs {
-    /// The dataset directory.
-    dataset: PathBuf,
+    /// The dataset: a directory, or s3://BUCKET/PREFIX (its objects are
+    /// read from the store).
+    dataset: String,
     /// Check the signature over the seal against the keys of an OpenSSH
     /// allowed-signers file (as `ssh-keygen -Y verify -f` reads it; lines
     /// with `namespaces=` must allow weir-dataset).
@@ -66,8 +67,20 @@ pub fn run(a: VerifyArgs) -> Result<ExitCode, String> {
         }
     };
     let threads = std::thread::available_parallelism().map_or(2, |n| n.get());
-    let v = match store::integrity::verify(&a.dataset, signers.as_ref(), a.seal.as_deref(), threads)
-    {
+    let root = match objects::open(&a.dataset) {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("weir verify: {}: {e}", a.dataset);
+            return Ok(ExitCode::from(2));
+        }
+    };
+    // Objects are read over the network: more at a time than files.
+    let threads = if root.local_dir().is_some() {
+        threads
+    } else {
+        threads.max(8)
+    };
+    let v = match store::integrity::verify(&root, signers.as_ref(), a.seal.as_deref(), threads) {
         Ok(v) => v,
         Err(e) => {
             eprintln!("weir verify: {e}");
@@ -78,7 +91,7 @@ pub fn run(a: VerifyArgs) -> Result<ExitCode, String> {
         let s = serde_json::to_string_pretty(&v).map_err(|e| e.to_string())?;
         println!("{s}");
     } else {
-        print!("{}", render(&a.dataset, &v));
+        print!("{}", render(&root.name(), &v));
     }
     Ok(if v.ok() {
         ExitCode::SUCCESS
@@ -130,10 +143,10 @@ fn signers(a: &VerifyArgs) -> Result<Option<sshsig::AllowedSigners>, String> {
     Ok(None)
 }
 
-fn render(dataset: &std::path::Path, v: &Verification) -> String {
+fn render(dataset: &str, v: &Verification) -> String {
     use std::fmt::Write;
     let mut s = String::new();
-    let _ = writeln!(s, "weir verify: {}", dataset.display());
+    let _ = writeln!(s, "weir verify: {dataset}");
     let _ = writeln!(
         s,
         "  files      {} ({}), every one read and digested",

@@ -287,7 +287,11 @@ fn as_json(t: &analyze::Table) -> String {
 
 /// The passes against their SQL on one session.
 fn check_passes(datasets: &[PathBuf], window: TimeWindow, what: &str) {
-    let s = Session::open(datasets, window, None, 2).unwrap();
+    let roots: Vec<_> = datasets
+        .iter()
+        .map(util::storage::Directory::root)
+        .collect();
+    let s = Session::open(&roots, window, None, 2).unwrap();
     for (every, sample) in [(S, 100 * MS), (10 * MS, MS), (60 * S, S)] {
         let want = analyses::rates_by_sql(&s, every, sample);
         match analyses::rates(&s, every, sample) {

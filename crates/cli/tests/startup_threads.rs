@@ -237,6 +237,8 @@ fn in_namespace(ns: &str) {
             app: Default::default(),
             user: None,
             sign_key: None,
+            publisher: None,
+            publish_wait: Duration::ZERO,
             command: "startup_threads".into(),
         };
         let stop = AtomicBool::new(false);

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 use crate::error::StoreError;
 use crate::integrity::{Integrity, SigningKey};
-use crate::manifest::{DATASET_FORMAT, Manifest};
+use crate::manifest::Manifest;
 
 pub const MANIFEST: &str = "manifest.json";
 pub const PACKETS_DIR: &str = "packets";
@@ -19,6 +19,9 @@ pub struct Dataset {
     root: PathBuf,
     /// Signs the manifest's seal at every write (`--sign-key`).
     signing_key: Option<std::sync::Arc<SigningKey>>,
+    /// Told of every manifest written, to copy the dataset to an object
+    /// store as its files are sealed (`--upload`).
+    publisher: Option<std::sync::Arc<dyn util::storage::Publisher>>,
 }
 
 impl Dataset {
@@ -35,6 +38,7 @@ impl Dataset {
         Ok(Dataset {
             root: root.to_path_buf(),
             signing_key: None,
+            publisher: None,
         })
     }
 
@@ -107,6 +111,7 @@ impl Dataset {
             let d = Dataset {
                 root: root.to_path_buf(),
                 signing_key: None,
+                publisher: None,
             };
             d.write_manifest(manifest)?;
             d.subdir(PACKETS_DIR)?;
@@ -130,6 +135,7 @@ impl Dataset {
         let staged = Dataset {
             root: tmp.clone(),
             signing_key: None,
+            publisher: None,
         };
         let placed = staged
             .write_manifest(manifest)
@@ -141,6 +147,7 @@ impl Dataset {
         Ok(Dataset {
             root: root.to_path_buf(),
             signing_key: None,
+            publisher: None,
         })
     }
 
@@ -162,6 +169,7 @@ impl Dataset {
         Ok(Dataset {
             root: root.to_path_buf(),
             signing_key: None,
+            publisher: None,
         })
     }
 
@@ -186,6 +194,40 @@ impl Dataset {
     pub fn signed_with(mut self, key: Option<std::sync::Arc<SigningKey>>) -> Dataset {
         self.signing_key = key;
         self
+    }
+
+    /// The same dataset, each manifest written handed to `publisher`
+    /// (which uploads the files it names, then it).
+    pub fn published_to(
+        mut self,
+        publisher: Option<std::sync::Arc<dyn util::storage::Publisher>>,
+    ) -> Dataset {
+        self.publisher = publisher;
+        self
+    }
+
+    /// What the publisher has done, if there is one.
+    pub fn publisher(&self) -> Option<&std::sync::Arc<dyn util::storage::Publisher>> {
+        self.publisher.as_ref()
+    }
+
+    /// At the end of a writer: waits up to `limit` for the publisher to
+    /// have everything, writes `manifest` once more with its final figures
+    /// and waits for that to go too. The figures, when there is a
+    /// publisher.
+    pub fn finish_publishing(
+        &self,
+        manifest: &Manifest,
+        limit: std::time::Duration,
+    ) -> Result<Option<Manifest>, StoreError> {
+        let Some(p) = &self.publisher else {
+            return Ok(None);
+        };
+        let until = std::time::Instant::now() + limit;
+        p.drain(limit);
+        let m = self.write_manifest(manifest)?;
+        p.drain(until.saturating_duration_since(std::time::Instant::now()));
+        Ok(Some(m))
     }
 
     /// Whether the manifest is signed at every write.
@@ -249,7 +291,14 @@ impl Dataset {
                 .iter()
                 .map(|f| (f.path.clone(), f.reason.clone())),
         );
-        chain.extend(&self.root, &known, &removed)?;
+        let elsewhere = match &self.publisher {
+            Some(p) => {
+                m.upload = Some(p.figures().into());
+                p.held_elsewhere()
+            }
+            None => Vec::new(),
+        };
+        chain.extend(&self.root, &known, &removed, &elsewhere)?;
         chain.seal(&m, self.signing_key.as_deref());
         m.integrity = Some(chain);
         let tmp = self.root.join(format!(".{MANIFEST}.part"));
@@ -275,6 +324,21 @@ impl Dataset {
         }
         let signature = m.integrity.as_ref().and_then(|i| i.signature.as_ref());
         self.write_signature_file(signature.map(|s| s.sshsig.as_str()))?;
+        if let (Some(p), Some(chain)) = (&self.publisher, &m.integrity) {
+            let files = chain.live_sealed();
+            // Late records are built from the pcap files: their local
+            // copies stay while any are pending.
+            let pending = m.late_records.is_some_and(|l| l.pending > 0);
+            let keep: Vec<String> = files
+                .iter()
+                .filter(|f| pending && f.path.starts_with(&format!("{PCAP_DIR}/")))
+                .map(|f| f.path.clone())
+                .collect();
+            let mut text = json;
+            text.push(b'\n');
+            let sig = signature.map(|s| s.sshsig.as_bytes());
+            p.published(&files, &text, sig, &keep);
+        }
         Ok(m)
     }
 
@@ -308,17 +372,7 @@ impl Dataset {
     pub fn read_manifest(&self) -> Result<Manifest, StoreError> {
         let path = self.root.join(MANIFEST);
         let bytes = fs::read(&path).map_err(|e| StoreError::io(&path, e))?;
-        let m: Manifest = serde_json::from_slice(&bytes).map_err(|e| StoreError::Invalid {
-            path: path.clone(),
-            message: format!("unreadable manifest: {e}"),
-        })?;
-        if m.format != DATASET_FORMAT {
-            return Err(StoreError::Invalid {
-                path,
-                message: format!("format is {:?}, not {DATASET_FORMAT:?}", m.format),
-            });
-        }
-        Ok(m)
+        Manifest::from_json(&path.display().to_string(), &bytes)
     }
 }
 

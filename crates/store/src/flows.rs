@@ -784,6 +784,29 @@ pub fn write_flow_file(
 /// Reads every slice of a flows file.
 pub fn read_flow_file(path: &Path, out: &mut Vec<FlowSlice>) -> Result<(), StoreError> {
     let f = std::fs::File::open(path).map_err(|e| StoreError::io(path, e))?;
+    read_flows_from(path, f, out)
+}
+
+/// Reads every slice of the flows file `rel` of the dataset at `root` (one
+/// request for a file in an object store: flows files are small).
+pub fn read_flow_file_in(
+    root: &dyn util::storage::Storage,
+    rel: &str,
+    out: &mut Vec<FlowSlice>,
+) -> Result<(), StoreError> {
+    if let Some(dir) = root.local_dir() {
+        return read_flow_file(&dir.join(rel), out);
+    }
+    let name = std::path::PathBuf::from(root.name_of(rel));
+    let data = root.read(rel).map_err(|e| StoreError::io(&name, e))?;
+    read_flows_from(&name, data, out)
+}
+
+fn read_flows_from<R: parquet::file::reader::ChunkReader + 'static>(
+    path: &Path,
+    f: R,
+    out: &mut Vec<FlowSlice>,
+) -> Result<(), StoreError> {
     let builder =
         ParquetRecordBatchReaderBuilder::try_new(f).map_err(|e| StoreError::parquet(path, e))?;
     out.reserve(builder.metadata().file_metadata().num_rows().max(0) as usize);

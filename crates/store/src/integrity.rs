@@ -28,6 +28,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 use util::digest::{FileDigest, digest_file, from_hex, to_hex};
+use util::storage::{Root, Storage};
 
 use crate::error::StoreError;
 use crate::manifest::Manifest;
@@ -320,17 +321,60 @@ impl Integrity {
         live
     }
 
+    /// The files the chain holds now with their size and BLAKE3, as an
+    /// uploader takes them.
+    pub fn live_sealed(&self) -> Vec<util::storage::Sealed> {
+        self.live()
+            .into_iter()
+            .filter_map(|(path, e)| {
+                Some(util::storage::Sealed {
+                    path: path.to_string(),
+                    bytes: e.bytes?,
+                    blake3: e.blake3.clone()?,
+                })
+            })
+            .collect()
+    }
+
+    /// Adds a file the caller vouches for (its size and BLAKE3 taken from
+    /// the chain of the dataset it belongs to): a linked merge naming its
+    /// inputs' files.
+    pub fn add_file(&mut self, path: &str, bytes: u64, blake3: &str) {
+        self.push(ChainEntry {
+            op: "add".into(),
+            path: path.to_string(),
+            bytes: Some(bytes),
+            blake3: Some(blake3.to_string()),
+            ..Default::default()
+        });
+    }
+
     /// Brings the chain up to the files under `root`: files gone are
     /// removed (with the reason in `removed`, by path, or as vanished),
     /// new or changed files are added with the digest in `known` when its
-    /// size matches, or read back otherwise.
+    /// size matches, or read back otherwise. Files `elsewhere` (their
+    /// local copy deleted once uploaded) count as present.
     pub fn extend(
         &mut self,
         root: &Path,
         known: &HashMap<String, FileDigest>,
         removed: &HashMap<String, String>,
+        elsewhere: &[util::storage::Listed],
     ) -> Result<(), StoreError> {
-        let (finished, _) = list_files(root)?;
+        let (mut finished, _) = list_files(root)?;
+        let here: std::collections::HashSet<String> =
+            finished.iter().map(|f| f.path.clone()).collect();
+        let away: Vec<OnDisk> = elsewhere
+            .iter()
+            .filter(|l| !here.contains(&l.path))
+            .map(|l| OnDisk {
+                path: l.path.clone(),
+                bytes: l.bytes,
+            })
+            .collect();
+        let away_paths: std::collections::HashSet<String> =
+            away.iter().map(|f| f.path.clone()).collect();
+        finished.extend(away);
         let on_disk: HashMap<&str, u64> = finished
             .iter()
             .map(|f| (f.path.as_str(), f.bytes))
@@ -355,6 +399,10 @@ impl Integrity {
             });
         }
         for f in &finished {
+            if away_paths.contains(&f.path) {
+                // Held elsewhere: in the chain already, never read back.
+                continue;
+            }
             let known = known.get(&f.path).filter(|d| d.bytes == f.bytes);
             if let Some((bytes, digest)) = chained.get(&f.path) {
                 // Already held: added again only when its writer says it
@@ -447,27 +495,31 @@ impl Verification {
     }
 }
 
-/// Checks the dataset at `root` against its integrity record: the chain,
-/// the seal over the manifest, the signature (by one of `signers`), every file's
-/// size and digest (reading `threads` files at a time), and files that
-/// are not in the chain. `expected_seal` is a seal kept elsewhere.
+/// Checks the dataset at `root` (a directory, or a prefix of an object
+/// store) against its integrity record: the chain, the seal over the
+/// manifest, the signature (by one of `signers`), every file's size and
+/// digest (reading `threads` files at a time), and files that are not in
+/// the chain. `expected_seal` is a seal kept elsewhere. Files a linked
+/// merge names outside its root (`../input/...`) are read there.
 pub fn verify(
-    root: &Path,
+    root: &Root,
     signers: Option<&sshsig::AllowedSigners>,
     expected_seal: Option<&str>,
     threads: usize,
 ) -> Result<Verification, StoreError> {
-    let path = root.join(crate::dataset::MANIFEST);
-    let raw = std::fs::read(&path).map_err(|e| StoreError::io(&path, e))?;
+    let manifest_name = root.name_of(crate::dataset::MANIFEST);
+    let raw = root
+        .read(crate::dataset::MANIFEST)
+        .map_err(|e| StoreError::io(&manifest_name, e))?;
     let value: serde_json::Value =
         serde_json::from_slice(&raw).map_err(|e| StoreError::Invalid {
-            path: path.clone(),
+            path: manifest_name.clone().into(),
             message: format!("unreadable manifest: {e}"),
         })?;
-    let manifest = crate::Dataset::open(root)?.read_manifest()?;
+    let manifest = Manifest::from_json(&manifest_name, &raw)?;
     let Some(chain) = &manifest.integrity else {
         return Err(StoreError::Invalid {
-            path,
+            path: manifest_name.into(),
             message: "has no integrity record (written by a weir from before digests were \
                       kept); nothing can be verified"
                 .into(),
@@ -531,20 +583,35 @@ pub fn verify(
             format!("the seal is {seal_hex}, not the {want} given with --seal"),
         ));
     }
-    let (signature, wrong) = check_signature(root, chain.signature.as_ref(), signers, &seal_hex);
+    let (signature, wrong) = check_signature(&**root, chain.signature.as_ref(), signers, &seal_hex);
     findings.extend(wrong);
 
-    // The files.
+    // The files: those under the root, and those a linked merge names
+    // outside it.
     let live = chain.live();
-    let (finished, hidden) = list_files(root)?;
-    let digests = digest_all(root, &finished, threads);
+    let (mut finished, hidden) = list_files_in(&**root)?;
+    let outside: Vec<OnDisk> = live
+        .iter()
+        .filter(|(p, _)| p.starts_with("../"))
+        .map(|(p, e)| OnDisk {
+            path: p.to_string(),
+            bytes: e.bytes.unwrap_or(0),
+        })
+        .collect();
+    finished.extend(outside);
+    let digests = digest_all(&**root, &finished, threads);
     let by_content: HashMap<(u64, String), &str> = live
         .iter()
         .filter_map(|(p, e)| Some(((e.bytes?, e.blake3.clone()?), *p)))
         .collect();
+    // A file outside the root that cannot be found is missing, not there.
+    let gone = |d: &Result<FileDigest, (std::io::ErrorKind, String)>| {
+        matches!(d, Err((std::io::ErrorKind::NotFound, _)))
+    };
     let on_disk: HashMap<&str, usize> = finished
         .iter()
         .enumerate()
+        .filter(|(i, _)| !gone(&digests[*i]))
         .map(|(i, f)| (f.path.as_str(), i))
         .collect();
     let found_at: HashMap<(u64, String), &str> = finished
@@ -570,14 +637,14 @@ pub fn verify(
             continue;
         };
         files += 1;
-        bytes += finished[i].bytes;
         let got = match &digests[i] {
             Ok(d) => d,
-            Err(e) => {
+            Err((_, e)) => {
                 findings.push(finding("unreadable", Some(p), e.clone()));
                 continue;
             }
         };
+        bytes += got.bytes;
         if got.bytes == want_bytes && got.hex() == want_digest {
             continue;
         }
@@ -642,9 +709,49 @@ pub fn verify(
     })
 }
 
+/// [`list_files`] of a dataset wherever it is: the files under its root
+/// but the manifest and its signature, finished and hidden. A dataset in
+/// an object store holds datasets below it only as a site's prefix does,
+/// and those are not its files: a listing stops at a directory holding a
+/// manifest of its own.
+fn list_files_in(root: &dyn Storage) -> Result<(Vec<OnDisk>, Vec<OnDisk>), StoreError> {
+    if let Some(dir) = root.local_dir() {
+        return list_files(dir);
+    }
+    let listed = root.list("").map_err(|e| StoreError::io(root.name(), e))?;
+    let nested: Vec<String> = listed
+        .iter()
+        .filter_map(|l| {
+            l.path
+                .strip_suffix(&format!("/{}", crate::dataset::MANIFEST))
+        })
+        .map(|d| format!("{d}/"))
+        .collect();
+    let (mut finished, mut hidden) = (Vec::new(), Vec::new());
+    for l in listed {
+        if l.path == crate::dataset::MANIFEST
+            || l.path == SIGNATURE_FILE
+            || nested.iter().any(|d| l.path.starts_with(d))
+        {
+            continue;
+        }
+        let name = l.path.rsplit('/').next().unwrap_or("");
+        let f = OnDisk {
+            path: l.path.clone(),
+            bytes: l.bytes,
+        };
+        if name.starts_with('.') {
+            hidden.push(f);
+        } else {
+            finished.push(f);
+        }
+    }
+    Ok((finished, hidden))
+}
+
 /// The signature's state, and what is wrong with it.
 fn check_signature(
-    root: &Path,
+    root: &dyn Storage,
     signature: Option<&Signature>,
     signers: Option<&sshsig::AllowedSigners>,
     seal_hex: &str,
@@ -686,7 +793,10 @@ fn check_signature(
         }
     };
     let mut findings = Vec::new();
-    match std::fs::read_to_string(root.join(SIGNATURE_FILE)) {
+    let text = root
+        .read(SIGNATURE_FILE)
+        .map(|b| String::from_utf8_lossy(&b).into_owned());
+    match text {
         Ok(text) if text == s.sshsig => {}
         Ok(_) => findings.push(finding(
             Some(SIGNATURE_FILE),
@@ -727,19 +837,24 @@ fn check_signature(
     }
 }
 
-/// Digests of `files`, `threads` at a time.
-fn digest_all(root: &Path, files: &[OnDisk], threads: usize) -> Vec<Result<FileDigest, String>> {
+/// Digests of `files`, `threads` at a time; an error keeps its kind (a
+/// file not found is missing).
+fn digest_all(
+    root: &dyn Storage,
+    files: &[OnDisk],
+    threads: usize,
+) -> Vec<Result<FileDigest, (std::io::ErrorKind, String)>> {
+    type Slot = std::sync::Mutex<Option<Result<FileDigest, (std::io::ErrorKind, String)>>>;
     let next = std::sync::atomic::AtomicUsize::new(0);
-    let out: Vec<std::sync::Mutex<Option<Result<FileDigest, String>>>> =
-        files.iter().map(|_| Default::default()).collect();
+    let out: Vec<Slot> = files.iter().map(|_| Default::default()).collect();
     std::thread::scope(|s| {
         for _ in 0..threads.clamp(1, files.len().max(1)) {
             s.spawn(|| {
                 loop {
                     let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                     let Some(f) = files.get(i) else { break };
-                    let path = root.join(&f.path);
-                    let d = digest_file(&path).map_err(|e| format!("cannot be read: {e}"));
+                    let d = util::storage::digest(root, &f.path, 8 << 20)
+                        .map_err(|e| (e.kind(), format!("cannot be read: {e}")));
                     *out[i].lock().unwrap_or_else(|e| e.into_inner()) = Some(d);
                 }
             });
@@ -749,7 +864,7 @@ fn digest_all(root: &Path, files: &[OnDisk], threads: usize) -> Vec<Result<FileD
         .map(|m| {
             m.into_inner()
                 .unwrap_or_else(|e| e.into_inner())
-                .unwrap_or_else(|| Err("was not read".into()))
+                .unwrap_or_else(|| Err((std::io::ErrorKind::Other, "was not read".into())))
         })
         .collect()
 }
@@ -774,17 +889,17 @@ mod tests {
         std::fs::write(root.join("pcap/.d.pcap.part"), b"unfinished").unwrap();
         let mut chain = Integrity::new(Vec::new());
         let none = HashMap::new();
-        chain.extend(&root, &none, &HashMap::new()).unwrap();
+        chain.extend(&root, &none, &HashMap::new(), &[]).unwrap();
         assert_eq!(chain.entries.len(), 3, "hidden files are not chained");
         let head = chain.head.clone();
-        chain.extend(&root, &none, &HashMap::new()).unwrap();
+        chain.extend(&root, &none, &HashMap::new(), &[]).unwrap();
         assert_eq!(chain.head, head, "nothing new, nothing added");
 
         std::fs::remove_file(root.join("pcap/a.pcap")).unwrap();
         std::fs::remove_file(root.join("pcap/b.pcap")).unwrap();
         std::fs::write(root.join("pcap/c.pcap"), b"rewritten").unwrap();
         let retention = HashMap::from([("pcap/a.pcap".to_string(), "max-disk".to_string())]);
-        chain.extend(&root, &none, &retention).unwrap();
+        chain.extend(&root, &none, &retention, &[]).unwrap();
         let tail: Vec<_> = chain.entries[3..]
             .iter()
             .map(|e| (e.op.as_str(), e.path.as_str(), e.reason.as_deref()))
@@ -818,7 +933,7 @@ mod tests {
         };
         let known = HashMap::from([("pcap/a.pcap".to_string(), claimed)]);
         let mut chain = Integrity::new(Vec::new());
-        chain.extend(&root, &known, &HashMap::new()).unwrap();
+        chain.extend(&root, &known, &HashMap::new(), &[]).unwrap();
         assert_eq!(
             chain.entries[0].blake3.as_deref(),
             Some(claimed.hex().as_str())
@@ -832,7 +947,7 @@ mod tests {
             },
         )]);
         let mut chain = Integrity::new(Vec::new());
-        chain.extend(&root, &wrong, &HashMap::new()).unwrap();
+        chain.extend(&root, &wrong, &HashMap::new(), &[]).unwrap();
         let read = digest_file(&root.join("pcap/a.pcap")).unwrap();
         assert_eq!(
             chain.entries[0].blake3.as_deref(),

@@ -32,6 +32,7 @@ pub mod flows;
 pub mod identify;
 pub mod index;
 pub mod integrity;
+pub mod location;
 pub mod manifest;
 pub mod packets;
 pub mod read;

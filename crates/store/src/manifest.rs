@@ -68,6 +68,10 @@ pub struct Manifest {
     /// found frames with no record).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub late_records: Option<LateRecords>,
+    /// The copy of the dataset in an object store that its writer keeps
+    /// up to date as files are sealed (`--upload`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub upload: Option<UploadInfo>,
     /// Every file's size and digest in a hash chain, and the seal over it
     /// and the rest of this manifest (see [`crate::integrity`]). Kept up
     /// to date by [`crate::Dataset::write_manifest`].
@@ -114,9 +118,67 @@ pub struct KafkaInfo {
     pub written: std::collections::BTreeMap<String, u64>,
 }
 
+/// The upload of a dataset to an object store, as of this manifest's
+/// writing (the manifest in the bucket is the one before it, or this one).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct UploadInfo {
+    /// `s3://BUCKET/PREFIX`.
+    pub destination: String,
+    /// Files and bytes in the bucket, and manifests sent.
+    pub files: u64,
+    pub bytes: u64,
+    pub manifests: u64,
+    /// Requests that failed (and were tried again).
+    pub failures: u64,
+    /// Files that could not be sent as sealed (gone from the local disk,
+    /// or changed there).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub skipped: u64,
+    /// Sealed files not yet in the bucket.
+    pub backlog_files: u64,
+    pub backlog_bytes: u64,
+    /// From a file's sealing to its upload: the last file's and the
+    /// longest, in ms.
+    pub lag_ms_last: u64,
+    pub lag_ms_max: u64,
+    /// Local copies deleted once in the bucket.
+    pub local_deleted: u64,
+    /// CPU time the uploader took, in seconds.
+    pub cpu_s: f64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_error: Option<String>,
+}
+
+impl From<util::storage::UploadFigures> for UploadInfo {
+    fn from(f: util::storage::UploadFigures) -> UploadInfo {
+        UploadInfo {
+            destination: f.destination,
+            files: f.files,
+            bytes: f.bytes,
+            manifests: f.manifests,
+            failures: f.failures,
+            skipped: f.skipped,
+            backlog_files: f.backlog_files,
+            backlog_bytes: f.backlog_bytes,
+            lag_ms_last: f.lag_ms_last,
+            lag_ms_max: f.lag_ms_max,
+            local_deleted: f.local_deleted,
+            cpu_s: (f.cpu_s * 1000.0).round() / 1000.0,
+            last_error: f.last_error,
+        }
+    }
+}
+
 /// How `weir merge` combined several datasets into one.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct MergeInfo {
+    /// The inputs' files were not copied: the merged dataset names them
+    /// (its chain holds each input's files under the input's path, such as
+    /// `../shard1/packets/w000-00000.parquet`), and readers read the
+    /// inputs (paths relative to the merged dataset's root). Every frame of
+    /// every input is kept.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub linked: bool,
     /// A frame was a duplicate when a frame of another input had the same
     /// headers within this many ns, after the clock offsets; `None` when
     /// duplicates were kept (`--keep-duplicates`).
@@ -584,8 +646,26 @@ impl Manifest {
             merge: None,
             kafka: None,
             late_records: None,
+            upload: None,
             integrity: None,
         }
+    }
+
+    /// The manifest in `bytes` (read from `path`, which errors name).
+    pub fn from_json(path: &str, bytes: &[u8]) -> Result<Manifest, crate::StoreError> {
+        let invalid = |message: String| crate::StoreError::Invalid {
+            path: path.into(),
+            message,
+        };
+        let m: Manifest = serde_json::from_slice(bytes)
+            .map_err(|e| invalid(format!("unreadable manifest: {e}")))?;
+        if m.format != DATASET_FORMAT {
+            return Err(invalid(format!(
+                "format is {:?}, not {DATASET_FORMAT:?}",
+                m.format
+            )));
+        }
+        Ok(m)
     }
 
     /// Bytes of all packet files.

@@ -47,6 +47,22 @@ pub fn read_packet_file(path: &Path) -> Result<Vec<PacketRecord>, StoreError> {
 /// frame there. Reads those three columns only.
 pub fn read_pcap_pointers(path: &Path) -> Result<Vec<(u32, u64, u16)>, StoreError> {
     let file = File::open(path).map_err(|e| StoreError::io(path, e))?;
+    pcap_pointers(path, file)
+}
+
+/// [`read_pcap_pointers`] of a file read whole from elsewhere (`name`,
+/// for messages: its URL).
+pub fn pcap_pointers_in(
+    name: &str,
+    data: bytes::Bytes,
+) -> Result<Vec<(u32, u64, u16)>, StoreError> {
+    pcap_pointers(Path::new(name), data)
+}
+
+fn pcap_pointers<R: parquet::file::reader::ChunkReader + 'static>(
+    path: &Path,
+    file: R,
+) -> Result<Vec<(u32, u64, u16)>, StoreError> {
     let b =
         ParquetRecordBatchReaderBuilder::try_new(file).map_err(|e| StoreError::parquet(path, e))?;
     let want = ["pcap_file", "pcap_offset", "iface"];

@@ -65,6 +65,40 @@ pub struct StatsRow {
     /// Rows of `weir stack`: one event type's second (the frame counters
     /// above are 0). Null in a capture's rows.
     pub stack: Option<StackCounts>,
+    /// The dataset's upload (`--upload`) in this second: on one row a
+    /// second (the first worker's), null on the others.
+    pub upload: Option<UploadSecond>,
+}
+
+/// What the uploader did in one second.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct UploadSecond {
+    /// Bytes of files that reached the bucket.
+    pub bytes: u64,
+    /// Requests that failed (each tried again later).
+    pub failures: u64,
+    /// Bytes of sealed files not yet in the bucket, at the sample.
+    pub backlog_bytes: u64,
+    /// From its sealing to its upload, of the last file uploaded so far.
+    pub lag_ms: u64,
+}
+
+impl UploadSecond {
+    /// The second since `prev`, the uploader's figures then (made the
+    /// figures now).
+    pub fn since(
+        prev: &mut util::storage::UploadFigures,
+        now: util::storage::UploadFigures,
+    ) -> UploadSecond {
+        let u = UploadSecond {
+            bytes: now.bytes.saturating_sub(prev.bytes),
+            failures: now.failures.saturating_sub(prev.failures),
+            backlog_bytes: now.backlog_bytes,
+            lag_ms: now.lag_ms_last,
+        };
+        *prev = now;
+        u
+    }
 }
 
 /// What the stack monitor counted of one event type in one second.
@@ -125,6 +159,10 @@ pub fn stats_schema() -> SchemaRef {
         Field::new("stack_event", DataType::Utf8, true),
         Field::new("stack_events", DataType::UInt64, true),
         Field::new("stack_lost", DataType::UInt64, true),
+        Field::new("upload_bytes", DataType::UInt64, true),
+        Field::new("upload_failures", DataType::UInt64, true),
+        Field::new("upload_backlog_bytes", DataType::UInt64, true),
+        Field::new("upload_lag_ms", DataType::UInt64, true),
     ]))
 }
 
@@ -264,8 +302,15 @@ impl StatsWriter {
             Some(s) => format!("{} {} {}", s.event, s.events, s.lost),
             None => "- - -".to_string(),
         };
+        let upload = match r.upload {
+            Some(u) => format!(
+                "{} {} {} {}",
+                u.bytes, u.failures, u.backlog_bytes, u.lag_ms
+            ),
+            None => "- - - -".to_string(),
+        };
         let line = format!(
-            "{} {} {} {counters} {} {} {} {} {} {stack} {}\n",
+            "{} {} {} {counters} {} {} {} {} {} {stack} {} {upload}\n",
             r.ts_ns,
             r.worker,
             r.iface,
@@ -344,8 +389,8 @@ pub fn recover_journal(dir: &Path) -> Result<Vec<String>, StoreError> {
 fn parse_journal_line(line: &str) -> Option<StatsRow> {
     let f: Vec<&str> = line.split(' ').collect();
     // 16 fields before the stack counters were added, 19 with them, 20
-    // since records_drops.
-    if ![16, 19, 20].contains(&f.len()) {
+    // since records_drops, 24 since the upload's.
+    if ![16, 19, 20, 24].contains(&f.len()) {
         return None;
     }
     let u = |i: usize| f[i].parse::<u64>().ok();
@@ -381,6 +426,15 @@ fn parse_journal_line(line: &str) -> Option<StatsRow> {
             Some(n) => n.parse().ok()?,
             None => 0,
         },
+        upload: match f.get(20..24) {
+            Some([b, n, q, l]) if *b != "-" => Some(UploadSecond {
+                bytes: b.parse().ok()?,
+                failures: n.parse().ok()?,
+                backlog_bytes: q.parse().ok()?,
+                lag_ms: l.parse().ok()?,
+            }),
+            _ => None,
+        },
     })
 }
 
@@ -398,7 +452,14 @@ fn write_rows(file: File, rows: &[StatsRow]) -> parquet::errors::Result<()> {
     let mut stack_event = StringBuilder::with_capacity(n, 0);
     let mut stack_events = UInt64Builder::with_capacity(n);
     let mut stack_lost = UInt64Builder::with_capacity(n);
+    let mut upload: Vec<UInt64Builder> = (0..4).map(|_| UInt64Builder::with_capacity(n)).collect();
     for r in rows {
+        let u = r
+            .upload
+            .map(|u| [u.bytes, u.failures, u.backlog_bytes, u.lag_ms]);
+        for (k, b) in upload.iter_mut().enumerate() {
+            b.append_option(u.map(|u| u[k]));
+        }
         let name = |s: &StackCounts| {
             crate::stack::EVENT_NAMES
                 .get(s.event as usize)
@@ -434,6 +495,7 @@ fn write_rows(file: File, rows: &[StatsRow]) -> parquet::errors::Result<()> {
     cols.push(Arc::new(stack_event.finish()));
     cols.push(Arc::new(stack_events.finish()));
     cols.push(Arc::new(stack_lost.finish()));
+    cols.extend(upload.iter_mut().map(|b| Arc::new(b.finish()) as ArrayRef));
     let batch = RecordBatch::try_new(stats_schema(), cols)?;
     let props = WriterProperties::builder()
         .set_compression(Compression::ZSTD(ZstdLevel::default()))
@@ -452,12 +514,25 @@ fn write_rows(file: File, rows: &[StatsRow]) -> parquet::errors::Result<()> {
 
 /// Every row of one stats file.
 pub fn read_stats_file(path: &Path) -> Result<Vec<StatsRow>, StoreError> {
+    let file = File::open(path).map_err(|e| StoreError::io(path, e))?;
+    stats_rows(path, file)
+}
+
+/// [`read_stats_file`] of a file read whole from elsewhere (`name`, for
+/// messages: its URL).
+pub fn stats_rows_in(name: &str, data: bytes::Bytes) -> Result<Vec<StatsRow>, StoreError> {
+    stats_rows(Path::new(name), data)
+}
+
+fn stats_rows<R: parquet::file::reader::ChunkReader + 'static>(
+    path: &Path,
+    file: R,
+) -> Result<Vec<StatsRow>, StoreError> {
     use arrow_array::Array;
     use arrow_array::cast::AsArray;
     use arrow_array::types::{TimestampNanosecondType, UInt16Type, UInt32Type, UInt64Type};
     use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 
-    let file = File::open(path).map_err(|e| StoreError::io(path, e))?;
     let reader = ParquetRecordBatchReaderBuilder::try_new(file)
         .and_then(|b| b.build())
         .map_err(|e| StoreError::parquet(path, e))?;
@@ -521,6 +596,13 @@ pub fn read_stats_file(path: &Path) -> Result<Vec<StatsRow>, StoreError> {
             opt64("stack_lost"),
         );
         let rd = opt64("records_drops");
+        let up = [
+            "upload_bytes",
+            "upload_failures",
+            "upload_backlog_bytes",
+            "upload_lag_ms",
+        ]
+        .map(opt64);
         let lv = batch.column_by_name("pcap_level").and_then(|c| {
             c.as_primitive_opt::<arrow_array::types::Int16Type>()
                 .cloned()
@@ -558,6 +640,15 @@ pub fn read_stats_file(path: &Path) -> Result<Vec<StatsRow>, StoreError> {
                     }),
                     _ => None,
                 },
+                upload: match &up {
+                    [Some(b), Some(n), Some(q), Some(l)] if !b.is_null(i) => Some(UploadSecond {
+                        bytes: b.value(i),
+                        failures: n.value(i),
+                        backlog_bytes: q.value(i),
+                        lag_ms: l.value(i),
+                    }),
+                    _ => None,
+                },
             });
         }
     }
@@ -588,6 +679,12 @@ mod tests {
                     event: 4,
                     events: 9,
                     lost: 2,
+                }),
+                upload: (i % 2 == 0).then_some(UploadSecond {
+                    bytes: i << 20,
+                    failures: i / 3,
+                    backlog_bytes: 7 * i,
+                    lag_ms: 40 + i,
                 }),
                 ..Default::default()
             })
@@ -621,6 +718,12 @@ mod tests {
                     event: 1,
                     events: 7,
                     lost: 3,
+                }),
+                upload: (i == 5).then_some(UploadSecond {
+                    bytes: 5 << 20,
+                    failures: 1,
+                    backlog_bytes: 12,
+                    lag_ms: 900,
                 }),
                 ..Default::default()
             })

@@ -79,3 +79,5 @@ pub fn nfs_trace(name: &str) -> PathBuf {
     assert!(p.is_file(), "{} is missing", p.display());
     p
 }
+
+pub mod s3;

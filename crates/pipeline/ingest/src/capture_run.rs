@@ -85,6 +85,11 @@ pub struct CaptureOptions {
     pub user: Option<String>,
     /// Signs the manifest's seal at every write (`--sign-key`).
     pub sign_key: Option<std::sync::Arc<store::integrity::SigningKey>>,
+    /// Told of every manifest written (`--upload`: the files go to an
+    /// object store as they are sealed), and how long the end of the
+    /// capture waits for what it has not sent yet.
+    pub publisher: Option<std::sync::Arc<dyn util::storage::Publisher>>,
+    pub publish_wait: Duration,
     /// The command line, for the manifest.
     pub command: String,
 }
@@ -198,7 +203,8 @@ pub fn capture(
         Target::Dataset { dir, force, .. } => {
             let d = Dataset::create_with_manifest(dir, *force, &opened.manifest())
                 .map_err(|e| e.to_string())?
-                .signed_with(opts.sign_key.clone());
+                .signed_with(opts.sign_key.clone())
+                .published_to(opts.publisher.clone());
             if pcap_on {
                 d.subdir(store::dataset::PCAP_DIR)
                     .map_err(|e| e.to_string())?;
@@ -238,6 +244,15 @@ pub fn capture(
         if let (Some(ds), Some(m)) = (dataset.as_ref(), report.manifest.as_mut()) {
             m.kafka = Some(info);
             *m = ds.write_manifest(m).map_err(|e| e.to_string())?;
+        }
+    }
+    if let (Some(ds), Some(m)) = (dataset.as_ref(), report.manifest.as_mut()) {
+        // The uploads still to go, and the manifest with their figures.
+        if let Some(done) = ds
+            .finish_publishing(m, opts.publish_wait)
+            .map_err(|e| e.to_string())?
+        {
+            *m = done;
         }
     }
     Ok(CaptureReport {

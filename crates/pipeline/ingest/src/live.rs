@@ -416,6 +416,8 @@ pub struct Second {
     /// `--on-full drop`: the disk is full, and the records, flows and stats
     /// writers drop (and count) what they cannot write until space returns.
     pub disk_full: bool,
+    /// The dataset's upload over the last second (`--upload`).
+    pub upload: Option<store::stats::UploadSecond>,
 }
 
 /// What ended a capture.
@@ -499,7 +501,7 @@ impl Opened {
             .as_ref()
             .map(|d| StatsWriter::new(d, 60 * slots.len().max(1)));
         let watched: Vec<Watched> = slots.iter().map(Watched::of).collect();
-        let retention = retention_of(&opts);
+        let retention = retention_of(&opts, dataset.and_then(|d| d.publisher().cloned()));
         let disk = DiskWatch {
             full: Default::default(),
             drop: opts.on_full == OnFull::Drop,
@@ -544,6 +546,9 @@ impl Opened {
             stats_tap: opts.taps.as_ref().and_then(|t| t.stats.clone()),
             totals: Second::default(),
             disk,
+            upload: dataset
+                .and_then(|d| d.publisher().cloned())
+                .map(|p| (p, Default::default())),
         };
         let ended = match live.watch(&handles, stop, &mut sampler, &mut on_second) {
             Ok(e) => e,
@@ -657,16 +662,21 @@ impl Opened {
     }
 }
 
-/// The pcap files' retention, when there is a limit.
-fn retention_of(opts: &LiveOptions) -> Option<Arc<Retention>> {
+/// The pcap files' retention, when there is a limit; of the local copies
+/// only when the dataset is uploaded by `uploader`.
+fn retention_of(
+    opts: &LiveOptions,
+    uploader: Option<Arc<dyn util::storage::Publisher>>,
+) -> Option<Arc<Retention>> {
     opts.pcap
         .as_ref()
         .filter(|p| p.max_disk.is_some() || p.max_age.is_some())
         .map(|p| {
-            Arc::new(Retention::new(
-                p.max_disk,
-                p.max_age.map(|d| d.as_nanos() as i64),
-            ))
+            let r = Retention::new(p.max_disk, p.max_age.map(|d| d.as_nanos() as i64));
+            Arc::new(match uploader {
+                Some(u) => r.uploaded_first(u, store::dataset::PCAP_DIR),
+                None => r,
+            })
         })
 }
 

@@ -8,8 +8,15 @@
 //! their frames still being in the pcap files; the stats rows not yet in a
 //! file are written from the journal; and the manifest is rebuilt from
 //! what is on disk.
+//!
+//! A capture that uploaded its dataset (`--upload`) may have deleted the
+//! local copies of files already in the bucket: those the bucket's
+//! manifest names stay in the dataset as they were sealed ([`Uploaded`]),
+//! and the recovered manifest goes up once the rest has.
 
+use std::collections::HashSet;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use pcapio::repair::{OverwriteMarker, repair_overwritten_pcap, repair_pcap, scan_pcap};
 use store::dataset::{PACKETS_DIR, PCAP_DIR, STATS_DIR};
@@ -100,13 +107,35 @@ struct Dirs {
     flows: PathBuf,
 }
 
+/// Where the files of an uploaded dataset are whose local copies are gone.
+pub struct Uploaded {
+    /// The dataset's uploader, told what the bucket holds already (its
+    /// [`util::storage::Publisher::held_elsewhere`] are the files whose
+    /// local copy is gone); it sends the rest and the recovered manifest.
+    pub uploader: Arc<dyn util::storage::Publisher>,
+    /// The dataset in the bucket, to read those files.
+    pub remote: util::storage::Root,
+}
+
 /// Recovers the dataset at `root`, signing its new seal with `key`.
 pub fn recover(
     root: &Path,
-    key: Option<std::sync::Arc<store::integrity::SigningKey>>,
+    key: Option<Arc<store::integrity::SigningKey>>,
+    uploaded: Option<Uploaded>,
 ) -> Result<Recovered, StoreError> {
-    let ds = Dataset::open(root)?.signed_with(key);
+    let ds = Dataset::open(root)?
+        .signed_with(key)
+        .published_to(uploaded.as_ref().map(|u| u.uploader.clone()));
     let mut m = ds.read_manifest()?;
+    // The killed capture's last manifest: what it said of the files that
+    // are now only in the bucket.
+    let last = m.clone();
+    let away: Vec<util::storage::Listed> = uploaded
+        .as_ref()
+        .map(|u| u.uploader.held_elsewhere())
+        .unwrap_or_default();
+    let away_paths: HashSet<&str> = away.iter().map(|l| l.path.as_str()).collect();
+    let remote = uploaded.as_ref().map(|u| &u.remote);
     let mut out = Recovered::default();
     let dirs = Dirs {
         pcap: root.join(PCAP_DIR),
@@ -137,7 +166,14 @@ pub fn recover(
     // Pcap: repair the files left open, then describe every file.
     repair_open_pcaps(&dirs.pcap, &mut m, &mut out)?;
     clear_overwrite_markers(&dirs.pcap, &mut m)?;
-    let pcap = pcap_entries(&dirs.pcap)?;
+    let mut pcap = pcap_entries(&dirs.pcap)?;
+    let local_pcap: HashSet<u32> = pcap.iter().map(|f| f.id).collect();
+    pcap.extend(
+        (last.files.pcap.iter())
+            .filter(|f| away_paths.contains(f.path.as_str()))
+            .cloned(),
+    );
+    pcap.sort_by_key(|f| f.id);
     // A kill between a ring's marker and its rename leaves the old file
     // whole under its own name: it was not overwritten, so it is kept.
     m.files
@@ -145,11 +181,22 @@ pub fn recover(
         .retain(|r| !pcap.iter().any(|f| f.id == r.id));
     // Packet records: finished files stay; unfinished ones cannot be read.
     let mut packets = packet_files(root, &dirs.packets, &mut out)?;
+    let local_packets = packets.len();
+    packets.extend(
+        (last.files.packets.iter())
+            .filter(|f| away_paths.contains(f.path.as_str()))
+            .cloned(),
+    );
     // Frames that have no record (put off by the record threads, or in a
     // packet file left unfinished) get theirs from the pcap files.
     let records_sink = (m.capture.as_ref()).is_some_and(|c| c.sinks.iter().any(|s| s == "records"));
     if records_sink {
-        let built = build_missing_records(&ds, root, &pcap, &mut packets, &mut out)?;
+        let here = Here {
+            pcap: &local_pcap,
+            packets: local_packets,
+            remote,
+        };
+        let built = build_missing_records(&ds, root, &pcap, &mut packets, &here, &mut out)?;
         if built > 0 || m.late_records.is_some() {
             let l = m.late_records.get_or_insert_with(Default::default);
             l.built += built;
@@ -158,7 +205,19 @@ pub fn recover(
     }
     remove_flow_parts(&dirs.flows, &mut out)?;
     rebuild_flow_files(root, &packets, &mut out)?;
-    let stats = stats_files(&dirs.stats, &mut out)?;
+    let mut stats = stats_files(&dirs.stats, &mut out)?;
+    for f in last.files.stats.iter() {
+        if let (true, Some(remote)) = (away_paths.contains(f.as_str()), remote) {
+            let data = remote
+                .read(f)
+                .map_err(|e| io(Path::new(&remote.name_of(f)), e))?;
+            for r in store::stats::stats_rows_in(&remote.name_of(f), data)? {
+                stats.add(&r);
+            }
+            stats.files.push(f.clone());
+        }
+    }
+    stats.files.sort();
 
     let (mut lo, mut hi) = (None::<i64>, None::<i64>);
     let mut widen = |a: Option<i64>, b: Option<i64>| {
@@ -194,9 +253,26 @@ pub fn recover(
     // capture chained last is named by its seal, and files it finished
     // after that, or that recovery cut back, are in the new chain as
     // they now are.
-    m.integrity = Some(store::integrity::Integrity::new(vec![
-        store::integrity::Integrity::input_from("recover", &root.display().to_string(), &m),
-    ]));
+    let mut chain =
+        store::integrity::Integrity::new(vec![store::integrity::Integrity::input_from(
+            "recover",
+            &root.display().to_string(),
+            &m,
+        )]);
+    // Files only in the bucket: as the killed capture's chain sealed them
+    // (the uploader checked each against it before sending).
+    if let Some(sealed) = &last.integrity {
+        let live = sealed.live();
+        for f in &away {
+            if let Some((bytes, blake3)) = live
+                .get(f.path.as_str())
+                .and_then(|e| Some((e.bytes?, e.blake3.as_deref()?)))
+            {
+                chain.add_file(&f.path, bytes, blake3);
+            }
+        }
+    }
+    m.integrity = Some(chain);
     out.manifest = Some(ds.write_manifest(&m)?);
     Ok(out)
 }
@@ -334,18 +410,39 @@ fn packet_files(
 /// Builds the records of every frame in the pcap files that no packet
 /// file points at, into packet files of their own (numbered after each
 /// worker's last); returns how many.
+/// Which of the files the manifest lists are on the local disk (an
+/// uploaded dataset's others are in the bucket).
+struct Here<'a> {
+    /// Ids of the local pcap files.
+    pcap: &'a HashSet<u32>,
+    /// The first this many packet files are local.
+    packets: usize,
+    /// Where the others are.
+    remote: Option<&'a util::storage::Root>,
+}
+
 fn build_missing_records(
     ds: &Dataset,
     root: &Path,
     pcap: &[PcapFileEntry],
     packets: &mut Vec<store::PacketFileSummary>,
+    here: &Here,
     out: &mut Recovered,
 ) -> Result<u64, StoreError> {
     use std::collections::{BTreeMap, BTreeSet};
-    // What the finished packet files cover, per pcap file.
+    // What the finished packet files cover, per pcap file (also those
+    // only in the bucket).
     let mut covered: BTreeMap<u32, (BTreeSet<u64>, u16)> = BTreeMap::new();
-    for f in packets.iter() {
-        for (file, offset, iface) in store::read::read_pcap_pointers(&root.join(&f.path))? {
+    for (k, f) in packets.iter().enumerate() {
+        let pointers = match here.remote {
+            Some(remote) if k >= here.packets => {
+                let name = remote.name_of(&f.path);
+                let data = remote.read(&f.path).map_err(|e| io(Path::new(&name), e))?;
+                store::read::pcap_pointers_in(&name, data)?
+            }
+            _ => store::read::read_pcap_pointers(&root.join(&f.path))?,
+        };
+        for (file, offset, iface) in pointers {
             let e = covered
                 .entry(file)
                 .or_insert_with(|| (BTreeSet::new(), iface));
@@ -364,8 +461,28 @@ fn build_missing_records(
     let mut built = 0u64;
     let none = (BTreeSet::new(), 0u16);
     for f in pcap {
-        let path = root.join(&f.path);
         let (offsets, iface) = covered.get(&f.id).unwrap_or(&none);
+        // A file only in the bucket lacks records when the packet file
+        // that held them was still open at the kill (its local copy went
+        // once it was uploaded): it is fetched beside the dataset for the
+        // time it takes to build them.
+        let fetched = match (here.pcap.contains(&f.id), here.remote) {
+            (true, _) => None,
+            (false, _) if offsets.len() as u64 >= f.frames => continue,
+            (false, None) => continue,
+            (false, Some(remote)) => {
+                let name = remote.name_of(&f.path);
+                let data = remote.read(&f.path).map_err(|e| io(Path::new(&name), e))?;
+                let file_name = f.path.rsplit('/').next().unwrap_or(&f.path);
+                let tmp = root.join(format!(".recover-{file_name}"));
+                std::fs::write(&tmp, &data).map_err(|e| io(&tmp, e))?;
+                Some(FetchedCopy(tmp))
+            }
+        };
+        let path = match &fetched {
+            Some(FetchedCopy(tmp)) => tmp.clone(),
+            None => root.join(&f.path),
+        };
         let late_err = |e: LateError| match e {
             LateError::Store(e) => e,
             other => StoreError::Invalid {
@@ -398,6 +515,15 @@ fn build_missing_records(
     out.records_built = built;
     packets.sort_by(|a, b| a.path.cmp(&b.path));
     Ok(built)
+}
+
+/// A pcap file fetched from the bucket for recovery, removed when done.
+struct FetchedCopy(std::path::PathBuf);
+
+impl Drop for FetchedCopy {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
 }
 
 /// (worker, sequence) of a packet file's path (`packets/wWWW-SSSSS.parquet`).
@@ -462,13 +588,23 @@ struct StatsFiles {
     drops: Drops,
 }
 
+impl StatsFiles {
+    fn add(&mut self, r: &store::stats::StatsRow) {
+        self.drops.kernel_seen += r.kernel_packets;
+        self.drops.kernel += r.kernel_drops;
+        self.drops.pcap += r.pcap_drops;
+    }
+}
+
 /// Stats: the journal's rows become the last file.
 fn stats_files(stats_dir: &Path, out: &mut Recovered) -> Result<StatsFiles, StoreError> {
     if stats_dir.is_dir() {
         out.stats_recovered = recover_journal(stats_dir)?;
     }
-    let mut stats = Vec::new();
-    let mut drops = Drops::default();
+    let mut out_stats = StatsFiles {
+        files: Vec::new(),
+        drops: Drops::default(),
+    };
     for name in entries(stats_dir)? {
         let path = stats_dir.join(&name);
         if name.ends_with(".part") {
@@ -476,17 +612,12 @@ fn stats_files(stats_dir: &Path, out: &mut Recovered) -> Result<StatsFiles, Stor
             out.parts_removed.push(format!("{STATS_DIR}/{name}"));
         } else if name.ends_with(".parquet") {
             for r in read_stats_file(&path)? {
-                drops.kernel_seen += r.kernel_packets;
-                drops.kernel += r.kernel_drops;
-                drops.pcap += r.pcap_drops;
+                out_stats.add(&r);
             }
-            stats.push(format!("{STATS_DIR}/{name}"));
+            out_stats.files.push(format!("{STATS_DIR}/{name}"));
         }
     }
-    Ok(StatsFiles {
-        files: stats,
-        drops,
-    })
+    Ok(out_stats)
 }
 
 /// Lists the file a ring writer overwrote among the removed pcap files

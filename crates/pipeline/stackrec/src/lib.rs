@@ -94,6 +94,10 @@ pub struct StackOptions {
     pub force: bool,
     /// Signs the dataset's seal (`--sign-key`).
     pub sign_key: Option<std::sync::Arc<store::integrity::SigningKey>>,
+    /// Told of every manifest written (`--upload`), and how long the end
+    /// waits for what it has not sent yet.
+    pub publisher: Option<std::sync::Arc<dyn util::storage::Publisher>>,
+    pub publish_wait: Duration,
     /// The command line, for the manifest.
     pub command: String,
 }
@@ -119,6 +123,8 @@ impl Default for StackOptions {
             rotate_rows: 4 << 20,
             force: false,
             sign_key: None,
+            publisher: None,
+            publish_wait: Duration::ZERO,
             command: String::new(),
         }
     }
@@ -247,7 +253,7 @@ pub fn record(
     let reader = Reader::new(&loaded, to_writer.chunks, to_writer.free)?;
     let started = Instant::now();
     on_ready(probe.prepared());
-    let mut seconds = Seconds::new(&out.stats_dir);
+    let mut seconds = Seconds::new(&out.stats_dir, opts.publisher.clone());
     let run = Running {
         started,
         loaded: &loaded,
@@ -299,7 +305,7 @@ pub fn record(
         stats_files,
         snapshots: polled.snapshots,
         prepared: probe.prepared().clone(),
-        ..out.finish(ended, written)?
+        ..out.finish(ended, written, opts.publish_wait)?
     };
     Ok(report)
 }
@@ -321,7 +327,9 @@ impl Output {
     /// so that a recording that is killed still says what it was.
     fn open(root: &Path, opts: &StackOptions) -> Result<Output, RecordError> {
         let (ds, base) = open_dataset(root, opts.force)?;
-        let ds = ds.signed_with(opts.sign_key.clone());
+        let ds = ds
+            .signed_with(opts.sign_key.clone())
+            .published_to(opts.publisher.clone());
         let stack_dir = ds.subdir(STACK_DIR)?;
         let stats_dir = ds.subdir(store::dataset::STATS_DIR)?;
         let clock_offset_ns = stack::clock_offset_ns();
@@ -359,8 +367,14 @@ impl Output {
         })
     }
 
-    /// Writes the final `stack` section; the report of what was written.
-    fn finish(mut self, ended: Ended, written: Written) -> Result<StackReport, RecordError> {
+    /// Writes the final `stack` section (and waits up to `publish_wait`
+    /// for an upload to take it); the report of what was written.
+    fn finish(
+        mut self,
+        ended: Ended,
+        written: Written,
+        publish_wait: Duration,
+    ) -> Result<StackReport, RecordError> {
         let info = &mut self.info;
         info.ended_by = ended.ended_by.to_string();
         info.events = by_name(&ended.events);
@@ -370,6 +384,10 @@ impl Output {
         info.program_cost = ended.program_cost.clone();
         info.interval_files = ended.interval_files.clone();
         write_stack_info(&self.ds, &self.base, self.info.clone())?;
+        if self.ds.publisher().is_some() {
+            let m = self.ds.read_manifest()?;
+            self.ds.finish_publishing(&m, publish_wait)?;
+        }
         Ok(StackReport {
             events: self.info.events,
             lost: self.info.lost,
@@ -822,27 +840,37 @@ struct Seconds {
     /// The counts at its start.
     prev_events: [u64; kind::COUNT],
     prev_lost: [u64; kind::COUNT],
+    /// The dataset's uploader (`--upload`), and its figures at the start
+    /// of the second.
+    upload: Option<(
+        Arc<dyn util::storage::Publisher>,
+        util::storage::UploadFigures,
+    )>,
 }
 
 impl Seconds {
-    fn new(stats_dir: &Path) -> Seconds {
+    fn new(stats_dir: &Path, upload: Option<Arc<dyn util::storage::Publisher>>) -> Seconds {
         Seconds {
             stats: StatsWriter::with_prefix(stats_dir, 3600, "stack"),
             start_ns: store::time::now_ns(),
             prev_events: [0; kind::COUNT],
             prev_lost: [0; kind::COUNT],
+            upload: upload.map(|u| (u, Default::default())),
         }
     }
 
     /// Ends the second at these counts: its rows.
     fn end(&mut self, events: &[u64; kind::COUNT], lost: &[u64; kind::COUNT]) -> Vec<StatsRow> {
-        let rows = second_rows(
+        let mut rows = second_rows(
             self.start_ns,
             events,
             &self.prev_events,
             lost,
             &self.prev_lost,
         );
+        if let (Some((uploader, prev)), Some(first)) = (self.upload.as_mut(), rows.first_mut()) {
+            first.upload = Some(store::stats::UploadSecond::since(prev, uploader.figures()));
+        }
         self.prev_events = *events;
         self.prev_lost = *lost;
         rows

@@ -45,6 +45,10 @@ pub struct CollectOptions {
     pub session_timeout: Duration,
     /// Signs the dataset's seal at every write (`--sign-key`).
     pub sign_key: Option<std::sync::Arc<store::integrity::SigningKey>>,
+    /// Told of every manifest written (`--upload`), and how long the end
+    /// waits for what it has not sent yet.
+    pub publisher: Option<std::sync::Arc<dyn util::storage::Publisher>>,
+    pub publish_wait: Duration,
     pub command: String,
 }
 
@@ -225,6 +229,10 @@ pub fn collect(
     dataset
         .write_manifest(&manifest)
         .map_err(|e| e.to_string())?;
+    let manifest = dataset
+        .finish_publishing(&manifest, opts.publish_wait)
+        .map_err(|e| e.to_string())?
+        .unwrap_or(manifest);
     Ok(CollectReport {
         manifest,
         resumed,
@@ -335,7 +343,8 @@ fn open_or_create(root: &Path, opts: &CollectOptions) -> Result<(Dataset, bool, 
     if root.join(store::dataset::MANIFEST).is_file() {
         let ds = Dataset::open(root)
             .map_err(|e| e.to_string())?
-            .signed_with(opts.sign_key.clone());
+            .signed_with(opts.sign_key.clone())
+            .published_to(opts.publisher.clone());
         let m = ds.read_manifest().map_err(|e| e.to_string())?;
         let k = m
             .kafka
@@ -381,7 +390,8 @@ fn open_or_create(root: &Path, opts: &CollectOptions) -> Result<(Dataset, bool, 
     }
     let ds = Dataset::create(root, false)
         .map_err(|e| e.to_string())?
-        .signed_with(opts.sign_key.clone());
+        .signed_with(opts.sign_key.clone())
+        .published_to(opts.publisher.clone());
     let m = Manifest {
         kafka: Some(KafkaInfo {
             role: "collector".into(),

@@ -93,6 +93,7 @@ pub fn decode(m: &[u8]) -> Result<(u64, u64, Vec<StatsRow>), String> {
                 pcap_backlog: u32::from_le_bytes(b[96..100].try_into().unwrap_or_default()),
                 pcap_level: (level != i16::MIN).then_some(level),
                 stack: None,
+                upload: None,
             }
         })
         .collect();
@@ -125,6 +126,7 @@ mod tests {
                 pcap_backlog: 9,
                 pcap_level: (i % 2 == 0).then_some(3),
                 stack: None,
+                upload: None,
             })
             .collect();
         let m = encode(42, 7, &rows);

@@ -8,29 +8,60 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use datafusion::arrow::array::{ArrayRef, RecordBatch};
 use datafusion::arrow::compute::cast;
 use datafusion::arrow::datatypes::SchemaRef;
+use datafusion::parquet::file::metadata::RowGroupMetaData;
+use store::decode::scan::TableScan;
+use store::manifest::Manifest;
+use util::storage::Root;
 
 use crate::analyses::Table;
 use crate::error::AnalyzeError;
 
-/// The Parquet files in `dir`, by name (none if `dir` does not exist).
-pub(crate) fn parquet_files(dir: &Path) -> Result<Vec<PathBuf>, AnalyzeError> {
-    let rd = match std::fs::read_dir(dir) {
-        Ok(rd) => rd,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
-        Err(e) => {
-            return Err(AnalyzeError::Io {
-                path: dir.into(),
-                source: e,
-            });
-        }
-    };
-    let mut out: Vec<PathBuf> = rd
-        .flatten()
-        .map(|e| e.path())
-        .filter(|p| p.extension().is_some_and(|x| x == "parquet"))
-        .collect();
-    out.sort();
-    Ok(out)
+/// A Parquet file of one of a dataset's tables, wherever the dataset is.
+#[derive(Clone, Debug)]
+pub(crate) struct DataFile {
+    pub root: Root,
+    /// Relative to the dataset's root.
+    pub rel: String,
+    /// How errors name it: its path, or its URL.
+    pub path: PathBuf,
+}
+
+impl DataFile {
+    /// A scan of the columns `cols` over the row groups `keep` accepts
+    /// (from an object store, only those column chunks are fetched).
+    pub fn scan(
+        &self,
+        cols: &[&str],
+        keep: impl Fn(&RowGroupMetaData) -> bool,
+    ) -> Result<TableScan, AnalyzeError> {
+        Ok(store::decode::scan::open_in(
+            &self.root, &self.rel, cols, keep,
+        )?)
+    }
+
+    /// Whether it has the columns `cols` in a form the scan reads.
+    pub fn readable(&self, cols: &[&str]) -> Result<bool, AnalyzeError> {
+        Ok(store::decode::scan::readable_in(
+            &self.root, &self.rel, cols,
+        )?)
+    }
+}
+
+/// The Parquet files of the table directory `dir` of the dataset at
+/// `root`, by name (none if there are none).
+pub(crate) fn parquet_files(
+    root: &Root,
+    manifest: &Manifest,
+    dir: &str,
+) -> Result<Vec<DataFile>, AnalyzeError> {
+    Ok(store::location::table_files(&**root, manifest, dir)?
+        .into_iter()
+        .map(|f| DataFile {
+            root: root.clone(),
+            path: PathBuf::from(root.name_of(&f.rel)),
+            rel: f.rel,
+        })
+        .collect())
 }
 
 /// An error about the file at `path`.

@@ -13,13 +13,12 @@
 //! leaves the interval; rows out of order only make more runs, which are
 //! sorted and summed at the end.
 
-use std::path::PathBuf;
 use std::sync::Arc;
 
 use datafusion::arrow::array::{ArrayRef, Float64Array, Int64Array};
 use datafusion::parquet::file::metadata::ParquetMetaData;
 use datafusion::parquet::file::statistics::Statistics;
-use store::decode::scan::{self as decode, TableScan};
+use store::decode::scan::{self as decode, ScanFile};
 
 use crate::analyses::RateGrid;
 use crate::columns::{engine, par_fold, parquet_files};
@@ -29,14 +28,14 @@ use crate::session::{Session, TimeWindow};
 const TS: &str = "ts";
 const WIRE_LEN: &str = "wire_len";
 
-/// The packet files of a session's datasets, mapped, with their footers.
+/// The packet files of a session's datasets, mapped (or, in an object
+/// store, their footers fetched), with their footers.
 pub(crate) struct PacketFiles {
     files: Vec<PacketFile>,
 }
 
 struct PacketFile {
-    path: PathBuf,
-    data: bytes::Bytes,
+    file: ScanFile,
     meta: Arc<ParquetMetaData>,
     /// The leaf of `ts`, for its statistics.
     ts_leaf: usize,
@@ -51,10 +50,9 @@ pub(crate) fn files_for(session: &Session) -> Result<Option<PacketFiles>, Analyz
         return Ok(None);
     }
     let mut files = Vec::new();
-    for (root, _) in session.manifests() {
-        for path in parquet_files(&root.join(store::dataset::PACKETS_DIR))? {
-            let data = decode::map_file(&path)?;
-            let meta = decode::metadata(&path, &data)?;
+    for (root, m) in session.manifests() {
+        for f in parquet_files(root, m, store::dataset::PACKETS_DIR)? {
+            let (file, meta) = ScanFile::open(root, &f.rel)?;
             let schema = meta.file_metadata().schema_descr();
             let leaf = |name: &str| {
                 (0..schema.num_columns()).find(|&i| {
@@ -69,8 +67,7 @@ pub(crate) fn files_for(session: &Session) -> Result<Option<PacketFiles>, Analyz
                 return Ok(None);
             }
             files.push(PacketFile {
-                path,
-                data,
+                file,
                 meta: Arc::new(meta),
                 ts_leaf,
             });
@@ -447,9 +444,7 @@ fn count_unit(
         Work::Whole(_) => &[WIRE_LEN],
         Work::Rows { .. } => &[WIRE_LEN, TS],
     };
-    let mut s = TableScan::of_parsed(&f.path, f.data.clone(), f.meta.clone(), cols, |g, _| {
-        g == u.group
-    })?;
+    let mut s = f.file.scan(f.meta.clone(), cols, |g, _| g == u.group)?;
     // Per grid: dense counts where the span allows, else runs.
     let rows = f.meta.row_group(u.group).num_rows().max(0) as usize;
     let mut counters: Vec<(Option<Dense>, Counter)> = grids
@@ -469,7 +464,10 @@ fn count_unit(
         s.load()?;
         let lens = s.column(0);
         if !lens.is_int() || lens.ints().len() != n || !lens.validity().is_empty() {
-            return Err(engine(&f.path, "column wire_len has an unexpected type"));
+            return Err(engine(
+                &f.file.path(),
+                "column wire_len has an unexpected type",
+            ));
         }
         let lens = lens.ints();
         match u.work {
@@ -480,7 +478,7 @@ fn count_unit(
             Work::Rows { bounded, .. } => {
                 let ts = s.column(1);
                 if !ts.is_int() || ts.ints().len() != n || !ts.validity().is_empty() {
-                    return Err(engine(&f.path, "column ts has an unexpected type"));
+                    return Err(engine(&f.file.path(), "column ts has an unexpected type"));
                 }
                 let ts = ts.ints();
                 for ((dense, c), out) in counters.iter_mut().zip(&mut w.runs) {
@@ -491,7 +489,10 @@ fn count_unit(
                             d.add(ts, lens)
                         }
                         .map_err(|_| {
-                            engine(&f.path, "a time outside its row group's ts statistics")
+                            engine(
+                                &f.file.path(),
+                                "a time outside its row group's ts statistics",
+                            )
                         })?,
                         None if bounded => c.add_within(ts, lens, window, out),
                         None => c.add(ts, lens, out),

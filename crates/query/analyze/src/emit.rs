@@ -7,7 +7,6 @@
 //! tables.
 
 use std::fmt::Write;
-use std::path::PathBuf;
 
 use crate::analyses::{self, By, fill, strip_comments};
 use crate::error::AnalyzeError;
@@ -201,7 +200,7 @@ pub fn restriction(
 /// `-- result: NAME` line, ending with `;`.
 pub fn script(
     title: &str,
-    datasets: &[PathBuf],
+    datasets: &[String],
     restriction: Option<&str>,
     statements: &[Statement],
 ) -> String {
@@ -256,9 +255,8 @@ pub fn script(
     if let Some(r) = restriction {
         let _ = writeln!(s, "-- Only rows where: {r}");
     }
-    let names: Vec<String> = datasets.iter().map(|d| d.display().to_string()).collect();
-    if !names.is_empty() {
-        let _ = writeln!(s, "-- Datasets: {}", names.join(" "));
+    if !datasets.is_empty() {
+        let _ = writeln!(s, "-- Datasets: {}", datasets.join(" "));
     }
     for st in statements {
         let _ = writeln!(s, "\n-- result: {} ({})", st.name, st.note);
@@ -339,7 +337,7 @@ mod tests {
         let sts = statements(&req("flows"), None).unwrap();
         let s = script(
             "weir analyze flows",
-            &[PathBuf::from("/d")],
+            &["/d".to_string()],
             Some("ts_ns >= 5"),
             &sts,
         );

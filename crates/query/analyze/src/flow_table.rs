@@ -13,7 +13,6 @@
 //! flow alone.
 
 use std::collections::{BTreeMap, HashMap};
-use std::path::PathBuf;
 use std::sync::Arc;
 
 use datafusion::arrow::array::{
@@ -21,7 +20,8 @@ use datafusion::arrow::array::{
 };
 use datafusion::arrow::compute::cast;
 use datafusion::arrow::datatypes::{DataType, Int64Type, SchemaRef};
-use store::flows::{FLOWS_DIR, FlowKey, FlowSlice, SeqRanges, Side, read_flow_file};
+use store::flows::{FlowKey, FlowSlice, SeqRanges, Side, read_flow_file_in};
+use util::storage::Root;
 
 use crate::analyses::{By, Table, flows_query, sql_limit, top_query};
 use crate::error::AnalyzeError;
@@ -41,20 +41,18 @@ impl FlowTable {
     /// Reads the flows table, or says why it cannot answer for `session`.
     pub fn load(session: &Session) -> Result<Result<FlowTable, NotUsable>, AnalyzeError> {
         let mut paths = Vec::new();
-        for (root, _) in session.manifests() {
-            let packets = root.join(store::dataset::PACKETS_DIR);
-            let flows = root.join(FLOWS_DIR);
-            for name in parquet_names(&packets)? {
-                let p = flows.join(&name);
-                if !p.is_file() {
+        for (root, m) in session.manifests() {
+            for f in store::location::table_files(&**root, m, store::dataset::PACKETS_DIR)? {
+                let p = store::flows::flows_path_for(&f.rel);
+                if !store::location::has_file(&**root, m, &p)? {
                     return Ok(Err(format!(
                         "{} has no flows file for {} (written by an older weir, or cut off \
                          by a crash)",
-                        root.display(),
-                        packets.join(&name).display()
+                        root.name(),
+                        root.name_of(&f.rel)
                     )));
                 }
-                paths.push(p);
+                paths.push((root.clone(), p));
             }
         }
         let files = paths.len();
@@ -636,30 +634,8 @@ fn retrans_from_packets(
     Ok(())
 }
 
-fn parquet_names(dir: &std::path::Path) -> Result<Vec<String>, AnalyzeError> {
-    let mut out = Vec::new();
-    let rd = match std::fs::read_dir(dir) {
-        Ok(rd) => rd,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(out),
-        Err(e) => {
-            return Err(AnalyzeError::Io {
-                path: dir.to_path_buf(),
-                source: e,
-            });
-        }
-    };
-    for e in rd.flatten() {
-        let n = e.file_name().to_string_lossy().into_owned();
-        if n.ends_with(".parquet") && !n.starts_with('.') {
-            out.push(n);
-        }
-    }
-    out.sort();
-    Ok(out)
-}
-
 /// Reads the flows files, a share of them per thread.
-fn read_all(paths: &[PathBuf], threads: usize) -> Result<Vec<FlowSlice>, AnalyzeError> {
+fn read_all(paths: &[(Root, String)], threads: usize) -> Result<Vec<FlowSlice>, AnalyzeError> {
     let per = paths.len().div_ceil(threads.max(1)).max(1);
     let parts: Vec<Result<Vec<FlowSlice>, store::StoreError>> = std::thread::scope(|sc| {
         let handles: Vec<_> = paths
@@ -667,8 +643,8 @@ fn read_all(paths: &[PathBuf], threads: usize) -> Result<Vec<FlowSlice>, Analyze
             .map(|chunk| {
                 sc.spawn(move || {
                     let mut v = Vec::new();
-                    for p in chunk {
-                        read_flow_file(p, &mut v)?;
+                    for (root, rel) in chunk {
+                        read_flow_file_in(&**root, rel, &mut v)?;
                     }
                     Ok(v)
                 })

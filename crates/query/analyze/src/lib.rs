@@ -23,6 +23,7 @@ pub mod index;
 mod loss_pass;
 pub mod plot;
 pub mod read;
+pub mod remote;
 pub mod render;
 pub mod rpc;
 mod rpc_pass;

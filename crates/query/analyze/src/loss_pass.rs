@@ -5,13 +5,11 @@
 //! against it); the result takes its names and types from it.
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
 use std::sync::Arc;
 
 use datafusion::arrow::array::{ArrayRef, Int64Array, UInt64Array};
-use store::decode::scan::{self as decode, TableScan};
 
-use crate::columns::{engine, par_map, parquet_files};
+use crate::columns::{DataFile, engine, par_map, parquet_files};
 use crate::error::AnalyzeError;
 use crate::session::{Session, TimeWindow};
 
@@ -66,12 +64,12 @@ impl Second {
 /// The stats files of the session's datasets when every one has the
 /// columns this pass reads in a form the decoder reads; `None` sends the
 /// caller to the SQL (which reads a column older files lack as null).
-pub(crate) fn files_for(session: &Session) -> Result<Option<Vec<PathBuf>>, AnalyzeError> {
+pub(crate) fn files_for(session: &Session) -> Result<Option<Vec<DataFile>>, AnalyzeError> {
     let cols = columns();
     let mut files = Vec::new();
-    for (root, _) in session.manifests() {
-        for p in parquet_files(&root.join(store::dataset::STATS_DIR))? {
-            if !decode::readable(&p, &cols)? {
+    for (root, m) in session.manifests() {
+        for p in parquet_files(root, m, store::dataset::STATS_DIR)? {
+            if !p.readable(&cols)? {
                 return Ok(None);
             }
             files.push(p);
@@ -80,12 +78,9 @@ pub(crate) fn files_for(session: &Session) -> Result<Option<Vec<PathBuf>>, Analy
     Ok(Some(files))
 }
 
-fn scan_file(
-    path: &std::path::Path,
-    window: TimeWindow,
-) -> Result<BTreeMap<i64, Second>, AnalyzeError> {
+fn scan_file(file: &DataFile, window: TimeWindow) -> Result<BTreeMap<i64, Second>, AnalyzeError> {
     let cols = columns();
-    let mut s = TableScan::open(path, &cols, |_| true)?;
+    let mut s = file.scan(&cols, |_| true)?;
     let mut out: BTreeMap<i64, Second> = BTreeMap::new();
     let level_at = 1 + SUMMED.len() + MAXED.len();
     while let Some(n) = s.advance()? {
@@ -101,7 +96,7 @@ fn scan_file(
             };
             if !ok {
                 return Err(engine(
-                    path,
+                    &file.path,
                     format!("column {name} has an unexpected type"),
                 ));
             }
@@ -138,7 +133,7 @@ fn scan_file(
 /// The loss table's columns (start_ns, the sums, the maxima, the least
 /// level), in `sql/loss.sql`'s order.
 pub(crate) fn run(
-    files: &[PathBuf],
+    files: &[DataFile],
     window: TimeWindow,
     threads: usize,
 ) -> Result<Vec<ArrayRef>, AnalyzeError> {

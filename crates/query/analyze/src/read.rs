@@ -20,6 +20,8 @@ use pcapio::fetch::PcapFile;
 use pcapio::{PcapWriter, ReaderOptions, TraceReader};
 use wire::LinkType;
 
+use util::storage::Root;
+
 use crate::filter::{Scope, split_scope};
 use crate::{AnalyzeError, ScanReport, Session, TimeWindow};
 
@@ -46,7 +48,9 @@ impl ReadOutput {
 /// What to read.
 #[derive(Clone, Debug)]
 pub struct ReadOptions {
-    pub datasets: Vec<PathBuf>,
+    /// Directories or prefixes of an object store (one holding several
+    /// datasets stands for all of them).
+    pub datasets: Vec<Root>,
     /// A tcpdump filter expression (empty: every frame), perhaps after
     /// the word `inner` (or `outer`, the default).
     pub filter: String,
@@ -99,6 +103,35 @@ struct LoadedFrame {
 
 /// Frames read in sequence, by (file, record offset).
 type Loaded = HashMap<(u32, u64), LoadedFrame>;
+
+/// A file of frames: a path (a capture's pcap file, or a converted trace
+/// the records point into), or a file of a dataset in an object store.
+#[derive(Clone, Debug)]
+enum FrameFile {
+    Path(PathBuf),
+    In(Root, String),
+}
+
+impl FrameFile {
+    fn name(&self) -> PathBuf {
+        match self {
+            FrameFile::Path(p) => p.clone(),
+            FrameFile::In(root, rel) => PathBuf::from(root.name_of(rel)),
+        }
+    }
+
+    /// Opened for reads by offset, if it can be.
+    fn open(&self) -> Result<Option<PcapFile>, AnalyzeError> {
+        let opened = match self {
+            FrameFile::Path(p) => PcapFile::open(p),
+            FrameFile::In(root, rel) => {
+                let f = root.open(rel).map_err(|e| io(&self.name(), e))?;
+                PcapFile::open_at(&self.name(), f)
+            }
+        };
+        opened.map_err(|e| usage(e.to_string()))
+    }
+}
 
 fn usage(m: impl Into<String>) -> AnalyzeError {
     AnalyzeError::Usage(m.into())
@@ -211,16 +244,21 @@ fn matches_inner(
 fn find_candidates(
     opts: &ReadOptions,
     report: &mut ReadReport,
-) -> Result<(Vec<Candidate>, Vec<PathBuf>), AnalyzeError> {
+) -> Result<(Vec<Candidate>, Vec<FrameFile>), AnalyzeError> {
     let mut cands: Vec<Candidate> = Vec::new();
-    let mut files: Vec<PathBuf> = Vec::new();
+    let mut files: Vec<FrameFile> = Vec::new();
     report.pushed_down = !opts.datasets.is_empty();
     // The filter as far as weir reads it (libpcap still decides each
     // frame): what it asks of a flow, for the index.
     let parsed = crate::filter::parse(&opts.filter, false).ok();
-    for root in &opts.datasets {
-        let m = store::Dataset::open(root)?.read_manifest()?;
-        let paths = frame_files(root, &m);
+    let mut located = Vec::new();
+    for given in &opts.datasets {
+        located.extend(store::location::datasets_under(given)?);
+    }
+    for d in located {
+        let root = &d.root;
+        let m = &d.manifest;
+        let paths = frame_files(root, m);
         let base = files.len() as u32;
         let mut ids: Vec<u32> = paths.keys().copied().collect();
         ids.sort_unstable();
@@ -263,15 +301,17 @@ fn find_candidates(
         let by_engine = parsed
             .as_ref()
             .is_some_and(|p| p.scope == Scope::Inner && !p.flow.decides());
-        let read_by_index = match by_engine {
-            true => None,
-            false => crate::index::frame_refs(
-                root,
+        // The index is read from a local dataset; one in an object store
+        // goes through the query engine, which fetches only what it needs.
+        let read_by_index = match (by_engine, root.local_dir()) {
+            (false, Some(dir)) => crate::index::frame_refs(
+                dir,
                 parsed.as_ref().filter(|p| p.sql != "TRUE"),
                 &opts.window,
                 &mut report.index,
                 |r, pointed| take(r.ts_ns, pointed.then_some((r.file, r.offset))),
             )?,
+            _ => None,
         };
         if read_by_index.is_none() {
             let session = Session::open(std::slice::from_ref(root), opts.window, None, 0)?;
@@ -286,7 +326,7 @@ fn find_candidates(
             report.scan.row_groups_read += scan.row_groups_read;
             report.engine_datasets += 1;
             each_pointer(&batches, &mut take)
-                .map_err(|e| usage(format!("{}: {e}", root.display())))?;
+                .map_err(|e| usage(format!("{}: {e}", root.name())))?;
         } else {
             report.pushed_down = false;
         }
@@ -294,15 +334,15 @@ fn find_candidates(
             report.lost_note = Some(format!(
                 "{cut} of them point at frames lost when the disk of {} was full (counted in \
                  drops.pcap_write of its manifest)",
-                root.display()
+                root.name()
             ));
         }
         if missing > 0 && !m.files.pcap_removed.is_empty() {
             report.retention_note = Some(format!(
                 "frames of {} are gone with the pcap files retention removed (--max-disk, \
-                 --max-age: listed under files.pcap_removed in {}/manifest.json)",
-                root.display(),
-                root.display()
+                 --max-age: listed under files.pcap_removed in {})",
+                root.name(),
+                root.name_of(store::dataset::MANIFEST)
             ));
         }
         if missing > 0 && found.is_empty() && m.files.pcap_removed.is_empty() {
@@ -310,7 +350,7 @@ fn find_candidates(
                 "{}: its records do not point at frames ({missing} in the window); frames are \
                  kept by weir capture --pcap, or by weir convert --index-sources (which points \
                  into the converted files)",
-                root.display()
+                root.name()
             )));
         }
         report.unreachable += missing;
@@ -346,29 +386,35 @@ fn inner_condition(session: &Session, filter: &str) -> Result<Option<String>, An
     Ok(crate::filter::to_sql(filter, false).ok())
 }
 
-/// Where a dataset's records point: pcap file id -> path, and the end of
+/// Where a dataset's records point: pcap file id -> file, and the end of
 /// the frames the manifest lists in it (pcap bytes, decompressed).
-fn frame_files(root: &Path, m: &store::Manifest) -> HashMap<u32, (PathBuf, Option<u64>)> {
+fn frame_files(root: &Root, m: &store::Manifest) -> HashMap<u32, (FrameFile, Option<u64>)> {
     if m.kind == "convert" {
-        // Converted datasets point into their sources (--index-sources).
+        // Converted datasets point into their sources (--index-sources):
+        // paths as the conversion was given them.
         m.sources
             .iter()
             .enumerate()
             .map(|(i, s)| {
                 let p = PathBuf::from(&s.path);
-                let p = if p.is_absolute() || p.exists() {
-                    p
-                } else {
-                    root.join("..").join(&p)
+                let p = match root.local_dir() {
+                    Some(dir) if !(p.is_absolute() || p.exists()) => dir.join("..").join(&p),
+                    _ => p,
                 };
-                (i as u32, (p, None))
+                (i as u32, (FrameFile::Path(p), None))
             })
             .collect()
     } else {
         m.files
             .pcap
             .iter()
-            .map(|f| (f.id, (root.join(&f.path), Some(f.bytes))))
+            .map(|f| {
+                let file = match root.local_dir() {
+                    Some(dir) => FrameFile::Path(dir.join(&f.path)),
+                    None => FrameFile::In(root.clone(), f.path.clone()),
+                };
+                (f.id, (file, Some(f.bytes)))
+            })
             .collect()
     }
 }
@@ -429,13 +475,13 @@ fn merge_in_time(mut cands: Vec<Candidate>) -> Vec<Candidate> {
 /// The frames' files: plain pcap files read by offset; the others
 /// (pcapng, compressed) read once, in sequence, keeping the wanted frames.
 struct FrameSource<'a> {
-    files: &'a [PathBuf],
+    files: &'a [FrameFile],
     by_offset: HashMap<u32, PcapFile>,
     loaded: Loaded,
 }
 
 impl<'a> FrameSource<'a> {
-    fn open(cands: &[Candidate], files: &'a [PathBuf]) -> Result<Self, AnalyzeError> {
+    fn open(cands: &[Candidate], files: &'a [FrameFile]) -> Result<Self, AnalyzeError> {
         let mut by_offset = HashMap::new();
         let mut loaded = Loaded::new();
         let mut wanted: HashMap<u32, Vec<u64>> = HashMap::new();
@@ -443,16 +489,23 @@ impl<'a> FrameSource<'a> {
             wanted.entry(c.file).or_default().push(c.offset);
         }
         for (&file, offsets) in &mut wanted {
-            let path = &files[file as usize];
-            match PcapFile::open(path).map_err(|e| usage(e.to_string()))? {
-                Some(f) => {
+            let frames = &files[file as usize];
+            match (frames.open()?, frames) {
+                (Some(f), _) => {
                     offsets.sort_unstable();
                     f.plan(std::mem::take(offsets));
                     by_offset.insert(file, f);
                 }
-                None => {
+                (None, FrameFile::Path(path)) => {
                     offsets.sort_unstable();
                     load_in_sequence(path, file, offsets, &mut loaded)?;
+                }
+                (None, FrameFile::In(..)) => {
+                    return Err(usage(format!(
+                        "{}: not a pcap file that can be read by offset (weir writes pcap, plain \
+                         or compressed with a seek table)",
+                        frames.name().display()
+                    )));
                 }
             }
         }
@@ -481,7 +534,7 @@ impl<'a> FrameSource<'a> {
             Err(usage(format!(
                 "{}: no frame at byte {} where the records say one is; the file changed \
                  after the dataset was made",
-                self.files[c.file as usize].display(),
+                self.files[c.file as usize].name().display(),
                 c.offset
             )))
         }

@@ -68,7 +68,7 @@ pub fn rpc(
     let files = session
         .manifests()
         .iter()
-        .map(|(root, _)| DatasetFiles::of(root))
+        .map(|(root, m)| DatasetFiles::of(root, m))
         .collect::<Result<Vec<_>, _>>()?;
     if !rpc_pass::readable(&files)? {
         return rpc_sql(session, &sql, samples);

@@ -21,8 +21,9 @@
 //! joined to their operations dataset by dataset.
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use store::manifest::Manifest;
+use util::storage::Root;
 
 use datafusion::arrow::array::{
     ArrayRef, Float64Array, Int64Array, StringArray, UInt32Array, UInt64Array,
@@ -31,7 +32,7 @@ use datafusion::parquet::file::statistics::Statistics;
 use foldhash::{HashMap, HashMapExt, HashSet};
 use store::decode::scan::{Col, Dictionary, TableScan};
 
-use crate::columns::{engine, par_fold, par_map, parquet_files};
+use crate::columns::{DataFile, engine, par_fold, par_map, parquet_files};
 use crate::error::AnalyzeError;
 use crate::session::TimeWindow;
 
@@ -39,15 +40,15 @@ const NFS_PROGRAM: u64 = 100003;
 
 /// The rpc and nfs files of one dataset.
 pub(crate) struct DatasetFiles {
-    pub rpc: Vec<PathBuf>,
-    pub nfs: Vec<PathBuf>,
+    pub rpc: Vec<DataFile>,
+    pub nfs: Vec<DataFile>,
 }
 
 impl DatasetFiles {
-    pub fn of(root: &Path) -> Result<DatasetFiles, AnalyzeError> {
+    pub fn of(root: &Root, manifest: &Manifest) -> Result<DatasetFiles, AnalyzeError> {
         Ok(DatasetFiles {
-            rpc: parquet_files(&root.join(store::rpc::RPC_DIR))?,
-            nfs: parquet_files(&root.join(store::rpc::NFS_DIR))?,
+            rpc: parquet_files(root, manifest, store::rpc::RPC_DIR)?,
+            nfs: parquet_files(root, manifest, store::rpc::NFS_DIR)?,
         })
     }
 }
@@ -59,7 +60,7 @@ pub(crate) fn readable(files: &[DatasetFiles]) -> Result<bool, AnalyzeError> {
     for d in files {
         for (paths, cols) in [(&d.rpc, RPC_READ), (&d.nfs, NFS_READ)] {
             for p in paths {
-                if !store::decode::scan::readable(p, cols)? {
+                if !p.readable(cols)? {
                     return Ok(false);
                 }
             }
@@ -99,8 +100,8 @@ const NFS_READ: &[&str] = &[
 
 /// A scan of a file's columns `cols`, skipping row groups the window
 /// excludes by their ts statistics.
-fn open(path: &Path, cols: &[&str], window: TimeWindow) -> Result<TableScan, AnalyzeError> {
-    Ok(TableScan::open(path, cols, |rg| {
+fn open(file: &DataFile, cols: &[&str], window: TimeWindow) -> Result<TableScan, AnalyzeError> {
+    file.scan(cols, |rg| {
         let ts = rg
             .columns()
             .iter()
@@ -112,7 +113,7 @@ fn open(path: &Path, cols: &[&str], window: TimeWindow) -> Result<TableScan, Ana
             return true;
         };
         window.from_ns.is_none_or(|f| hi >= f) && window.to_ns.is_none_or(|t| lo < t)
-    })?)
+    })
 }
 
 /// The columns to read: `cols`, and ts last when the window is bounded
@@ -128,7 +129,7 @@ fn with_ts<'a>(cols: &[&'a str], window: TimeWindow) -> Vec<&'a str> {
 
 /// Decodes the batch's columns `cols` and checks they have the types the
 /// pass reads them as (a foreign file may store a column otherwise).
-fn load(s: &mut TableScan, cols: &[&str], path: &Path) -> Result<(), AnalyzeError> {
+fn load(s: &mut TableScan, cols: &[&str], file: &DataFile) -> Result<(), AnalyzeError> {
     s.load()?;
     for (k, name) in cols.iter().enumerate() {
         let c = s.column(k);
@@ -139,7 +140,7 @@ fn load(s: &mut TableScan, cols: &[&str], path: &Path) -> Result<(), AnalyzeErro
         };
         if !ok {
             return Err(engine(
-                path,
+                &file.path,
                 format!("column {name} has an unexpected type"),
             ));
         }
@@ -294,7 +295,7 @@ fn op_kind(name: &[u8]) -> u8 {
     }
 }
 
-fn scan_nfs_io(path: &Path, window: TimeWindow) -> Result<NfsPart, AnalyzeError> {
+fn scan_nfs_io(path: &DataFile, window: TimeWindow) -> Result<NfsPart, AnalyzeError> {
     let cols = with_ts(&["rpc_id", "program", "op_name", "fh", "res_count"], window);
     let mut part = NfsPart::default();
     let mut kinds = DictMap::default();
@@ -556,7 +557,7 @@ impl RpcScan {
     /// Adds the rows of the rpc file at `path`.
     fn file(
         &mut self,
-        path: &Path,
+        path: &DataFile,
         window: TimeWindow,
         calls: &CallsById,
     ) -> Result<(), AnalyzeError> {
@@ -711,7 +712,7 @@ impl RpcScan {
 /// Rows of a file that name a handle in `top`: (row, handle), rows rising;
 /// and the rows read.
 fn naming_rows(
-    path: &Path,
+    path: &DataFile,
     getfh: bool,
     window: TimeWindow,
     top: &HashSet<u64>,
@@ -770,7 +771,7 @@ fn naming_rows(
 /// [`naming_rows`] of a file without GETFH: a row names only its own
 /// result handle, and res_fh is all there is to read.
 fn own_handle_rows(
-    path: &Path,
+    path: &DataFile,
     window: TimeWindow,
     top: &HashSet<u64>,
 ) -> Result<(Vec<(usize, u64)>, usize), AnalyzeError> {
@@ -814,7 +815,7 @@ fn own_handle_rows(
 }
 
 fn names_of(
-    path: &Path,
+    path: &DataFile,
     getfh: bool,
     window: TimeWindow,
     top: &HashSet<u64>,
@@ -963,7 +964,7 @@ fn ip_text(a: u128) -> String {
 /// An nfs table file, and whether it has the `getfh` column names are
 /// read from.
 struct NfsFile<'a> {
-    path: &'a Path,
+    path: &'a DataFile,
     getfh: bool,
 }
 
@@ -1078,7 +1079,7 @@ fn scan_datasets(
     for d in datasets {
         let mut nfs = par_map(threads, &d.nfs, |p| scan_nfs_io(p, window))?;
         nfs_files.extend(d.nfs.iter().zip(&nfs).map(|(path, p)| NfsFile {
-            path: path.as_path(),
+            path,
             getfh: p.getfh,
         }));
         for p in &nfs {

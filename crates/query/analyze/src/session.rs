@@ -2,7 +2,7 @@
 //! `packets`, `stats`, `stack` and the view `flows`, restricted to a time
 //! window.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 
 use datafusion::arrow::array::RecordBatch;
@@ -13,8 +13,8 @@ use datafusion::datasource::listing::{
     ListingOptions, ListingTable, ListingTableConfig, ListingTableUrl,
 };
 use datafusion::prelude::{SessionConfig, SessionContext};
-use store::Dataset;
 use store::manifest::Manifest;
+use util::storage::Root;
 
 use crate::error::AnalyzeError;
 use crate::udf;
@@ -77,7 +77,7 @@ pub struct LimitedResult {
 pub struct Session {
     ctx: SessionContext,
     runtime: tokio::runtime::Runtime,
-    manifests: Vec<(PathBuf, Manifest)>,
+    manifests: Vec<(Root, Manifest)>,
     window: TimeWindow,
     /// A tcpdump filter the packets table is restricted to.
     filter: Option<String>,
@@ -93,9 +93,11 @@ impl Session {
     /// transactions `rpc` and NFS operations `nfs`, all seen
     /// through `window`; `filter`
     /// (tcpdump syntax) restricts `packets` further. `threads` is the number
-    /// of cores to use (0: all).
+    /// of cores to use (0: all). A root is a directory or a prefix of an
+    /// object store; one holding datasets below it stands for all of them
+    /// ([`store::location::datasets_under`]).
     pub fn open(
-        datasets: &[PathBuf],
+        datasets: &[Root],
         window: TimeWindow,
         filter: Option<&str>,
         threads: usize,
@@ -105,8 +107,9 @@ impl Session {
         }
         let mut manifests = Vec::new();
         for root in datasets {
-            let ds = Dataset::open(root)?;
-            manifests.push((root.clone(), ds.read_manifest()?));
+            for d in store::location::datasets_under(root)? {
+                manifests.push((d.root, d.manifest));
+            }
         }
         let threads = if threads == 0 {
             std::thread::available_parallelism().map_or(1, |n| n.get())
@@ -116,6 +119,7 @@ impl Session {
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(threads)
             .thread_name("weir-sql")
+            .enable_all()
             .build()
             .map_err(|e| AnalyzeError::Engine(format!("starting the query runtime: {e}")))?;
         let config = SessionConfig::new()
@@ -137,7 +141,9 @@ impl Session {
         Ok(session)
     }
 
-    pub fn manifests(&self) -> &[(PathBuf, Manifest)] {
+    /// Each dataset's root and manifest (a prefix holding several
+    /// datasets gives each of them).
+    pub fn manifests(&self) -> &[(Root, Manifest)] {
         &self.manifests
     }
 
@@ -396,10 +402,11 @@ impl Session {
     /// Registers the files and the views over them; returns the filter's
     /// SQL condition.
     fn bind(&self) -> Result<Option<String>, AnalyzeError> {
-        let roots: Vec<&Path> = self.manifests.iter().map(|(p, _)| p.as_path()).collect();
+        crate::remote::register_stores(&self.ctx, &self.manifests)?;
+        let roots = &self.manifests;
         self.register_files(
             "packet_files",
-            &roots,
+            roots,
             store::dataset::PACKETS_DIR,
             store::packet_schema(),
             false,
@@ -429,7 +436,7 @@ impl Session {
             ("http", store::app::HTTP_DIR, store::app::http_schema()),
         ];
         for (name, dir, schema) in &tables {
-            self.register_files(&format!("{name}_files"), &roots, dir, schema.clone(), true)?;
+            self.register_files(&format!("{name}_files"), roots, dir, schema.clone(), true)?;
         }
         let cond = self.window.condition();
         let (filter_sql, flows) = match &self.filter {
@@ -438,7 +445,14 @@ impl Session {
                 let parsed = crate::filter::parse(f, tunnelled)?;
                 // The flows the filter may match, as a condition on
                 // `flow_hash` that the packet files' page index answers.
-                let flows = crate::index::hash_condition(&roots, &parsed, &self.window)?;
+                // (Read from local datasets; one in an object store goes
+                // without.)
+                let dirs: Option<Vec<&std::path::Path>> =
+                    roots.iter().map(|(r, _)| r.local_dir()).collect();
+                let flows = match dirs {
+                    Some(dirs) => crate::index::hash_condition(&dirs, &parsed, &self.window)?,
+                    None => None,
+                };
                 (Some(parsed.sql), flows)
             }
             None => (None, None),
@@ -463,7 +477,7 @@ impl Session {
         // times (stored as offsets from each slice's first frame) absolute.
         self.register_files(
             "flow_slice_files",
-            &roots,
+            roots,
             store::flows::FLOWS_DIR,
             store::flows::flows_schema(),
             true,
@@ -488,13 +502,20 @@ impl Session {
     fn register_files(
         &self,
         name: &str,
-        roots: &[&Path],
+        roots: &[(Root, Manifest)],
         sub: &str,
         schema: SchemaRef,
         fixed: bool,
     ) -> Result<(), AnalyzeError> {
         let mut urls = Vec::new();
-        for root in roots {
+        for (root, manifest) in roots {
+            let Some(root) = root.local_dir() else {
+                // In an object store: the files the manifest names.
+                for url in crate::remote::table_urls(&**root, manifest, sub)? {
+                    urls.push(ListingTableUrl::parse(&url).map_err(AnalyzeError::from_sql)?);
+                }
+                continue;
+            };
             let dir = root.join(sub);
             if has_parquet_files(&dir) {
                 let abs = std::fs::canonicalize(&dir).map_err(|e| AnalyzeError::Io {

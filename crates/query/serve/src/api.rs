@@ -239,11 +239,8 @@ impl Ctx<'_> {
     /// datasets, as `weir read` will: its error is libpcap's.
     fn check_filter(&self, filter: &str) -> Result<(), ApiError> {
         let mut links = Vec::new();
-        for root in &self.shared.datasets {
-            let m = store::Dataset::open(root)
-                .and_then(|d| d.read_manifest())
-                .map_err(AnalyzeError::from)?;
-            for i in &m.interfaces {
+        for d in self.located()? {
+            for i in &d.manifest.interfaces {
                 if !links.contains(&i.link_type) {
                     links.push(i.link_type);
                 }
@@ -300,13 +297,20 @@ impl Ctx<'_> {
         Ok((session, slot))
     }
 
+    /// Every dataset served: each given, or each below a prefix given.
+    fn located(&self) -> Result<Vec<store::location::Located>, ApiError> {
+        let mut out = Vec::new();
+        for root in &self.shared.datasets {
+            out.extend(store::location::datasets_under(root).map_err(AnalyzeError::from)?);
+        }
+        Ok(out)
+    }
+
     fn datasets(&self) -> Result<Value, ApiError> {
         let mut out = Vec::new();
         let mut span: Option<(i64, i64)> = None;
-        for (k, root) in self.shared.datasets.iter().enumerate() {
-            let m = store::Dataset::open(root)
-                .and_then(|d| d.read_manifest())
-                .map_err(AnalyzeError::from)?;
+        for (k, d) in self.located()?.iter().enumerate() {
+            let (root, m) = (&d.root, &d.manifest);
             if let Some(t) = &m.time_span {
                 span = Some(match span {
                     None => (t.first_ns, t.last_ns),
@@ -321,8 +325,7 @@ impl Ctx<'_> {
                 .or(m.run.as_ref().map(|r| r.workers));
             out.push(json!({
                 "id": k,
-                "name": root.file_name().map(|n| n.to_string_lossy().into_owned())
-                    .unwrap_or_else(|| root.display().to_string()),
+                "name": short_name(&**root),
                 "kind": m.kind,
                 "created": m.created,
                 "running": running,
@@ -378,12 +381,12 @@ impl Ctx<'_> {
             .take(Instant::now() + self.shared.limits.time_limit)
             .ok_or_else(|| api_err(503, "busy", "every query slot is taken; try again"))?;
         let mut out = Vec::new();
-        for root in &self.shared.datasets {
+        for d in self.located()? {
             let threads = self.shared.limits.query_threads.max(1);
-            let v =
-                store::integrity::verify(root, None, None, threads).map_err(AnalyzeError::from)?;
+            let v = store::integrity::verify(&d.root, None, None, threads)
+                .map_err(AnalyzeError::from)?;
             out.push(json!({
-                "dataset": root.file_name().map(|n| n.to_string_lossy().into_owned()),
+                "dataset": short_name(&*d.root),
                 "ok": v.ok(),
                 "report": v,
             }));
@@ -831,6 +834,13 @@ fn table_json(t: &Table, skip: usize, max: usize) -> Result<Value, ApiError> {
         "rows": rows,
         "truncated": skip + max < total,
     }))
+}
+
+/// A dataset's name on the page: the last part of its path or URL.
+fn short_name(root: &dyn util::storage::Storage) -> String {
+    let name = root.name();
+    let trimmed = name.trim_end_matches('/');
+    trimmed.rsplit('/').next().unwrap_or(trimmed).to_string()
 }
 
 #[cfg(test)]

@@ -16,10 +16,12 @@ mod api;
 mod http;
 
 use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
+
+use util::storage::Root;
 
 pub use http::{parse_query, percent_decode};
 
@@ -56,7 +58,9 @@ impl Default for Limits {
 /// What to serve, where.
 #[derive(Clone, Debug)]
 pub struct ServeOptions {
-    pub datasets: Vec<PathBuf>,
+    /// Directories or prefixes of an object store (one holding several
+    /// datasets serves all of them).
+    pub datasets: Vec<Root>,
     pub listen: SocketAddr,
     /// The bearer token (from `--token FILE`).
     pub token: Option<String>,
@@ -93,8 +97,8 @@ pub fn check(opts: &ServeOptions) -> Result<(), String> {
         return Err("give one or more datasets: weir serve DATASET...".into());
     }
     for d in &opts.datasets {
-        // The store's error names the directory.
-        store::Dataset::open(d).map_err(|e| e.to_string())?;
+        // The store's error names the directory or the URL.
+        store::location::datasets_under(d).map_err(|e| e.to_string())?;
     }
     if opts.limits.max_queries == 0 || opts.limits.max_rows == 0 {
         return Err("--max-queries and --max-rows must be at least 1".into());
@@ -146,7 +150,7 @@ impl Drop for Slot<'_> {
 
 /// What every connection's thread shares.
 pub(crate) struct Shared {
-    pub datasets: Vec<PathBuf>,
+    pub datasets: Vec<Root>,
     pub token: Option<blake3::Hash>,
     pub limits: Limits,
     pub slots: Slots,

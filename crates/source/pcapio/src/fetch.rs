@@ -4,9 +4,10 @@
 //! offsets the packet records keep, without reading what lies between them.
 
 use std::fs::File;
-use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
+
+use util::storage::ReadAt;
 
 use crate::seekable::SeekableFile;
 
@@ -78,7 +79,8 @@ impl Window {
 
 /// Where the pcap bytes come from.
 enum Body {
-    Plain(File, Mutex<Window>),
+    /// The file (local or in an object store), and a window of it.
+    Plain(Arc<dyn ReadAt>, Mutex<Window>),
     /// Offsets are into the decompressed stream.
     Packed(Mutex<SeekableFile>),
 }
@@ -91,24 +93,19 @@ impl Body {
                 let inside =
                     |w: &Window| at >= w.at && at + buf.len() as u64 <= w.at + w.bytes.len() as u64;
                 if !inside(&w) {
-                    if buf.len() > READ_AHEAD {
+                    let ahead = f.read_ahead();
+                    if buf.len() > ahead {
                         return f.read_exact_at(buf, at);
                     }
-                    let ahead = w.ahead(at, buf.len());
-                    w.bytes.resize(ahead, 0);
-                    let mut n = 0;
-                    while n < ahead {
-                        match f.read_at(&mut w.bytes[n..], at + n as u64) {
-                            Ok(0) => break,
-                            Ok(k) => n += k,
-                            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-                            Err(e) => {
-                                w.bytes.clear();
-                                return Err(e);
-                            }
-                        }
+                    // The records wanted next that lie close together, or
+                    // a stretch, as much of it as the file holds from `at`.
+                    let want = w.ahead(at, buf.len());
+                    let n = f.size()?.saturating_sub(at).min(want as u64) as usize;
+                    w.bytes.resize(n, 0);
+                    if let Err(e) = f.read_exact_at(&mut w.bytes, at) {
+                        w.bytes.clear();
+                        return Err(e);
                     }
-                    w.bytes.truncate(n);
                     w.at = at;
                     if !inside(&w) {
                         return Err(std::io::ErrorKind::UnexpectedEof.into());
@@ -154,14 +151,27 @@ impl PcapFile {
     /// frames; `Ok(None)` for anything else (pcapng, gzip, the modified
     /// variant), which must be read in sequence instead.
     pub fn open(path: &Path) -> Result<Option<PcapFile>, ReadError> {
+        let file = File::open(path).map_err(|e| ReadError {
+            path: path.to_path_buf(),
+            offset: 0,
+            decompressed: false,
+            kind: ReadErrorKind::Io(e),
+        })?;
+        Self::open_at(path, Arc::new(file))
+    }
+
+    /// [`PcapFile::open`] of a file read through `file` (one in an object
+    /// store, read by range); `path` names it in errors.
+    pub fn open_at(path: &Path, file: Arc<dyn ReadAt>) -> Result<Option<PcapFile>, ReadError> {
         let err = |offset, kind| ReadError {
             path: path.to_path_buf(),
             offset,
             decompressed: false,
             kind,
         };
-        let file = File::open(path).map_err(|e| err(0, ReadErrorKind::Io(e)))?;
-        let file = match SeekableFile::open(path).map_err(|e| err(0, ReadErrorKind::Io(e)))? {
+        let packed =
+            SeekableFile::open_at(path, file.clone()).map_err(|e| err(0, ReadErrorKind::Io(e)))?;
+        let file = match packed {
             Some(f) => Body::Packed(Mutex::new(f)),
             None => Body::Plain(file, Mutex::new(Window::default())),
         };
@@ -210,7 +220,7 @@ impl PcapFile {
     /// Bytes of the pcap stream (decompressed), header included.
     pub fn stream_len(&self) -> std::io::Result<u64> {
         match &self.file {
-            Body::Plain(f, _) => Ok(f.metadata()?.len()),
+            Body::Plain(f, _) => f.size(),
             Body::Packed(m) => Ok(m
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())

@@ -6,10 +6,17 @@
 //! oldest finished files (by their newest frame) are deleted first. A file
 //! still being written is never deleted. What was removed, and why, is
 //! kept for the manifest.
+//!
+//! When the dataset is also uploaded (`--upload`), retention applies to
+//! the local copy only: a file goes only once it and a manifest naming it
+//! are in the bucket, and it stays in the dataset (held there). Files not
+//! yet uploaded are kept past the limits until they are.
 
 use std::path::PathBuf;
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use util::storage::Publisher;
 
 /// A file retention deleted.
 #[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -41,6 +48,10 @@ struct Kept {
 pub struct Retention {
     pub max_bytes: Option<u64>,
     pub max_age_ns: Option<i64>,
+    /// The dataset's uploader, and the files' directory in the dataset
+    /// (`pcap`): only files it lets go are deleted, and they stay in the
+    /// dataset.
+    uploaded_first: Option<(Arc<dyn Publisher>, String)>,
     /// Bytes in files still being written, all writers together.
     open_bytes: AtomicU64,
     state: Mutex<State>,
@@ -52,6 +63,8 @@ struct State {
     kept_bytes: u64,
     removed: Vec<RemovedFile>,
     errors: Vec<String>,
+    /// Local copies of uploaded files deleted.
+    let_go: u64,
 }
 
 impl Retention {
@@ -61,6 +74,14 @@ impl Retention {
             max_age_ns,
             ..Default::default()
         }
+    }
+
+    /// Retention of the local copies of an uploaded dataset: a file goes
+    /// only once `uploader` lets it go (it is in the bucket); `dir` is
+    /// the files' directory in the dataset.
+    pub fn uploaded_first(mut self, uploader: Arc<dyn Publisher>, dir: &str) -> Retention {
+        self.uploaded_first = Some((uploader, dir.to_string()));
+        self
     }
 
     /// A writer's open file grew (or shrank, when it closed) by `delta`.
@@ -90,7 +111,8 @@ impl Retention {
         // Oldest newest-frame first.
         s.kept
             .sort_by_key(|k| (k.file.ts_last.unwrap_or(i64::MIN), k.file.id));
-        while let Some(oldest) = s.kept.first() {
+        let mut at = 0;
+        while let Some(oldest) = s.kept.get(at) {
             let reason = if self.max_bytes.is_some_and(|max| s.kept_bytes + open > max) {
                 "max-disk"
             } else if self.max_age_ns.is_some_and(|age| {
@@ -103,9 +125,21 @@ impl Retention {
             } else {
                 break;
             };
-            let k = s.kept.remove(0);
+            // Uploaded: only the local copy goes, once it is in the bucket.
+            let held = match &self.uploaded_first {
+                Some((uploader, dir)) => {
+                    if !uploader.let_go(&format!("{dir}/{}", oldest.file.name)) {
+                        at += 1;
+                        continue;
+                    }
+                    true
+                }
+                None => false,
+            };
+            let k = s.kept.remove(at);
             s.kept_bytes -= k.file.stored_bytes;
             match std::fs::remove_file(&k.path) {
+                Ok(()) if held => s.let_go += 1,
                 Ok(()) => {
                     let mut f = k.file;
                     f.reason = reason.to_string();
@@ -120,11 +154,21 @@ impl Retention {
         }
     }
 
+    /// Local copies of uploaded files deleted so far.
+    pub fn let_go(&self) -> u64 {
+        self.state.lock().unwrap_or_else(|e| e.into_inner()).let_go
+    }
+
     /// The oldest finished file, when starting one of `need` more bytes
     /// would take the total over the size limit: its space is reused by
     /// the file `new_name` (the caller renames and overwrites it). It is
     /// accounted as removed.
     pub fn take_for_reuse(&self, need: u64, new_name: &str) -> Option<(PathBuf, RemovedFile)> {
+        if self.uploaded_first.is_some() {
+            // A file written over would be lost to the bucket's readers
+            // too; uploaded files are deleted instead, once they are up.
+            return None;
+        }
         let max = self.max_bytes?;
         let open = self.open_bytes.load(Ordering::Relaxed);
         let mut s = self.state.lock().unwrap_or_else(|e| e.into_inner());
@@ -200,6 +244,66 @@ mod tests {
         assert_eq!(gone.iter().map(|f| f.id).collect::<Vec<_>>(), [1, 2]);
         assert_eq!(gone[1].reason, "max-age");
         assert!(dir.join("f3").exists());
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// An uploader that has the files it is given in its bucket.
+    #[derive(Debug)]
+    struct InBucket(Mutex<Vec<String>>);
+
+    impl Publisher for InBucket {
+        fn published(&self, _: &[util::storage::Sealed], _: &[u8], _: Option<&[u8]>, _: &[String]) {
+        }
+        fn held_elsewhere(&self) -> Vec<util::storage::Listed> {
+            Vec::new()
+        }
+        fn let_go(&self, rel: &str) -> bool {
+            self.0.lock().unwrap().iter().any(|p| p == rel)
+        }
+        fn figures(&self) -> util::storage::UploadFigures {
+            Default::default()
+        }
+        fn drain(&self, _: std::time::Duration) -> bool {
+            true
+        }
+    }
+
+    #[test]
+    fn an_uploaded_dataset_loses_only_local_copies_of_files_in_the_bucket() {
+        let dir = std::env::temp_dir().join(format!("weir-retention-up-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let bucket = Arc::new(InBucket(Mutex::new(vec!["pcap/f2".to_string()])));
+        let r = Retention::new(Some(150), None).uploaded_first(bucket.clone(), "pcap");
+        for id in 1..=3u32 {
+            let path = dir.join(format!("f{id}"));
+            std::fs::write(&path, [0u8; 100]).unwrap();
+            r.file_closed(
+                path,
+                RemovedFile {
+                    id,
+                    name: format!("f{id}"),
+                    stored_bytes: 100,
+                    ts_last: Some(id as i64),
+                    ..Default::default()
+                },
+            );
+        }
+        // 300 > 150: f1 is the oldest but not uploaded; f2 is, and goes,
+        // as a local copy (not removed from the dataset); f3 is kept past
+        // the limit, and no file is reused in place.
+        r.enforce(10);
+        assert!(dir.join("f1").exists() && !dir.join("f2").exists() && dir.join("f3").exists());
+        assert_eq!((r.removed().0.len(), r.let_go()), (0, 1));
+        assert!(r.take_for_reuse(100, "f4").is_none());
+        // Once up, the oldest go first until the rest fit.
+        bucket
+            .0
+            .lock()
+            .unwrap()
+            .extend(["pcap/f1".into(), "pcap/f3".into()]);
+        r.enforce(10);
+        assert!(!dir.join("f1").exists() && dir.join("f3").exists());
+        assert_eq!((r.removed().0.len(), r.let_go()), (0, 2));
         let _ = std::fs::remove_dir_all(&dir);
     }
 }

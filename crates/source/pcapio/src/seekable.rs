@@ -20,6 +20,9 @@ use std::io::{self, Read};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
+use std::sync::Arc;
+
+use util::storage::ReadAt;
 
 /// Magic of the skippable frame that carries the seek table.
 pub const SEEK_TABLE_MAGIC: u32 = 0x184D_2A5E;
@@ -328,7 +331,7 @@ impl SeekTable {
     /// Reads the table at the end of a file of `file_len` bytes, if it has
     /// one that agrees with the file's size.
     pub fn read_footer(file: &File, file_len: u64) -> io::Result<Option<SeekTable>> {
-        Self::from_tail(file_len, |buf, at| file.read_exact_at(buf, at))
+        Self::from_tail(file_len, |buf, at| FileExt::read_exact_at(file, buf, at))
     }
 
     /// The table at the end of `bytes` (a whole file in memory), if any.
@@ -520,7 +523,7 @@ pub fn decode_frame(
 /// A compressed capture file opened for reads by decompressed offset.
 pub struct SeekableFile {
     path: PathBuf,
-    file: File,
+    file: Arc<dyn ReadAt>,
     pub container: Container,
     pub table: SeekTable,
     /// The table came from the file's footer (not from walking it).
@@ -536,8 +539,14 @@ impl SeekableFile {
     /// Opens `path` if it is a zstd or LZ4 file; `Ok(None)` otherwise.
     /// Without a seek table the frames are found by walking the file.
     pub fn open(path: &Path) -> io::Result<Option<SeekableFile>> {
-        let file = File::open(path)?;
-        let len = file.metadata()?.len();
+        Self::open_at(path, Arc::new(File::open(path)?))
+    }
+
+    /// [`SeekableFile::open`] of a file read through `file` (one in an
+    /// object store: the seek table, then one frame a read); `path` names
+    /// it in errors.
+    pub fn open_at(path: &Path, file: Arc<dyn ReadAt>) -> io::Result<Option<SeekableFile>> {
+        let len = file.size()?;
         let mut head = [0u8; 4];
         if len < 4 {
             return Ok(None);
@@ -546,11 +555,12 @@ impl SeekableFile {
         let Some(container) = Container::sniff(&head) else {
             return Ok(None);
         };
-        let (table, had_table, torn) = match SeekTable::read_footer(&file, len)? {
+        let table = SeekTable::from_tail(len, |buf, at| file.read_exact_at(buf, at))?;
+        let (table, had_table, torn) = match table {
             Some(t) => (t, true, 0),
             None => {
-                let mut all = Vec::with_capacity(len as usize);
-                (&file).read_to_end(&mut all)?;
+                let mut all = vec![0u8; len as usize];
+                file.read_exact_at(&mut all, 0)?;
                 let t = walk_frames(container, &all);
                 let torn = len - t.compressed_len();
                 (t, false, torn)

@@ -15,6 +15,7 @@ use super::DecodeError;
 use super::thrift::{self, DATA_PAGE, DATA_PAGE_V2, DICTIONARY_PAGE, PageHeader};
 use super::values::{self, Bytes};
 use crate::error::StoreError;
+use util::storage::Root;
 
 /// Pages claiming more rows or bytes are refused as corrupt (weir writes
 /// 64 Ki rows a page), so a hostile header cannot size a huge allocation.
@@ -121,10 +122,58 @@ struct Column {
     buf: Vec<u8>,
 }
 
+/// A file's bytes as a scan reads them: all of them (a mapped local
+/// file), or only the column chunks the scan needs (fetched by range from
+/// an object store), at their offsets in the file.
+#[derive(Clone, Debug)]
+pub struct FileData {
+    len: usize,
+    /// (offset in the file, bytes), by offset, not overlapping.
+    pieces: Vec<(usize, bytes::Bytes)>,
+}
+
+impl FileData {
+    /// The whole file.
+    pub fn whole(data: bytes::Bytes) -> FileData {
+        FileData {
+            len: data.len(),
+            pieces: vec![(0, data)],
+        }
+    }
+
+    /// A file of `len` bytes of which `pieces` (offset, bytes) are known.
+    pub fn pieces(len: usize, mut pieces: Vec<(usize, bytes::Bytes)>) -> FileData {
+        pieces.sort_by_key(|p| p.0);
+        FileData { len, pieces }
+    }
+
+    /// The file's length.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The bytes of `range`, when one piece holds all of them.
+    pub fn get(&self, range: std::ops::Range<usize>) -> Option<&[u8]> {
+        let k = self.pieces.partition_point(|p| p.0 <= range.start);
+        let (at, bytes) = self.pieces.get(k.checked_sub(1)?)?;
+        bytes.get(range.start - at..range.end.checked_sub(*at)?)
+    }
+}
+
+impl From<bytes::Bytes> for FileData {
+    fn from(data: bytes::Bytes) -> FileData {
+        FileData::whole(data)
+    }
+}
+
 /// The rows of some columns of one file, batch by batch.
 pub struct TableScan {
     path: PathBuf,
-    data: bytes::Bytes,
+    data: FileData,
     meta: Arc<ParquetMetaData>,
     groups: Vec<usize>,
     next_group: usize,
@@ -236,6 +285,143 @@ pub fn supports(meta: &ParquetMetaData, names: &[&str]) -> bool {
     check(meta, names).is_ok()
 }
 
+/// Bytes fetched from the end of a file in an object store at first: the
+/// footer of a packet file (a few KiB a row group) is in them at once.
+const FOOTER_HINT: u64 = 256 << 10;
+
+/// A Parquet file to scan: mapped from the local disk, or read by range
+/// from an object store (its footer first, then only the column chunks a
+/// scan needs).
+#[derive(Clone, Debug)]
+pub enum ScanFile {
+    Mapped { path: PathBuf, data: bytes::Bytes },
+    Remote { root: Root, rel: String, len: u64 },
+}
+
+impl ScanFile {
+    /// The file `rel` of the dataset at `root`, and its footer.
+    pub fn open(root: &Root, rel: &str) -> Result<(ScanFile, ParquetMetaData), StoreError> {
+        if let Some(dir) = root.local_dir() {
+            let path = dir.join(rel);
+            let data = map_file(&path)?;
+            let meta = metadata(&path, &data)?;
+            return Ok((ScanFile::Mapped { path, data }, meta));
+        }
+        let name = PathBuf::from(root.name_of(rel));
+        let io = |e| StoreError::io(&name, e);
+        let (mut tail, len) = root.read_tail(rel, FOOTER_HINT).map_err(io)?;
+        let bad = |m: String| StoreError::Invalid {
+            path: name.clone(),
+            message: m,
+        };
+        let last8: &[u8; 8] = (tail.len() >= 8)
+            .then(|| tail[tail.len() - 8..].try_into().ok())
+            .flatten()
+            .ok_or_else(|| bad("too short for a Parquet file".into()))?;
+        let footer = parquet::file::metadata::FooterTail::try_new(last8)
+            .map_err(|e| StoreError::parquet(&name, e))?;
+        let need = footer.metadata_length() as u64 + 8;
+        if need > len {
+            return Err(bad("a footer longer than the file".into()));
+        }
+        if need > tail.len() as u64 {
+            tail = root.read_tail(rel, need).map_err(io)?.0;
+        }
+        let start = tail.len().saturating_sub(need as usize);
+        let meta = ParquetMetaDataReader::decode_metadata(&tail[start..tail.len() - 8])
+            .map_err(|e| StoreError::parquet(&name, e))?;
+        let file = ScanFile::Remote {
+            root: root.clone(),
+            rel: rel.to_string(),
+            len,
+        };
+        Ok((file, meta))
+    }
+
+    /// How errors name it.
+    pub fn path(&self) -> PathBuf {
+        match self {
+            ScanFile::Mapped { path, .. } => path.clone(),
+            ScanFile::Remote { root, rel, .. } => PathBuf::from(root.name_of(rel)),
+        }
+    }
+
+    /// What a scan of the columns `names` over the row groups `keep`
+    /// accepts reads: the mapped file, or those column chunks fetched.
+    pub fn data(
+        &self,
+        meta: &ParquetMetaData,
+        names: &[&str],
+        keep: impl Fn(usize, &RowGroupMetaData) -> bool,
+    ) -> Result<FileData, StoreError> {
+        let (root, rel, len) = match self {
+            ScanFile::Mapped { data, .. } => return Ok(FileData::whole(data.clone())),
+            ScanFile::Remote { root, rel, len } => (root, rel, *len),
+        };
+        let path = self.path();
+        let leaves = check(meta, names).map_err(|e| StoreError::Invalid {
+            path: path.clone(),
+            message: e.to_string(),
+        })?;
+        let mut ranges = Vec::new();
+        for (g, rg) in meta.row_groups().iter().enumerate() {
+            if !keep(g, rg) {
+                continue;
+            }
+            for &leaf in &leaves {
+                let m = rg.column(leaf);
+                let start = m.dictionary_page_offset().unwrap_or(m.data_page_offset());
+                let (start, n) = (start.max(0) as u64, m.compressed_size().max(0) as u64);
+                if start.checked_add(n).is_none_or(|e| e > len) {
+                    return Err(StoreError::Invalid {
+                        path,
+                        message: "a column chunk past the file's end".into(),
+                    });
+                }
+                ranges.push(start..start + n);
+            }
+        }
+        let got = root
+            .read_ranges(rel, &ranges)
+            .map_err(|e| StoreError::io(&path, e))?;
+        let pieces = ranges
+            .iter()
+            .zip(got)
+            .map(|(r, b)| (r.start as usize, b))
+            .collect();
+        Ok(FileData::pieces(len as usize, pieces))
+    }
+
+    /// A scan of the columns `names` over the row groups `keep` accepts.
+    pub fn scan(
+        &self,
+        meta: Arc<ParquetMetaData>,
+        names: &[&str],
+        keep: impl Fn(usize, &RowGroupMetaData) -> bool,
+    ) -> Result<TableScan, StoreError> {
+        let data = self.data(&meta, names, &keep)?;
+        TableScan::of_parsed(&self.path(), data, meta, names, keep)
+    }
+}
+
+/// A scan of the columns `names` of the file `rel` of the dataset at
+/// `root`, over the row groups `keep` accepts.
+pub fn open_in(
+    root: &Root,
+    rel: &str,
+    names: &[&str],
+    keep: impl Fn(&RowGroupMetaData) -> bool,
+) -> Result<TableScan, StoreError> {
+    let (file, meta) = ScanFile::open(root, rel)?;
+    file.scan(Arc::new(meta), names, |_, rg| keep(rg))
+}
+
+/// Whether the file `rel` of the dataset at `root` has the columns
+/// `names` in a form [`TableScan`] reads (its footer alone is read).
+pub fn readable_in(root: &Root, rel: &str, names: &[&str]) -> Result<bool, StoreError> {
+    Ok(supports(&ScanFile::open(root, rel)?.1, names))
+}
+
 impl TableScan {
     /// A scan of the columns `names` of the file at `path`, over the row
     /// groups `keep` accepts.
@@ -264,7 +450,7 @@ impl TableScan {
     /// one file's row groups on several threads share one parse.
     pub fn of_parsed(
         path: &Path,
-        data: bytes::Bytes,
+        data: impl Into<FileData>,
         meta: Arc<ParquetMetaData>,
         names: &[&str],
         keep: impl Fn(usize, &RowGroupMetaData) -> bool,
@@ -305,7 +491,7 @@ impl TableScan {
             .collect();
         Ok(TableScan {
             path: path.into(),
-            data,
+            data: data.into(),
             meta,
             groups,
             next_group: 0,
@@ -449,7 +635,9 @@ impl TableScan {
                 c.page = None;
                 return Ok(false);
             }
-            let mut src = Bytes::new(&self.data[c.next..c.end]);
+            let chunk = (self.data.get(c.next..c.end))
+                .ok_or_else(|| DecodeError::corrupt("a column chunk that was not read"))?;
+            let mut src = Bytes::new(chunk);
             let h = thrift::page_header(&mut src)?;
             let body_start = c.end - src.rest().len();
             let body_end = body_start
@@ -554,8 +742,10 @@ impl TableScan {
             .ok()
             .filter(|&n| n <= MAX_PAGE_ROWS)
             .ok_or_else(|| DecodeError::corrupt("a dictionary of impossibly many values"))?;
+        let page = (self.data.get(start..end))
+            .ok_or_else(|| DecodeError::corrupt("a page that was not read"))?;
         let bytes = Self::page_bytes(
-            &self.data[start..end],
+            page,
             c.codec,
             true,
             h.uncompressed_size as usize,
@@ -624,8 +814,10 @@ impl TableScan {
             }
             None => (0, true),
         };
+        let page = (self.data.get(start..end))
+            .ok_or_else(|| DecodeError::corrupt("a page that was not read"))?;
         let bytes = Self::page_bytes(
-            &self.data[start..end],
+            page,
             c.codec,
             compressed,
             h.uncompressed_size as usize,

@@ -61,6 +61,12 @@ pub(super) struct Sampler {
     pub(super) stats_tap: Option<crate::worker::StatsTap>,
     pub(super) totals: Second,
     pub(super) disk: DiskWatch,
+    /// The dataset's uploader (`--upload`), and its figures at the last
+    /// sample.
+    pub(super) upload: Option<(
+        Arc<dyn util::storage::Publisher>,
+        util::storage::UploadFigures,
+    )>,
 }
 
 impl Sampler {
@@ -75,6 +81,11 @@ impl Sampler {
             self.stats_tap.as_deref(),
             &mut self.totals,
         )?;
+        if let (Some((uploader, prev)), Some(first)) = (self.upload.as_mut(), rows.first_mut()) {
+            let u = store::stats::UploadSecond::since(prev, uploader.figures());
+            first.upload = Some(u);
+            second.upload = Some(u);
+        }
         if self.stats.is_some() && self.disk.dropping() {
             // Kept until space returns: rows are small, and loss is data.
             for r in rows {
@@ -201,6 +212,7 @@ pub(super) fn sample(
             pcap_stored_bytes: d[6],
             pcap_level: c.spool.get().and_then(|s| s.method()).map(|m| m.code()),
             stack: None,
+            upload: None,
         });
     }
     if let Some(t) = stats_tap {
