@@ -28,7 +28,7 @@ python3 scripts/check-layers.py
 # dependencies (DataFusion above all) cheap to compile (Cargo.toml).
 say "cargo test, linted by clippy (-D warnings)"
 RUSTC_WORKSPACE_WRAPPER="$(rustup which clippy-driver 2>/dev/null || command -v clippy-driver)" \
-  RUSTFLAGS="-D warnings" cargo test --locked --workspace --all-targets --profile ci
+  RUSTFLAGS="-D warnings" cargo test --locked --workspace --all-targets --profile ci --no-fail-fast
 say "fuzzing smoke run"
 fuzz/smoke.sh
 

@@ -132,8 +132,7 @@ fn summary(
     if ix.files_indexed > 0 {
         let share = 100.0 * ix.rows_read as f64 / ix.rows_total.max(1) as f64;
         s += &format!(
-            "  by the index: {} of {} flow slices; read {} of {} pages of records ({share:.2} % \
-             of the rows)",
+            "  by the index: {} of {} flow slices, {} of {} record pages ({share:.1} % of rows)",
             group_digits(ix.slices_matched),
             group_digits(ix.slices),
             group_digits(ix.pages_read),

@@ -67,6 +67,10 @@ fn trace(s: &Scratch, name: &str, frames: u64, seed: u64) -> std::path::PathBuf 
 /// The keys under `prefix/` in the bucket, as the server stores them.
 fn objects_under(server: &S3Server, prefix: &str) -> Vec<String> {
     let root = server.object_file(BUCKET, prefix);
+    // (Nothing is under a prefix before its first upload.)
+    if !root.exists() {
+        return Vec::new();
+    }
     let mut out: Vec<String> = common::live::walk(&root)
         .into_iter()
         .map(|f| {
