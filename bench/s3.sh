@@ -109,10 +109,10 @@ done
 echo "== 3. 8 datasets of ${SHARD_FRAMES} frames under one prefix vs their merged copy"
 for k in 0 1 2 3 4 5 6 7; do
   "$W" gen -w "$work/t$k.pcap" --model app -c "$SHARD_FRAMES" --seed "$k" > /dev/null
-  in_a "$W" convert -q -o "$work/s$k" --keep-local --upload "s3://bench/site/s$k" "$work/t$k.pcap"
+  in_a "$W" convert -q -o "$work/shard$k" --keep-local --upload "s3://bench/site/s$k" "$work/t$k.pcap"
   rm -f "$work/t$k.pcap"
 done
-"$W" merge -q --keep-duplicates "$work"/s[0-7] -o "$work/merged"
+"$W" merge -q --keep-duplicates "$work"/shard[0-7] -o "$work/merged"
 in_a "$W" upload "$work/merged" s3://bench/merged
 Q="SELECT ip_proto, count(*) AS n, sum(wire_len) AS b FROM packets GROUP BY ip_proto ORDER BY n DESC"
 for k in $(seq "$REPS"); do
