@@ -531,12 +531,16 @@ fn a_capture_uploads_through_a_server_stopped_and_started_again() {
     });
     // The store goes away: the capture goes on, and says so once.
     server.stop();
-    send_udp(&net.a, 3000);
+    send_udp(&net.a, 2000);
     assert!(
         cap.wait_for_line("goes on locally", Duration::from_secs(30)),
         "{:?}",
         cap.lines_seen()
     );
+    // Frames while the failed file waits: the second they fall in is
+    // sampled with a backlog (a second without frames has no stats row).
+    send_udp(&net.a, 1000);
+    std::thread::sleep(Duration::from_millis(2500));
     server.restart();
     assert!(
         cap.wait_for_line("the store is back", Duration::from_secs(60)),

@@ -287,7 +287,10 @@ fn has_leftovers(dirs: &Dirs) -> Result<bool, StoreError> {
         .iter()
         .flatten()
         .any(|n| {
-            n.ends_with(".part") || OverwriteMarker::is_marker_name(n) || n == store::stats::JOURNAL
+            n.ends_with(".part")
+                || OverwriteMarker::is_marker_name(n)
+                || OverwriteMarker::is_unfinished_marker_name(n)
+                || n == store::stats::JOURNAL
         }))
 }
 
@@ -342,10 +345,14 @@ fn repair_open_pcaps(
     Ok(())
 }
 
-/// Markers whose file was finished (killed before the marker went).
+/// Markers whose file was finished (killed before the marker went), and
+/// markers a kill left unfinished (the old file was not touched).
 fn clear_overwrite_markers(pcap_dir: &Path, m: &mut Manifest) -> Result<(), StoreError> {
     for name in entries(pcap_dir)? {
-        if OverwriteMarker::is_marker_name(&name) {
+        if OverwriteMarker::is_unfinished_marker_name(&name) {
+            let path = pcap_dir.join(&name);
+            std::fs::remove_file(&path).map_err(|e| io(&path, e))?;
+        } else if OverwriteMarker::is_marker_name(&name) {
             let path = pcap_dir.join(&name);
             let mk = OverwriteMarker::read(&path).map_err(|e| io(&path, e))?;
             let by = name

@@ -195,19 +195,34 @@ impl OverwriteMarker {
         name.ends_with(".part.overwrites")
     }
 
-    /// Writes the marker for `part`, durably (it must be on disk before the
-    /// first byte of the old file is overwritten).
+    /// Whether `name` is a marker still being written (a kill left it
+    /// before its rename, so the old file was not touched yet).
+    pub fn is_unfinished_marker_name(name: &str) -> bool {
+        name.ends_with(".part.overwrites.tmp")
+    }
+
+    /// Writes the marker for `part`, durably and whole (it must be on disk
+    /// before the first byte of the old file is overwritten): written
+    /// beside, synced, then renamed, so a kill never leaves half a marker.
     pub fn write(&self, part: &Path) -> io::Result<()> {
         let path = Self::path_for(part);
+        let mut tmp_name = path.file_name().unwrap_or_default().to_os_string();
+        tmp_name.push(".tmp");
+        let tmp = path.with_file_name(tmp_name);
         let f = std::fs::OpenOptions::new()
             .write(true)
             .create(true)
             .truncate(true)
             .mode(0o640)
-            .open(&path)?;
+            .open(&tmp)?;
         let json = serde_json::to_vec(self).map_err(io::Error::other)?;
         f.write_all_at(&json, 0)?;
-        f.sync_data()
+        f.sync_data()?;
+        std::fs::rename(&tmp, &path)?;
+        if let Some(dir) = path.parent() {
+            std::fs::File::open(dir)?.sync_all()?;
+        }
+        Ok(())
     }
 
     pub fn read(path: &Path) -> io::Result<OverwriteMarker> {
