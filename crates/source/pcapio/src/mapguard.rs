@@ -16,23 +16,19 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 const SLOTS: usize = 64;
 static RANGES: [(AtomicUsize, AtomicUsize); SLOTS] =
     [const { (AtomicUsize::new(0), AtomicUsize::new(0)) }; SLOTS];
-/// Faults answered with zeros, ever.
-static FAULTS: AtomicU64 = AtomicU64::new(0);
+/// Faults answered with zeros, ever, per slot: a reader looks only at its
+/// own map's (another map shrinking says nothing of this one).
+static FAULTS: [AtomicU64; SLOTS] = [const { AtomicU64::new(0) }; SLOTS];
 static INSTALL: Once = Once::new();
-
-/// Faults answered so far (a reader compares it between chunks).
-pub(crate) fn faults() -> u64 {
-    FAULTS.load(Ordering::SeqCst)
-}
 
 extern "C" fn on_sigbus(_sig: libc::c_int, info: *mut libc::siginfo_t, _ctx: *mut libc::c_void) {
     // SAFETY: the kernel passes a valid siginfo for SA_SIGINFO handlers.
     let addr = unsafe { (*info).si_addr() } as usize;
-    let inside = RANGES.iter().any(|(s, e)| {
+    let inside = RANGES.iter().position(|(s, e)| {
         let (s, e) = (s.load(Ordering::SeqCst), e.load(Ordering::SeqCst));
         s != 0 && addr >= s && addr < e
     });
-    if inside {
+    if let Some(slot) = inside {
         // SAFETY: sysconf and mmap are plain system calls; the page lies in
         // a read-only map of ours, which a page of zeros replaces.
         let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) }.max(4096) as usize;
@@ -48,7 +44,7 @@ extern "C" fn on_sigbus(_sig: libc::c_int, info: *mut libc::siginfo_t, _ctx: *mu
             )
         };
         if p != libc::MAP_FAILED {
-            FAULTS.fetch_add(1, Ordering::SeqCst);
+            FAULTS[slot].fetch_add(1, Ordering::SeqCst);
             return;
         }
     }
@@ -106,6 +102,12 @@ impl GuardedMap {
         Ok(GuardedMap { map, slot })
     }
 
+    /// Faults in this map's slot so far (a reader compares it between
+    /// chunks); always 0 for an unguarded map.
+    pub(crate) fn faults(&self) -> u64 {
+        self.slot.map_or(0, |i| FAULTS[i].load(Ordering::SeqCst))
+    }
+
     pub fn map_ref(&self) -> &memmap2::Mmap {
         &self.map
     }
@@ -146,7 +148,7 @@ mod tests {
         // guard answers for.
         let map = unsafe { GuardedMap::map(&f) }.unwrap();
         assert_eq!(map[1000], 7);
-        let before = faults();
+        let before = map.faults();
         std::fs::OpenOptions::new()
             .write(true)
             .open(&path)
@@ -156,7 +158,7 @@ mod tests {
         // Past the new end: zeros, and the fault is counted.
         let far = std::hint::black_box(&map[..])[900_000];
         assert_eq!(far, 0);
-        assert!(faults() > before);
+        assert!(map.faults() > before);
         assert_eq!(map[100], 7);
         drop(map);
         std::fs::remove_dir_all(&dir).unwrap();

@@ -306,7 +306,7 @@ impl TraceReader {
                 // Headers were read through the stream; records come from
                 // the map, starting where the stream stopped.
                 reader.carry.clear();
-                reader.faults_at_open = crate::mapguard::faults();
+                reader.faults_at_open = map.faults();
                 reader.mapped = Some((Arc::new(map), file));
             }
         }
@@ -667,11 +667,11 @@ impl TraceReader {
     /// page past the file's end) ends the reading with an error that says
     /// so, before any frame of the missing part is handed out.
     fn check_not_shrunk(&mut self, mapped: usize) -> Result<(), ReadError> {
-        let Some((_, file)) = self.mapped.as_ref() else {
+        let Some((map, file)) = self.mapped.as_ref() else {
             return Ok(());
         };
         let now = file.metadata().map(|m| m.len()).unwrap_or(0);
-        if now < mapped as u64 || crate::mapguard::faults() != self.faults_at_open {
+        if now < mapped as u64 || map.faults() != self.faults_at_open {
             self.finished = true;
             return Err(ReadError {
                 path: self.path.clone(),
