@@ -83,6 +83,26 @@ pub trait Storage: Send + Sync + fmt::Debug + Any {
         join(&self.name(), rel)
     }
 
+    /// Copies a file to the local path `dest` piece by piece (a pcap file
+    /// may be larger than memory should hold); returns its length.
+    fn copy_to(&self, rel: &str, dest: &Path) -> io::Result<u64> {
+        use std::io::Write;
+        const PIECE: u64 = 8 << 20;
+        let src = self.open(rel)?;
+        let len = src.size()?;
+        let mut out = std::io::BufWriter::with_capacity(1 << 20, std::fs::File::create(dest)?);
+        let mut buf = vec![0u8; PIECE.min(len) as usize];
+        let mut at = 0u64;
+        while at < len {
+            let n = PIECE.min(len - at) as usize;
+            src.read_exact_at(&mut buf[..n], at)?;
+            out.write_all(&buf[..n])?;
+            at += n as u64;
+        }
+        out.into_inner().map_err(|e| e.into_error())?.sync_all()?;
+        Ok(len)
+    }
+
     /// Whether the file exists.
     fn exists(&self, rel: &str) -> io::Result<bool> {
         match self.read_tail(rel, 0) {

@@ -479,11 +479,12 @@ fn build_missing_records(
             (false, None) => continue,
             (false, Some(remote)) => {
                 let name = remote.name_of(&f.path);
-                let data = remote.read(&f.path).map_err(|e| io(Path::new(&name), e))?;
                 let file_name = f.path.rsplit('/').next().unwrap_or(&f.path);
-                let tmp = root.join(format!(".recover-{file_name}"));
-                std::fs::write(&tmp, &data).map_err(|e| io(&tmp, e))?;
-                Some(FetchedCopy(tmp))
+                let tmp = FetchedCopy(root.join(format!(".recover-{file_name}")));
+                remote
+                    .copy_to(&f.path, &tmp.0)
+                    .map_err(|e| io(Path::new(&name), e))?;
+                Some(tmp)
             }
         };
         let path = match &fetched {
