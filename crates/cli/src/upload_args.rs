@@ -217,7 +217,12 @@ pub fn run(a: UploadCmdArgs) -> Result<std::process::ExitCode, String> {
     let ds = store::Dataset::open(&a.dataset)
         .map_err(|e| e.to_string())?
         .published_to(Some(uploader.clone()));
-    let m = ds.read_manifest().map_err(|e| e.to_string())?;
+    // Written once to hand the chain's files to the uploader, so that the
+    // final manifest carries the figures of their upload.
+    let m = ds
+        .read_manifest()
+        .and_then(|m| ds.write_manifest(&m))
+        .map_err(|e| e.to_string())?;
     let done = ds
         .finish_publishing(&m, Duration::from_secs(24 * 3600))
         .map_err(|e| e.to_string())?;

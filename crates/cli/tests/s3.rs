@@ -322,6 +322,37 @@ fn verify_names_an_object_altered_or_missing_in_the_bucket() {
 }
 
 #[test]
+fn weir_upload_sends_a_finished_dataset_and_says_how_much() {
+    let s = Scratch::new("s3-upload-cmd");
+    let server = S3Server::start(&s.0);
+    server.make_bucket(BUCKET);
+    let t = trace(&s, "t", 20_000, 9);
+    let ds = s.join("ds");
+    let r = weir_at(&server, &["convert", "-q", "-j", "2", "-o", p(&ds), p(&t)]);
+    assert_eq!(r.code(), 0, "{}", r.stderr());
+    let url = format!("s3://{BUCKET}/later");
+    let r = weir_at(&server, &["upload", p(&ds), &url]);
+    assert_eq!(r.code(), 0, "{}", r.stderr());
+
+    // Every file of the chain went up once, the manifest last, and the
+    // figures (in the manifest and said) count them.
+    let m = json(&ok(&server, &["info", "--json", &url]));
+    let chained = live_chain(&m);
+    let mut want = chained.clone();
+    want.push("manifest.json".into());
+    want.sort();
+    assert_eq!(objects_under(&server, "later"), want);
+    let u = &m["upload"];
+    assert_eq!(u["files"].as_u64().unwrap(), chained.len() as u64, "{u}");
+    assert_eq!(u["backlog_files"], 0, "{u}");
+    let said = format!("uploaded to {url}: {} files", chained.len());
+    assert!(r.stderr().contains(&said), "{}", r.stderr());
+    assert!(ok(&server, &["verify", &url]).contains("verified"));
+    // The local copies stay (no --delete-local).
+    assert!(!local_files(&ds, "packets").is_empty());
+}
+
+#[test]
 fn datasets_under_one_prefix_read_as_one_and_merge_links_them() {
     let s = Scratch::new("s3-site");
     let server = S3Server::start(&s.0);
