@@ -18,6 +18,8 @@ use arrow_array::builder::{
 use arrow_array::types::Int8Type;
 use arrow_schema::SchemaRef;
 
+use ::stack::event::StackEvent;
+
 use crate::columns::{
     Column, addr, col, dict8, i32t, schema_of, text, ts_type, u8t, u16t, u32t, u64t,
 };
@@ -30,7 +32,7 @@ pub const STACK_DIR: &str = "stack";
 /// Version of the stack table's columns; bumped when a column changes.
 pub const STACK_SCHEMA_VERSION: u32 = 1;
 
-/// Event names, indexed by [`StackRow::event`] (the eBPF programs' numbering).
+/// Event names, indexed by [`StackEvent::event`] (the eBPF programs' numbering).
 /// The last, "interval", is never a row here: in the manifest's and the
 /// stats table's counts its events are stack_intervals rows written and
 /// its losses are updates the kernel's full per-socket map refused.
@@ -70,54 +72,6 @@ pub const TCP_STATES: [&str; 14] = [
 /// A TCP state's name (`ESTABLISHED`, ...).
 pub fn state_name(s: u8) -> &'static str {
     TCP_STATES.get(s as usize).copied().unwrap_or("UNKNOWN")
-}
-
-/// A socket's TCP state at the event (MAGNeT's "TCP extra data").
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct TcpInfo {
-    pub snd_cwnd: u32,
-    pub ssthresh: u32,
-    pub srtt_us: u32,
-    pub rttvar_us: u32,
-    pub snd_wnd: u32,
-    pub rcv_wnd: u32,
-    pub snd_nxt: u32,
-    pub snd_una: u32,
-    pub packets_out: u32,
-    pub in_flight: u32,
-    pub total_retrans: u32,
-}
-
-/// One event. `None` is a null: a field the event type does not have.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct StackRow {
-    /// ns since the epoch (the kernel's monotonic clock moved onto the
-    /// wall clock by the offset measured when recording started).
-    pub ts_ns: i64,
-    /// Index into [`EVENT_NAMES`].
-    pub event: u8,
-    pub pid: Option<u32>,
-    pub tid: Option<u32>,
-    pub comm: Option<[u8; 16]>,
-    pub cookie: Option<u64>,
-    pub netns: u32,
-    pub family: u8,
-    pub proto: u8,
-    pub local_addr: Option<[u8; 16]>,
-    pub local_port: Option<u16>,
-    pub remote_addr: Option<[u8; 16]>,
-    pub remote_port: Option<u16>,
-    pub bytes: Option<u32>,
-    pub payload: Option<u32>,
-    pub seq: Option<u64>,
-    pub ack: Option<u32>,
-    pub state: Option<u8>,
-    pub old_state: Option<u8>,
-    pub tcp: Option<TcpInfo>,
-    pub ifindex: Option<u32>,
-    pub dev: Option<[u8; 16]>,
-    pub ret: Option<i32>,
-    pub tcp_flags: Option<u8>,
 }
 
 /// The columns, in file order. Only `ts`, `event`, `netns`, `family` and
@@ -287,7 +241,7 @@ struct Builders {
     ack: UInt32Builder,
     state: StringDictionaryBuilder<Int8Type>,
     old_state: StringDictionaryBuilder<Int8Type>,
-    /// The eleven TCP columns, in [`TcpInfo`]'s order.
+    /// The eleven TCP columns, in [`TcpInfo`](::stack::event::TcpInfo)'s order.
     tcp: Vec<UInt32Builder>,
     ifindex: UInt32Builder,
     dev: StringBuilder,
@@ -327,9 +281,9 @@ impl Builders {
 }
 
 impl RowBuilders for Builders {
-    type Row = StackRow;
+    type Row = StackEvent;
 
-    fn push(&mut self, r: &StackRow) {
+    fn push(&mut self, r: &StackEvent) {
         fn addr(b: &mut FixedSizeBinaryBuilder, a: &Option<[u8; 16]>) {
             match a {
                 // The builder was made for 16-byte values, so this cannot fail.
@@ -463,7 +417,7 @@ impl StackWriter {
         }
     }
 
-    pub fn push(&mut self, row: &StackRow) -> Result<(), StoreError> {
+    pub fn push(&mut self, row: &StackEvent) -> Result<(), StoreError> {
         self.table.push(row)?;
         self.rows_in_file += 1;
         if self.rows_in_file >= self.rotate_rows {
@@ -500,8 +454,8 @@ mod tests {
         let mut w = StackWriter::new(&dir, 3);
         let mut comm = [0u8; 16];
         comm[..4].copy_from_slice(b"curl");
-        let rows: Vec<StackRow> = (0..7u32)
-            .map(|i| StackRow {
+        let rows: Vec<StackEvent> = (0..7u32)
+            .map(|i| StackEvent {
                 ts_ns: 1_000 + i as i64,
                 event: (i % 11) as u8,
                 pid: (i % 2 == 0).then_some(100 + i),
@@ -513,7 +467,7 @@ mod tests {
                 bytes: Some(i * 10),
                 seq: Some((1u64 << 32) + i as u64),
                 state: Some(1),
-                tcp: (i == 3).then(|| TcpInfo {
+                tcp: (i == 3).then(|| ::stack::event::TcpInfo {
                     snd_cwnd: 10,
                     srtt_us: 250,
                     ..Default::default()
