@@ -1,4 +1,4 @@
-//! weir's column scan (`store::decode`) over Parquet files whose pages are
+//! weir's column scan (`pqcodec::decode`) over Parquet files whose pages are
 //! hostile: a valid file's footer is kept (the parquet crate reads and
 //! checks it before the scan starts) and the input is XORed onto its page
 //! bytes, so every page header, level run, dictionary, code and delta block
@@ -14,7 +14,7 @@ use libfuzzer_sys::fuzz_target;
 use parquet::arrow::ArrowWriter;
 use parquet::basic::{Compression, Encoding, ZstdLevel};
 use parquet::file::properties::{WriterProperties, WriterVersion};
-use store::decode::scan::TableScan;
+use pqcodec::decode::scan::TableScan;
 
 const COLUMNS: [&str; 5] = ["a", "b", "c", "d", "e"];
 

@@ -9,7 +9,7 @@
 
 use std::time::Instant;
 
-use store::encode::{ColumnEncoder, ColumnSpec, EncodeOptions, Mode, Value};
+use pqcodec::encode::{ColumnEncoder, ColumnSpec, EncodeOptions, Mode, Value};
 use weir_bench::spread;
 
 const PAGE_ROWS: usize = 64 * 1024;

@@ -6,57 +6,29 @@
 //! documented in [`DNS_COLUMNS`], [`TLS_COLUMNS`], [`HTTP_COLUMNS`] and
 //! docs/DESIGN.md.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 
 use app::{DnsRecord, HttpRecord, TlsRecord};
+use arrow_array::ArrayRef;
 use arrow_array::builder::{
     FixedSizeBinaryBuilder, Int64Builder, ListBuilder, StringBuilder, TimestampNanosecondBuilder,
     UInt8Builder, UInt16Builder, UInt32Builder, UInt64Builder,
 };
-use arrow_array::{ArrayRef, RecordBatch};
-use arrow_schema::{DataType, Field, Schema, SchemaRef};
+use arrow_schema::SchemaRef;
 
+use crate::columns::{
+    Column, addr, addrs, col, i64t, schema_of, text, texts, ts_type, u8t, u16s, u16t, u32s, u32t,
+    u64t,
+};
 use crate::error::StoreError;
-use crate::rpc::TableColumn;
-use crate::schema::{addr, text, ts_type, u8t, u16t, u32t, u64t};
-use crate::table::{TableFiles, writer_properties};
+use crate::table::{BatchTable, RowBuilders, TableFiles, writer_properties};
 
 pub const DNS_DIR: &str = "dns";
 pub const TLS_DIR: &str = "tls";
 pub const HTTP_DIR: &str = "http";
 /// Version of the three tables' columns.
 pub const APP_SCHEMA_VERSION: u32 = 1;
-
-fn i64t() -> DataType {
-    DataType::Int64
-}
-fn list(t: DataType) -> DataType {
-    DataType::List(Arc::new(Field::new("item", t, true)))
-}
-fn texts() -> DataType {
-    list(DataType::Utf8)
-}
-fn u16s() -> DataType {
-    list(DataType::UInt16)
-}
-fn u32s() -> DataType {
-    list(DataType::UInt32)
-}
-fn addrs() -> DataType {
-    list(DataType::FixedSizeBinary(16))
-}
-
-macro_rules! col {
-    ($name:literal, $ty:ident, $nullable:literal, $doc:literal) => {
-        TableColumn {
-            name: $name,
-            data_type: $ty,
-            nullable: $nullable,
-            doc: $doc,
-        }
-    };
-}
 
 /// A table's columns: those every table starts with (when, and between
 /// whom), then its own.
@@ -85,7 +57,7 @@ macro_rules! with_ends {
     };
 }
 
-pub const DNS_COLUMNS: &[TableColumn] = with_ends!(
+pub const DNS_COLUMNS: &[Column] = with_ends!(
     "the query's time, or the response's for a response without its query",
     [
         col!("id", u16t, false, "the transaction id"),
@@ -148,7 +120,7 @@ pub const DNS_COLUMNS: &[TableColumn] = with_ends!(
     ]
 );
 
-pub const TLS_COLUMNS: &[TableColumn] = with_ends!(
+pub const TLS_COLUMNS: &[Column] = with_ends!(
     "the time the ClientHello was complete",
     [
         col!(
@@ -206,7 +178,7 @@ pub const TLS_COLUMNS: &[TableColumn] = with_ends!(
     ]
 );
 
-pub const HTTP_COLUMNS: &[TableColumn] = with_ends!(
+pub const HTTP_COLUMNS: &[Column] = with_ends!(
     "the time the request's head was complete",
     [
         col!("method", text, false, "the request's method"),
@@ -237,14 +209,6 @@ pub const HTTP_COLUMNS: &[TableColumn] = with_ends!(
         col!("latency_ns", i64t, true, "response_ts - ts, ns"),
     ]
 );
-
-fn schema_of(cols: &[TableColumn]) -> SchemaRef {
-    Arc::new(Schema::new(
-        cols.iter()
-            .map(|c| Field::new(c.name, (c.data_type)(), c.nullable))
-            .collect::<Vec<_>>(),
-    ))
-}
 
 pub fn dns_schema() -> SchemaRef {
     schema_of(DNS_COLUMNS)
@@ -356,6 +320,10 @@ impl DnsBuilders {
             latency: Int64Builder::new(),
         }
     }
+}
+
+impl RowBuilders for DnsBuilders {
+    type Row = DnsRecord;
 
     fn push(&mut self, r: &DnsRecord) {
         self.ends.push(r.ts(), &r.ends);
@@ -464,6 +432,10 @@ impl TlsBuilders {
             latency: Int64Builder::new(),
         }
     }
+}
+
+impl RowBuilders for TlsBuilders {
+    type Row = TlsRecord;
 
     fn push(&mut self, r: &TlsRecord) {
         let h = &r.hello;
@@ -557,6 +529,10 @@ impl HttpBuilders {
             latency: Int64Builder::new(),
         }
     }
+}
+
+impl RowBuilders for HttpBuilders {
+    type Row = HttpRecord;
 
     fn push(&mut self, r: &HttpRecord) {
         let q = &r.request;
@@ -600,24 +576,12 @@ impl HttpBuilders {
 /// Rows held before they are written as a batch.
 const BATCH_ROWS: usize = 8192;
 
-/// One of the three tables: its builders, rows pending, files.
-struct Table<B> {
-    builders: B,
-    rows: usize,
-    files: Option<TableFiles>,
-    schema: SchemaRef,
-    dir: &'static str,
-}
-
 /// Writes the dns, tls and http tables of one writer (a conversion's
 /// source, a capture's worker) into `DIR/{dns,tls,http}/app-WWWWW-NNNNN.parquet`.
 pub struct AppWriter {
-    root: PathBuf,
-    writer_id: u16,
-    rotate_rows: u64,
-    dns: Table<DnsBuilders>,
-    tls: Table<TlsBuilders>,
-    http: Table<HttpBuilders>,
+    dns: BatchTable<DnsBuilders>,
+    tls: BatchTable<TlsBuilders>,
+    http: BatchTable<HttpBuilders>,
 }
 
 /// The files an [`AppWriter`] wrote, by table.
@@ -628,129 +592,48 @@ pub struct AppFiles {
     pub http: Vec<String>,
 }
 
-fn table<B>(builders: B, schema: SchemaRef, dir: &'static str) -> Table<B> {
-    Table {
-        builders,
-        rows: 0,
-        files: None,
-        schema,
-        dir,
-    }
-}
-
 impl AppWriter {
     pub fn new(root: &Path, writer_id: u16, rotate_rows: u64) -> Self {
+        let files = |dir: &'static str, schema: SchemaRef| {
+            TableFiles::new(
+                &root.join(dir),
+                dir,
+                format!("app-{writer_id:05}"),
+                schema,
+                writer_properties(dir, APP_SCHEMA_VERSION, &["ts"]),
+                rotate_rows,
+            )
+        };
         AppWriter {
-            root: root.to_path_buf(),
-            writer_id,
-            rotate_rows,
-            dns: table(DnsBuilders::new(), dns_schema(), DNS_DIR),
-            tls: table(TlsBuilders::new(), tls_schema(), TLS_DIR),
-            http: table(HttpBuilders::new(), http_schema(), HTTP_DIR),
+            dns: BatchTable::new(DnsBuilders::new(), files(DNS_DIR, dns_schema()), BATCH_ROWS),
+            tls: BatchTable::new(TlsBuilders::new(), files(TLS_DIR, tls_schema()), BATCH_ROWS),
+            http: BatchTable::new(
+                HttpBuilders::new(),
+                files(HTTP_DIR, http_schema()),
+                BATCH_ROWS,
+            ),
         }
     }
 
     pub fn push_dns(&mut self, r: &DnsRecord) -> Result<(), StoreError> {
-        self.dns.builders.push(r);
-        self.dns.rows += 1;
-        if self.dns.rows >= BATCH_ROWS {
-            let cols = self.dns.builders.finish();
-            self.write(Which::Dns, cols)?;
-        }
-        Ok(())
+        self.dns.push(r)
     }
 
     pub fn push_tls(&mut self, r: &TlsRecord) -> Result<(), StoreError> {
-        self.tls.builders.push(r);
-        self.tls.rows += 1;
-        if self.tls.rows >= BATCH_ROWS {
-            let cols = self.tls.builders.finish();
-            self.write(Which::Tls, cols)?;
-        }
-        Ok(())
+        self.tls.push(r)
     }
 
     pub fn push_http(&mut self, r: &HttpRecord) -> Result<(), StoreError> {
-        self.http.builders.push(r);
-        self.http.rows += 1;
-        if self.http.rows >= BATCH_ROWS {
-            let cols = self.http.builders.finish();
-            self.write(Which::Http, cols)?;
-        }
-        Ok(())
-    }
-
-    fn write(&mut self, which: Which, cols: Vec<ArrayRef>) -> Result<(), StoreError> {
-        let (rows, files, schema, dir) = match which {
-            Which::Dns => (
-                &mut self.dns.rows,
-                &mut self.dns.files,
-                &self.dns.schema,
-                self.dns.dir,
-            ),
-            Which::Tls => (
-                &mut self.tls.rows,
-                &mut self.tls.files,
-                &self.tls.schema,
-                self.tls.dir,
-            ),
-            Which::Http => (
-                &mut self.http.rows,
-                &mut self.http.files,
-                &self.http.schema,
-                self.http.dir,
-            ),
-        };
-        if *rows == 0 {
-            return Ok(());
-        }
-        *rows = 0;
-        let path = self.root.join(dir);
-        let batch =
-            RecordBatch::try_new(schema.clone(), cols).map_err(|e| StoreError::Invalid {
-                path: path.clone(),
-                message: format!(
-                    "building a {dir} batch: {e}; this is a bug in weir, please report it"
-                ),
-            })?;
-        if files.is_none() {
-            crate::files::create_dirs(&path)?;
-            *files = Some(TableFiles::new(
-                &path,
-                dir,
-                format!("app-{:05}", self.writer_id),
-                schema.clone(),
-                writer_properties(dir, APP_SCHEMA_VERSION, &["ts"]),
-                self.rotate_rows,
-            ));
-        }
-        match files {
-            Some(f) => f.write(&batch),
-            None => Ok(()),
-        }
+        self.http.push(r)
     }
 
     /// Writes what is pending and closes the files; returns their
     /// dataset-relative names.
-    pub fn finish(mut self) -> Result<AppFiles, StoreError> {
-        let cols = self.dns.builders.finish();
-        self.write(Which::Dns, cols)?;
-        let cols = self.tls.builders.finish();
-        self.write(Which::Tls, cols)?;
-        let cols = self.http.builders.finish();
-        self.write(Which::Http, cols)?;
-        let done = |t: Option<TableFiles>| t.map_or(Ok(Vec::new()), TableFiles::finish);
+    pub fn finish(self) -> Result<AppFiles, StoreError> {
         Ok(AppFiles {
-            dns: done(self.dns.files.take())?,
-            tls: done(self.tls.files.take())?,
-            http: done(self.http.files.take())?,
+            dns: self.dns.finish()?,
+            tls: self.tls.finish()?,
+            http: self.http.finish()?,
         })
     }
-}
-
-#[derive(Clone, Copy)]
-enum Which {
-    Dns,
-    Tls,
-    Http,
 }

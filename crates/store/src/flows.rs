@@ -32,11 +32,11 @@ use arrow_array::{
 };
 use arrow_schema::{DataType, Field, Schema, SchemaRef};
 use parquet::arrow::ArrowWriter;
-use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use wire::{Has, PacketFields, ParseError};
 
 use crate::error::StoreError;
 use crate::files::create_file;
+use crate::read::read_batches;
 use util::fasthash::FastMap;
 
 /// The flows table's directory in a dataset.
@@ -807,13 +807,8 @@ fn read_flows_from<R: parquet::file::reader::ChunkReader + 'static>(
     f: R,
     out: &mut Vec<FlowSlice>,
 ) -> Result<(), StoreError> {
-    let builder =
-        ParquetRecordBatchReaderBuilder::try_new(f).map_err(|e| StoreError::parquet(path, e))?;
-    out.reserve(builder.metadata().file_metadata().num_rows().max(0) as usize);
-    let reader = builder
-        .with_batch_size(64 * 1024)
-        .build()
-        .map_err(|e| StoreError::parquet(path, e))?;
+    let (reader, rows) = read_batches(path, f, &[], None)?;
+    out.reserve(rows as usize);
     for batch in reader {
         let batch = batch.map_err(|e| StoreError::io(path, std::io::Error::other(e)))?;
         batch_to_slices(&batch, out).map_err(|e| StoreError::io(path, std::io::Error::other(e)))?;
@@ -868,14 +863,7 @@ pub fn read_flow_rows(path: &Path, mut each: impl FnMut(&FlowRow)) -> Result<(),
         "b_parse_errors",
     ];
     let bytes = bytes::Bytes::from(std::fs::read(path).map_err(|e| StoreError::io(path, e))?);
-    let builder = ParquetRecordBatchReaderBuilder::try_new(bytes)
-        .map_err(|e| StoreError::parquet(path, e))?;
-    let mask = parquet::arrow::ProjectionMask::columns(builder.parquet_schema(), COLUMNS);
-    let reader = builder
-        .with_projection(mask)
-        .with_batch_size(64 * 1024)
-        .build()
-        .map_err(|e| StoreError::parquet(path, e))?;
+    let (reader, _) = read_batches(path, bytes, &COLUMNS, None)?;
     let invalid = |message: String| StoreError::Invalid {
         path: path.to_path_buf(),
         message,

@@ -21,13 +21,15 @@
 //!
 //! Files are written under a hidden temporary name and renamed into place
 //! when complete, so a reader never sees half a file.
+//!
+//! Every table names its columns once ([`columns::Column`]) and is
+//! written through one of [`table`]'s writers; the Parquet encoders and
+//! the column reader are the `pqcodec` crate's.
 
 pub mod app;
+pub mod columns;
 pub mod dataset;
-pub mod decode;
-pub mod encode;
 mod error;
-pub mod files;
 pub mod flows;
 pub mod identify;
 pub mod index;
@@ -44,6 +46,12 @@ pub mod stack_intervals;
 pub mod stats;
 pub mod table;
 pub mod time;
+
+/// The column reader the hand-written analyses scan the tables with
+/// (weir's Parquet codec, `pqcodec`).
+pub use pqcodec::decode;
+/// Creating a dataset's files and directories, private to owner and group.
+pub use pqcodec::files;
 
 pub use dataset::Dataset;
 pub use error::StoreError;

@@ -8,11 +8,11 @@ use parquet::file::metadata::{KeyValue, SortingColumn};
 use parquet::file::properties::WriterProperties;
 use wire::{Has, PacketFields, PacketRecord, ParseError, Tunnel, TunnelFields, TunnelHas};
 
-use crate::encode::file::EncodedFile;
-use crate::encode::{ColumnEncoder, ColumnSpec, EncodeOptions, EncodedChunk, Mode};
 use crate::error::StoreError;
 use crate::flows::{FLOWS_DIR, FlowSlicer, flows_path_for, write_flow_file};
 use crate::schema::{PACKET_COLUMNS, PACKET_SCHEMA_VERSION, packet_schema};
+use pqcodec::encode::file::EncodedFile;
+use pqcodec::encode::{ColumnEncoder, ColumnSpec, EncodeOptions, EncodedChunk, Mode};
 
 /// Order of rows inside a row group.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]

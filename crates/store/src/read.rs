@@ -7,7 +7,9 @@ use std::path::Path;
 use arrow_array::cast::AsArray;
 use arrow_array::types::{TimestampNanosecondType, UInt8Type, UInt16Type, UInt32Type, UInt64Type};
 use arrow_array::{Array, RecordBatch};
-use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+use parquet::arrow::ProjectionMask;
+use parquet::arrow::arrow_reader::{ParquetRecordBatchReader, ParquetRecordBatchReaderBuilder};
+use parquet::file::reader::ChunkReader;
 use wire::{Has, PacketRecord, ParseError, Tunnel, TunnelHas};
 
 use crate::error::StoreError;
@@ -20,26 +22,61 @@ pub fn file_schema(path: &Path) -> Result<arrow_schema::SchemaRef, StoreError> {
     Ok(b.schema().clone())
 }
 
-/// Every record of one packet file, in file order.
-pub fn read_packet_file(path: &Path) -> Result<Vec<PacketRecord>, StoreError> {
-    let file = File::open(path).map_err(|e| StoreError::io(path, e))?;
-    let reader = ParquetRecordBatchReaderBuilder::try_new(file)
-        .map_err(|e| StoreError::parquet(path, e))?
-        .with_batch_size(64 * 1024)
+/// Rows per batch of [`read_batches`].
+const BATCH_ROWS: usize = 64 * 1024;
+
+/// Every table's reader through arrow-rs: the batches of the Parquet
+/// file `file` (`path` names it in errors), 64 Ki rows each, of the
+/// columns `columns` only (all of them when it is empty) and the row
+/// groups `row_groups` only (all when `None`); and the file's row count.
+pub fn read_batches<R: ChunkReader + 'static>(
+    path: &Path,
+    file: R,
+    columns: &[&str],
+    row_groups: Option<Vec<usize>>,
+) -> Result<(ParquetRecordBatchReader, u64), StoreError> {
+    let mut b =
+        ParquetRecordBatchReaderBuilder::try_new(file).map_err(|e| StoreError::parquet(path, e))?;
+    let rows = b.metadata().file_metadata().num_rows().max(0) as u64;
+    if !columns.is_empty() {
+        let mask = ProjectionMask::columns(b.parquet_schema(), columns.iter().copied());
+        b = b.with_projection(mask);
+    }
+    if let Some(groups) = row_groups {
+        b = b.with_row_groups(groups);
+    }
+    let reader = b
+        .with_batch_size(BATCH_ROWS)
         .build()
         .map_err(|e| StoreError::parquet(path, e))?;
+    Ok((reader, rows))
+}
+
+/// Every record of one packet file, in file order.
+pub fn read_packet_file(path: &Path) -> Result<Vec<PacketRecord>, StoreError> {
     let mut out = Vec::new();
-    for batch in reader {
-        let batch = batch.map_err(|e| StoreError::Invalid {
-            path: path.to_path_buf(),
-            message: e.to_string(),
-        })?;
-        append_records(&batch, &mut out).map_err(|message| StoreError::Invalid {
-            path: path.to_path_buf(),
-            message,
-        })?;
-    }
+    append_file_records(path, None, &mut out)?;
     Ok(out)
+}
+
+/// The records of the packet file at `path` (of its row groups
+/// `row_groups`, or all), appended to `out`.
+fn append_file_records(
+    path: &Path,
+    row_groups: Option<Vec<usize>>,
+    out: &mut Vec<PacketRecord>,
+) -> Result<(), StoreError> {
+    let file = File::open(path).map_err(|e| StoreError::io(path, e))?;
+    let (reader, _) = read_batches(path, file, &[], row_groups)?;
+    let invalid = |message: String| StoreError::Invalid {
+        path: path.to_path_buf(),
+        message,
+    };
+    for batch in reader {
+        let batch = batch.map_err(|e| invalid(e.to_string()))?;
+        append_records(&batch, out).map_err(invalid)?;
+    }
+    Ok(())
 }
 
 /// Where each record of one packet file points in the pcap files:
@@ -59,19 +96,12 @@ pub fn pcap_pointers_in(
     pcap_pointers(Path::new(name), data)
 }
 
-fn pcap_pointers<R: parquet::file::reader::ChunkReader + 'static>(
+fn pcap_pointers<R: ChunkReader + 'static>(
     path: &Path,
     file: R,
 ) -> Result<Vec<(u32, u64, u16)>, StoreError> {
-    let b =
-        ParquetRecordBatchReaderBuilder::try_new(file).map_err(|e| StoreError::parquet(path, e))?;
     let want = ["pcap_file", "pcap_offset", "iface"];
-    let mask = parquet::arrow::ProjectionMask::columns(b.parquet_schema(), want);
-    let reader = b
-        .with_projection(mask)
-        .with_batch_size(64 * 1024)
-        .build()
-        .map_err(|e| StoreError::parquet(path, e))?;
+    let (reader, _) = read_batches(path, file, &want, None)?;
     let invalid = |message: String| StoreError::Invalid {
         path: path.to_path_buf(),
         message,
@@ -292,22 +322,5 @@ pub fn read_row_group(
     row_group: usize,
     out: &mut Vec<PacketRecord>,
 ) -> Result<(), StoreError> {
-    let file = File::open(path).map_err(|e| StoreError::io(path, e))?;
-    let reader = ParquetRecordBatchReaderBuilder::try_new(file)
-        .map_err(|e| StoreError::parquet(path, e))?
-        .with_row_groups(vec![row_group])
-        .with_batch_size(64 * 1024)
-        .build()
-        .map_err(|e| StoreError::parquet(path, e))?;
-    for batch in reader {
-        let batch = batch.map_err(|e| StoreError::Invalid {
-            path: path.to_path_buf(),
-            message: e.to_string(),
-        })?;
-        append_records(&batch, out).map_err(|message| StoreError::Invalid {
-            path: path.to_path_buf(),
-            message,
-        })?;
-    }
-    Ok(())
+    append_file_records(path, Some(vec![row_group]), out)
 }

@@ -15,7 +15,6 @@ use arrow_array::{
 };
 use arrow_schema::DataType;
 use parquet::arrow::ArrowWriter;
-use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use parquet::basic::{Compression, ZstdLevel};
 use parquet::file::properties::WriterProperties;
 
@@ -86,9 +85,7 @@ pub fn rewrite_file<'a>(
     plan: &dyn Fn(&str, &str) -> Option<Rewrite<'a>>,
 ) -> Result<(), StoreError> {
     let file = File::open(from).map_err(|e| StoreError::io(from, e))?;
-    let reader = ParquetRecordBatchReaderBuilder::try_new(file)
-        .and_then(|b| b.with_batch_size(64 * 1024).build())
-        .map_err(|e| StoreError::parquet(from, e))?;
+    let (reader, _) = crate::read::read_batches(from, file, &[], None)?;
     let schema = reader.schema();
     let part = to.with_file_name(format!(
         ".{}.part",

@@ -5,19 +5,16 @@
 //! joined to its call by `rpc_id = rpc.id`. Columns are documented in
 //! [`RPC_COLUMNS`], [`NFS_COLUMNS`] and docs/RPC.md.
 
-use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::path::Path;
 
-use arrow_schema::{DataType, Field, Schema, SchemaRef};
-use parquet::file::properties::WriterProperties;
+use arrow_schema::SchemaRef;
+use pqcodec::encode::{ColumnEncoder, ColumnSpec, EncodeOptions, Mode, TextEncoder, Value};
 
-use crate::encode::file::EncodedFile;
-use crate::encode::{
-    ColumnEncoder, ColumnSet, ColumnSpec, EncodeOptions, Mode, TextEncoder, Value,
+use crate::columns::{
+    Column, addr, boolt, col, dict16, i64t, schema_of, text, ts_type, u8t, u16t, u32t, u64t,
 };
 use crate::error::StoreError;
-use crate::schema::{addr, text, ts_type, u8t, u16t, u32t, u64t};
-use crate::table::table_metadata;
+use crate::table::{EncodedTable, EncodedTableSpec};
 
 pub const RPC_DIR: &str = "rpc";
 pub const NFS_DIR: &str = "nfs";
@@ -25,36 +22,7 @@ pub const NFS_DIR: &str = "nfs";
 /// 2: file handles hashed with XXH3-64 (1: FNV-1a).
 pub const RPC_SCHEMA_VERSION: u32 = 2;
 
-/// One column: name, type, nullable, what it holds.
-pub struct TableColumn {
-    pub name: &'static str,
-    pub data_type: fn() -> DataType,
-    pub nullable: bool,
-    pub doc: &'static str,
-}
-
-fn dict() -> DataType {
-    DataType::Dictionary(Box::new(DataType::Int16), Box::new(DataType::Utf8))
-}
-fn i64t() -> DataType {
-    DataType::Int64
-}
-fn boolt() -> DataType {
-    DataType::Boolean
-}
-
-macro_rules! col {
-    ($name:literal, $ty:ident, $nullable:literal, $doc:literal) => {
-        TableColumn {
-            name: $name,
-            data_type: $ty,
-            nullable: $nullable,
-            doc: $doc,
-        }
-    };
-}
-
-pub const RPC_COLUMNS: &[TableColumn] = &[
+pub const RPC_COLUMNS: &[Column] = &[
     col!(
         "id",
         u64t,
@@ -95,7 +63,7 @@ pub const RPC_COLUMNS: &[TableColumn] = &[
     col!("client_port", u16t, false, "the caller's port"),
     col!("server", addr, false, "the server's address"),
     col!("server_port", u16t, false, "the server's port"),
-    col!("transport", dict, false, "tcp or udp"),
+    col!("transport", dict16, false, "tcp or udp"),
     col!("xid", u32t, false, "the transaction id"),
     col!(
         "program",
@@ -107,13 +75,13 @@ pub const RPC_COLUMNS: &[TableColumn] = &[
     col!("procedure", u32t, true, "procedure number"),
     col!(
         "program_name",
-        dict,
+        dict16,
         true,
         "the program's name, where weir knows it"
     ),
     col!(
         "procedure_name",
-        dict,
+        dict16,
         true,
         "the procedure's name (NFSv4: COMPOUND)"
     ),
@@ -127,7 +95,7 @@ pub const RPC_COLUMNS: &[TableColumn] = &[
     col!("gid", u32t, true, "AUTH_SYS gid"),
     col!(
         "reply_stat",
-        dict,
+        dict16,
         true,
         "accepted or denied; null without a reply"
     ),
@@ -165,7 +133,7 @@ pub const RPC_COLUMNS: &[TableColumn] = &[
     col!("ops", u16t, false, "rows of this call in the nfs table"),
 ];
 
-pub const NFS_COLUMNS: &[TableColumn] = &[
+pub const NFS_COLUMNS: &[Column] = &[
     col!("rpc_id", u64t, false, "the call: rpc.id"),
     col!("ts", ts_type, false, "the call's ts (as rpc.ts)"),
     col!("program", u32t, false, "100003 nfs or 100005 mount"),
@@ -184,7 +152,7 @@ pub const NFS_COLUMNS: &[TableColumn] = &[
     ),
     col!(
         "op_name",
-        dict,
+        dict16,
         false,
         "its name (READ, LOOKUP, PUTFH, MNT, ...)"
     ),
@@ -251,14 +219,6 @@ pub const NFS_COLUMNS: &[TableColumn] = &[
     ),
 ];
 
-fn schema_of(cols: &[TableColumn]) -> SchemaRef {
-    Arc::new(Schema::new(
-        cols.iter()
-            .map(|c| Field::new(c.name, (c.data_type)(), c.nullable))
-            .collect::<Vec<_>>(),
-    ))
-}
-
 pub fn rpc_schema() -> SchemaRef {
     schema_of(RPC_COLUMNS)
 }
@@ -277,7 +237,7 @@ pub const ROW_GROUP_ROWS: u64 = 1 << 16;
 const DICT: Mode = Mode::Dictionary;
 const DELTA: Mode = Mode::Delta;
 
-crate::column_set! {
+pqcodec::column_set! {
     /// The rpc table's encoders.
     struct RpcColumns for RPC_COLUMNS, |o| {
         id: ColumnEncoder<u64> = ColumnEncoder::new(ColumnSpec::new(false, DELTA), o),
@@ -312,7 +272,7 @@ crate::column_set! {
     }
 }
 
-crate::column_set! {
+pqcodec::column_set! {
     /// The nfs table's encoders.
     struct NfsColumns for NFS_COLUMNS, |o| {
         rpc_id: ColumnEncoder<u64> = ColumnEncoder::new(ColumnSpec::new(false, DELTA), o),
@@ -557,129 +517,6 @@ impl NfsColumns {
     }
 }
 
-/// One table's rotated files `DIR/PREFIX-NNNNN.parquet`, fed row by row
-/// through its encoders (`C`).
-struct TableOut<C> {
-    dir: PathBuf,
-    table: &'static str,
-    prefix: String,
-    schema: SchemaRef,
-    opts: EncodeOptions,
-    rotate_rows: u64,
-    cols: C,
-    file: Option<EncodedFile>,
-    /// Rows in the open file, and in its open row group and page.
-    in_file: u64,
-    in_group: u64,
-    in_page: usize,
-    seq: u32,
-    files: Vec<String>,
-}
-
-impl<C: ColumnSet> TableOut<C> {
-    fn new(
-        root: &Path,
-        table: &'static str,
-        prefix: String,
-        schema: SchemaRef,
-        cols: C,
-        opts: EncodeOptions,
-        rotate_rows: u64,
-    ) -> Self {
-        TableOut {
-            dir: root.join(table),
-            table,
-            prefix,
-            schema,
-            opts,
-            rotate_rows: rotate_rows.max(1),
-            cols,
-            file: None,
-            in_file: 0,
-            in_group: 0,
-            in_page: 0,
-            seq: 0,
-            files: Vec::new(),
-        }
-    }
-
-    /// The file rows go to now (opened on the first row).
-    #[inline(always)]
-    fn open(&mut self) -> Result<(), StoreError> {
-        if self.file.is_none() {
-            let path = self
-                .dir
-                .join(format!("{}-{:05}.parquet", self.prefix, self.seq));
-            let props = WriterProperties::builder()
-                .set_key_value_metadata(Some(table_metadata(self.table, RPC_SCHEMA_VERSION)));
-            self.file = Some(EncodedFile::create(
-                &path,
-                &self.schema,
-                props,
-                self.opts.zstd_level,
-            )?);
-        }
-        Ok(())
-    }
-
-    /// `n` rows were pushed into the columns: end pages, row groups and
-    /// files where they are due.
-    #[inline(always)]
-    fn rows_added(&mut self, n: usize) -> Result<(), StoreError> {
-        if n == 0 {
-            return Ok(());
-        }
-        self.in_page += n;
-        self.in_group += n as u64;
-        self.in_file += n as u64;
-        if self.in_file >= self.rotate_rows {
-            return self.close_file();
-        }
-        if self.in_group >= ROW_GROUP_ROWS {
-            return self.end_row_group();
-        }
-        if self.in_page >= self.opts.page_rows {
-            self.in_page = 0;
-            if let Some(f) = self.file.as_mut() {
-                let r = self.cols.end_page(f.zstd());
-                r.map_err(|e| StoreError::parquet(f.part_path(), e))?;
-            }
-        }
-        Ok(())
-    }
-
-    fn end_row_group(&mut self) -> Result<(), StoreError> {
-        if self.in_group == 0 {
-            return Ok(());
-        }
-        let Some(f) = self.file.as_mut() else {
-            return Ok(());
-        };
-        let chunks = self
-            .cols
-            .finish(f.zstd())
-            .map_err(|e| StoreError::parquet(f.part_path(), e))?;
-        f.write_row_group(self.in_group as usize, chunks)?;
-        self.in_group = 0;
-        self.in_page = 0;
-        Ok(())
-    }
-
-    fn close_file(&mut self) -> Result<(), StoreError> {
-        self.end_row_group()?;
-        if let Some(f) = self.file.take() {
-            f.finish()?;
-            self.files.push(format!(
-                "{}/{}-{:05}.parquet",
-                self.table, self.prefix, self.seq
-            ));
-            self.seq += 1;
-        }
-        self.in_file = 0;
-        Ok(())
-    }
-}
-
 /// Writes transactions into the dataset's rpc and nfs tables, as
 /// `rpc/rpc-SSSS-NNNNN.parquet` and `nfs/nfs-SSSS-NNNNN.parquet` for
 /// writer number SSSS. Ids are the writer number in the top 16 bits and a
@@ -688,8 +525,8 @@ impl<C: ColumnSet> TableOut<C> {
 /// encoders (as packet records do): through Arrow builders and arrow-rs's
 /// writer they cost about 1.4 µs per call on the NFSv3 trace.
 pub struct RpcWriter {
-    rpc: TableOut<RpcColumns>,
-    nfs: TableOut<NfsColumns>,
+    rpc: EncodedTable<RpcColumns>,
+    nfs: EncodedTable<NfsColumns>,
     writer: u16,
     next: u64,
 }
@@ -712,25 +549,18 @@ impl RpcWriter {
             compress: false,
             ..EncodeOptions::default()
         };
+        let spec = |table, schema| EncodedTableSpec {
+            table,
+            prefix: format!("{table}-{writer:04}"),
+            schema,
+            schema_version: RPC_SCHEMA_VERSION,
+            opts,
+            rotate_rows,
+            row_group_rows: ROW_GROUP_ROWS,
+        };
         RpcWriter {
-            rpc: TableOut::new(
-                root,
-                RPC_DIR,
-                format!("rpc-{writer:04}"),
-                rpc_schema(),
-                RpcColumns::new(&opts),
-                opts,
-                rotate_rows,
-            ),
-            nfs: TableOut::new(
-                root,
-                NFS_DIR,
-                format!("nfs-{writer:04}"),
-                nfs_schema(),
-                NfsColumns::new(&opts),
-                opts,
-                rotate_rows,
-            ),
+            rpc: EncodedTable::new(root, spec(RPC_DIR, rpc_schema()), RpcColumns::new(&opts)),
+            nfs: EncodedTable::new(root, spec(NFS_DIR, nfs_schema()), NfsColumns::new(&opts)),
             writer,
             next: 0,
         }
@@ -755,13 +585,12 @@ impl RpcWriter {
         let id = (self.writer as u64) << 48 | self.next;
         self.next += 1;
         let n_ops = ops.len();
-        self.rpc.open()?;
-        self.rpc.cols.push(id, t, n_ops);
-        self.rpc.rows_added(1)?;
+        self.rpc.push_rows(|cols| {
+            cols.push(id, t, n_ops);
+            1
+        })?;
         if let (Some(c), true) = (t.call.as_ref(), n_ops != 0) {
-            self.nfs.open()?;
-            let n = self.nfs.cols.push(id, t, c, ops);
-            self.nfs.rows_added(n)?;
+            self.nfs.push_rows(|cols| cols.push(id, t, c, ops))?;
         }
         Ok(())
     }
@@ -773,9 +602,7 @@ impl RpcWriter {
 
     /// Closes the files; returns the dataset-relative names written (rpc
     /// files, nfs files).
-    pub fn finish(mut self) -> Result<(Vec<String>, Vec<String>), StoreError> {
-        self.rpc.close_file()?;
-        self.nfs.close_file()?;
-        Ok((self.rpc.files, self.nfs.files))
+    pub fn finish(self) -> Result<(Vec<String>, Vec<String>), StoreError> {
+        Ok((self.rpc.finish()?, self.nfs.finish()?))
     }
 }

@@ -1,10 +1,10 @@
 //! The packet table's schema: one row per frame (DESIGN.md, "The packet
 //! record").
 
-use std::sync::Arc;
-
-use arrow_schema::{DataType, Field, Schema, SchemaRef, TimeUnit};
+use arrow_schema::SchemaRef;
 use wire::Has;
+
+use crate::columns::{Column, addr, mac, schema_of, text, ts_type, u8t, u16t, u32t, u64t};
 
 /// Version of the packet table's columns; bumped when a column changes.
 /// 2: the tunnel columns (`outer_src` .. `tunnel_depth`); the IP and
@@ -19,55 +19,18 @@ pub const PARSE_ERROR_BIT: u16 = 1 << 15;
 /// [`wire::TunnelHas`] bits (or its tunnel kind) rather than [`Has`].
 pub const TUNNEL_BIT: u16 = 1 << 15;
 
-/// One column of the packet table.
-#[derive(Clone, Copy, Debug)]
-pub struct PacketColumn {
-    pub name: &'static str,
-    pub doc: &'static str,
-    pub data_type: fn() -> DataType,
-    /// The presence bit; `None` for columns that are never null.
-    pub presence: Option<u16>,
-}
-
-// Column types, shared with the stack table's schema.
-pub(crate) fn ts_type() -> DataType {
-    DataType::Timestamp(TimeUnit::Nanosecond, Some("UTC".into()))
-}
-pub(crate) fn u8t() -> DataType {
-    DataType::UInt8
-}
-pub(crate) fn u16t() -> DataType {
-    DataType::UInt16
-}
-pub(crate) fn u32t() -> DataType {
-    DataType::UInt32
-}
-pub(crate) fn u64t() -> DataType {
-    DataType::UInt64
-}
-fn mac() -> DataType {
-    DataType::FixedSizeBinary(6)
-}
-pub(crate) fn addr() -> DataType {
-    DataType::FixedSizeBinary(16)
-}
-pub(crate) fn text() -> DataType {
-    DataType::Utf8
-}
-
+/// `col!(name, type, presence, doc)`: a column of the packet table, null
+/// where its presence bit (the record's [`Has`] bit, or one of the bits
+/// above) is clear; `None` for columns that are never null. The bits are
+/// the writer's (`packets.rs`); here they say which columns may be null.
 macro_rules! col {
     ($name:literal, $ty:ident, $presence:expr, $doc:literal) => {
-        PacketColumn {
-            name: $name,
-            doc: $doc,
-            data_type: $ty,
-            presence: $presence,
-        }
+        crate::columns::col!($name, $ty, Option::<u16>::is_some(&$presence), $doc)
     };
 }
 
 /// The columns, in file order.
-pub const PACKET_COLUMNS: &[PacketColumn] = &[
+pub const PACKET_COLUMNS: &[Column] = &[
     col!("ts", ts_type, None, "arrival time, ns since the epoch, UTC"),
     col!("wire_len", u32t, None, "frame length on the wire"),
     col!("cap_len", u32t, None, "bytes of the frame captured"),
@@ -221,9 +184,5 @@ pub const PACKET_COLUMNS: &[PacketColumn] = &[
 
 /// The Arrow schema of the packet table.
 pub fn packet_schema() -> SchemaRef {
-    let fields: Vec<Field> = PACKET_COLUMNS
-        .iter()
-        .map(|c| Field::new(c.name, (c.data_type)(), c.presence.is_some()))
-        .collect();
-    Arc::new(Schema::new(fields))
+    schema_of(PACKET_COLUMNS)
 }

@@ -7,20 +7,24 @@
 //! Written with arrow-rs's own writer: tens to hundreds of thousands of
 //! events a second, not millions, so the generic writer keeps up.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 
+use arrow_array::ArrayRef;
 use arrow_array::builder::{
     FixedSizeBinaryBuilder, Int32Builder, StringBuilder, StringDictionaryBuilder,
     TimestampNanosecondBuilder, UInt8Builder, UInt16Builder, UInt32Builder, UInt64Builder,
 };
 use arrow_array::types::Int8Type;
-use arrow_array::{ArrayRef, RecordBatch};
-use arrow_schema::{DataType, Field, Schema, SchemaRef};
+use arrow_schema::SchemaRef;
 
+use ::stack::event::StackEvent;
+
+use crate::columns::{
+    Column, addr, col, dict8, i32t, schema_of, text, ts_type, u8t, u16t, u32t, u64t,
+};
 use crate::error::StoreError;
-use crate::schema::{addr, text, ts_type, u8t, u16t, u32t, u64t};
-use crate::table::{TableFiles, writer_properties};
+use crate::table::{BatchTable, RowBuilders, TableFiles, writer_properties};
 
 /// Where the table lives in a dataset.
 pub const STACK_DIR: &str = "stack";
@@ -28,7 +32,7 @@ pub const STACK_DIR: &str = "stack";
 /// Version of the stack table's columns; bumped when a column changes.
 pub const STACK_SCHEMA_VERSION: u32 = 1;
 
-/// Event names, indexed by [`StackRow::event`] (the eBPF programs' numbering).
+/// Event names, indexed by [`StackEvent::event`] (the eBPF programs' numbering).
 /// The last, "interval", is never a row here: in the manifest's and the
 /// stats table's counts its events are stack_intervals rows written and
 /// its losses are updates the kernel's full per-socket map refused.
@@ -70,187 +74,143 @@ pub fn state_name(s: u8) -> &'static str {
     TCP_STATES.get(s as usize).copied().unwrap_or("UNKNOWN")
 }
 
-/// A socket's TCP state at the event (MAGNeT's "TCP extra data").
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct TcpInfo {
-    pub snd_cwnd: u32,
-    pub ssthresh: u32,
-    pub srtt_us: u32,
-    pub rttvar_us: u32,
-    pub snd_wnd: u32,
-    pub rcv_wnd: u32,
-    pub snd_nxt: u32,
-    pub snd_una: u32,
-    pub packets_out: u32,
-    pub in_flight: u32,
-    pub total_retrans: u32,
-}
-
-/// One event. `None` is a null: a field the event type does not have.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct StackRow {
-    /// ns since the epoch (the kernel's monotonic clock moved onto the
-    /// wall clock by the offset measured when recording started).
-    pub ts_ns: i64,
-    /// Index into [`EVENT_NAMES`].
-    pub event: u8,
-    pub pid: Option<u32>,
-    pub tid: Option<u32>,
-    pub comm: Option<[u8; 16]>,
-    pub cookie: Option<u64>,
-    pub netns: u32,
-    pub family: u8,
-    pub proto: u8,
-    pub local_addr: Option<[u8; 16]>,
-    pub local_port: Option<u16>,
-    pub remote_addr: Option<[u8; 16]>,
-    pub remote_port: Option<u16>,
-    pub bytes: Option<u32>,
-    pub payload: Option<u32>,
-    pub seq: Option<u64>,
-    pub ack: Option<u32>,
-    pub state: Option<u8>,
-    pub old_state: Option<u8>,
-    pub tcp: Option<TcpInfo>,
-    pub ifindex: Option<u32>,
-    pub dev: Option<[u8; 16]>,
-    pub ret: Option<i32>,
-    pub tcp_flags: Option<u8>,
-}
-
-/// One column: name, type, and what it holds.
-pub struct StackColumn {
-    pub name: &'static str,
-    pub data_type: fn() -> DataType,
-    pub doc: &'static str,
-}
-
-fn dict() -> DataType {
-    DataType::Dictionary(Box::new(DataType::Int8), Box::new(DataType::Utf8))
-}
-fn i32t() -> DataType {
-    DataType::Int32
-}
-
-macro_rules! col {
-    ($name:literal, $ty:ident, $doc:literal) => {
-        StackColumn {
-            name: $name,
-            data_type: $ty,
-            doc: $doc,
-        }
-    };
-}
-
 /// The columns, in file order. Only `ts`, `event`, `netns`, `family` and
 /// `proto` are never null.
-pub const STACK_COLUMNS: &[StackColumn] = &[
+pub const STACK_COLUMNS: &[Column] = &[
     col!(
         "ts",
         ts_type,
+        false,
         "when the kernel ran the event, ns since the epoch, UTC"
     ),
     col!(
         "event",
-        dict,
+        dict8,
+        false,
         "send, recv, tcp_probe, state, retransmit, dev_xmit, dev_recv, sockops_rtt, sockops_retrans, sockops_state, snapshot"
     ),
     col!(
         "pid",
         u32t,
+        true,
         "process: the caller for send/recv, else the socket's owner (the last process that sent or received on it)"
     ),
-    col!("tid", u32t, "thread, as pid"),
-    col!("comm", text, "command name, as pid"),
+    col!("tid", u32t, true, "thread, as pid"),
+    col!("comm", text, true, "command name, as pid"),
     col!(
         "cookie",
         u64t,
+        true,
         "socket cookie (SO_COOKIE): the socket's identity; device receives are joined to their socket by namespace and 4-tuple"
     ),
     col!(
         "netns",
         u32t,
+        false,
         "network namespace inode (ls -l /proc/PID/ns/net)"
     ),
-    col!("family", u8t, "2 IPv4, 10 IPv6"),
-    col!("proto", u8t, "6 TCP, 17 UDP"),
+    col!("family", u8t, false, "2 IPv4, 10 IPv6"),
+    col!("proto", u8t, false, "6 TCP, 17 UDP"),
     col!(
         "local_addr",
         addr,
+        true,
         "this host's address, IPv4 mapped into IPv6 space"
     ),
-    col!("local_port", u16t, "this host's port"),
-    col!("remote_addr", addr, "the peer's address"),
-    col!("remote_port", u16t, "the peer's port"),
+    col!("local_port", u16t, true, "this host's port"),
+    col!("remote_addr", addr, true, "the peer's address"),
+    col!("remote_port", u16t, true, "the peer's port"),
     col!(
         "bytes",
         u32t,
+        true,
         "send/recv: bytes the application moved; dev_*: frame length; retransmit: sequence space retransmitted"
     ),
     col!(
         "payload",
         u32t,
+        true,
         "dev_*: transport payload bytes of the frame (a GSO frame counts whole)"
     ),
     col!(
         "seq",
         u64t,
+        true,
         "sequence number, unwrapped per socket and direction: send: end of the data written (write_seq); recv: end of the data read (copied_seq); dev_xmit/dev_recv: end of the segment; retransmit: start of the segment; tcp_probe: rcv_nxt; snapshot: write_seq"
     ),
     col!(
         "ack",
         u32t,
+        true,
         "dev_*: the segment's ack field; retransmit: end of the segment; snapshot: copied_seq"
     ),
     col!(
         "state",
-        dict,
+        dict8,
+        true,
         "TCP state at the event (state: the new state)"
     ),
-    col!("old_state", dict, "state, sockops_state: the state left"),
-    col!("snd_cwnd", u32t, "congestion window, segments"),
-    col!("ssthresh", u32t, "slow start threshold, segments"),
-    col!("srtt_us", u32t, "smoothed round-trip time, µs"),
-    col!("rttvar_us", u32t, "round-trip time variation (mdev), µs"),
-    col!("snd_wnd", u32t, "peer's receive window, bytes"),
-    col!("rcv_wnd", u32t, "our receive window, bytes"),
-    col!("snd_nxt", u32t, "next sequence number to send"),
-    col!("snd_una", u32t, "oldest unacknowledged sequence number"),
+    col!(
+        "old_state",
+        dict8,
+        true,
+        "state, sockops_state: the state left"
+    ),
+    col!("snd_cwnd", u32t, true, "congestion window, segments"),
+    col!("ssthresh", u32t, true, "slow start threshold, segments"),
+    col!("srtt_us", u32t, true, "smoothed round-trip time, µs"),
+    col!(
+        "rttvar_us",
+        u32t,
+        true,
+        "round-trip time variation (mdev), µs"
+    ),
+    col!("snd_wnd", u32t, true, "peer's receive window, bytes"),
+    col!("rcv_wnd", u32t, true, "our receive window, bytes"),
+    col!("snd_nxt", u32t, true, "next sequence number to send"),
+    col!(
+        "snd_una",
+        u32t,
+        true,
+        "oldest unacknowledged sequence number"
+    ),
     col!(
         "packets_out",
         u32t,
+        true,
         "segments sent and not yet acknowledged"
     ),
     col!(
         "in_flight",
         u32t,
+        true,
         "segments in the network (tcp_packets_in_flight)"
     ),
     col!(
         "total_retrans",
         u32t,
+        true,
         "retransmissions over the socket's life"
     ),
-    col!("ifindex", u32t, "dev_*: interface index in its namespace"),
-    col!("dev", text, "dev_*: interface name"),
+    col!(
+        "ifindex",
+        u32t,
+        true,
+        "dev_*: interface index in its namespace"
+    ),
+    col!("dev", text, true, "dev_*: interface name"),
     col!(
         "ret",
         i32t,
+        true,
         "send/recv: the call's return (bytes or -errno); retransmit: error; sockops_retrans: error; snapshot: socket owner's uid"
     ),
-    col!("tcp_flags", u8t, "dev_*: the TCP header's flags"),
+    col!("tcp_flags", u8t, true, "dev_*: the TCP header's flags"),
 ];
 
 /// The stack table's schema.
 pub fn stack_schema() -> SchemaRef {
-    let fields: Vec<Field> = STACK_COLUMNS
-        .iter()
-        .map(|c| {
-            let nullable = !matches!(c.name, "ts" | "event" | "netns" | "family" | "proto");
-            Field::new(c.name, (c.data_type)(), nullable)
-        })
-        .collect();
-    Arc::new(Schema::new(fields))
+    schema_of(STACK_COLUMNS)
 }
 
 /// A kernel name (comm, device): NUL-terminated in 16 bytes. Borrowed, so
@@ -281,13 +241,12 @@ struct Builders {
     ack: UInt32Builder,
     state: StringDictionaryBuilder<Int8Type>,
     old_state: StringDictionaryBuilder<Int8Type>,
-    /// The eleven TCP columns, in [`TcpInfo`]'s order.
+    /// The eleven TCP columns, in [`TcpInfo`](::stack::event::TcpInfo)'s order.
     tcp: Vec<UInt32Builder>,
     ifindex: UInt32Builder,
     dev: StringBuilder,
     ret: Int32Builder,
     tcp_flags: UInt8Builder,
-    rows: usize,
 }
 
 impl Builders {
@@ -317,11 +276,14 @@ impl Builders {
             dev: StringBuilder::new(),
             ret: Int32Builder::new(),
             tcp_flags: UInt8Builder::new(),
-            rows: 0,
         }
     }
+}
 
-    fn push(&mut self, r: &StackRow) {
+impl RowBuilders for Builders {
+    type Row = StackEvent;
+
+    fn push(&mut self, r: &StackEvent) {
         fn addr(b: &mut FixedSizeBinaryBuilder, a: &Option<[u8; 16]>) {
             match a {
                 // The builder was made for 16-byte values, so this cannot fail.
@@ -374,10 +336,9 @@ impl Builders {
         self.dev.append_option(r.dev.as_ref().map(comm_text));
         self.ret.append_option(r.ret);
         self.tcp_flags.append_option(r.tcp_flags);
-        self.rows += 1;
     }
 
-    fn finish(&mut self) -> Result<RecordBatch, arrow_schema::ArrowError> {
+    fn finish(&mut self) -> Vec<ArrayRef> {
         let mut cols: Vec<ArrayRef> = vec![
             Arc::new(self.ts.finish()),
             Arc::new(self.event.finish()),
@@ -408,8 +369,7 @@ impl Builders {
         cols.push(Arc::new(self.dev.finish()));
         cols.push(Arc::new(self.ret.finish()));
         cols.push(Arc::new(self.tcp_flags.finish()));
-        self.rows = 0;
-        RecordBatch::try_new(stack_schema(), cols)
+        cols
     }
 }
 
@@ -417,12 +377,10 @@ impl Builders {
 const BATCH_ROWS: usize = 64 * 1024;
 
 /// Writes stack rows into rotated Parquet files `stack/stack-NNNNN.parquet`
-/// (hidden `.part` names until complete).
+/// (hidden `.part` names until complete), `rotate_rows` rows a file
+/// exactly.
 pub struct StackWriter {
-    dir: PathBuf,
-    builders: Builders,
-    files: TableFiles,
-    rows: u64,
+    table: BatchTable<Builders>,
     rotate_rows: u64,
     rows_in_file: u64,
 }
@@ -444,33 +402,26 @@ impl StackWriter {
             "snd_wnd",
             "rcv_wnd",
         ];
+        let files = TableFiles::new(
+            dir,
+            STACK_DIR,
+            "stack".into(),
+            stack_schema(),
+            writer_properties("stack", STACK_SCHEMA_VERSION, &climbing),
+            rotate_rows,
+        );
         StackWriter {
-            dir: dir.to_path_buf(),
-            builders: Builders::new(),
-            files: TableFiles::new(
-                dir,
-                STACK_DIR,
-                "stack".into(),
-                stack_schema(),
-                writer_properties("stack", STACK_SCHEMA_VERSION, &climbing),
-                rotate_rows,
-            ),
-            rows: 0,
+            table: BatchTable::new(Builders::new(), files, BATCH_ROWS),
             rotate_rows: rotate_rows.max(1),
             rows_in_file: 0,
         }
     }
 
-    pub fn push(&mut self, row: &StackRow) -> Result<(), StoreError> {
-        self.builders.push(row);
-        self.rows += 1;
+    pub fn push(&mut self, row: &StackEvent) -> Result<(), StoreError> {
+        self.table.push(row)?;
         self.rows_in_file += 1;
-        if self.builders.rows >= BATCH_ROWS {
-            self.write_batch()?;
-        }
         if self.rows_in_file >= self.rotate_rows {
-            self.write_batch()?;
-            self.files.close_file()?;
+            self.table.close_file()?;
             self.rows_in_file = 0;
         }
         Ok(())
@@ -478,24 +429,12 @@ impl StackWriter {
 
     /// Rows pushed so far.
     pub fn rows(&self) -> u64 {
-        self.rows
-    }
-
-    fn write_batch(&mut self) -> Result<(), StoreError> {
-        if self.builders.rows == 0 {
-            return Ok(());
-        }
-        let batch = self.builders.finish().map_err(|e| StoreError::Invalid {
-            path: self.dir.clone(),
-            message: format!("building a stack batch: {e}"),
-        })?;
-        self.files.write(&batch)
+        self.table.rows()
     }
 
     /// Closes the open file; returns the dataset-relative names written.
-    pub fn finish(mut self) -> Result<Vec<String>, StoreError> {
-        self.write_batch()?;
-        self.files.finish()
+    pub fn finish(self) -> Result<Vec<String>, StoreError> {
+        self.table.finish()
     }
 }
 
@@ -515,8 +454,8 @@ mod tests {
         let mut w = StackWriter::new(&dir, 3);
         let mut comm = [0u8; 16];
         comm[..4].copy_from_slice(b"curl");
-        let rows: Vec<StackRow> = (0..7u32)
-            .map(|i| StackRow {
+        let rows: Vec<StackEvent> = (0..7u32)
+            .map(|i| StackEvent {
                 ts_ns: 1_000 + i as i64,
                 event: (i % 11) as u8,
                 pid: (i % 2 == 0).then_some(100 + i),
@@ -528,7 +467,7 @@ mod tests {
                 bytes: Some(i * 10),
                 seq: Some((1u64 << 32) + i as u64),
                 state: Some(1),
-                tcp: (i == 3).then(|| TcpInfo {
+                tcp: (i == 3).then(|| ::stack::event::TcpInfo {
                     snd_cwnd: 10,
                     srtt_us: 250,
                     ..Default::default()

@@ -7,21 +7,21 @@
 //! null ([`level_leaves_empty`]). The columns are documented in
 //! [`interval_schema`] and docs/STACK.md.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 
+use arrow_array::ArrayRef;
 use arrow_array::builder::{
     BooleanBuilder, FixedSizeBinaryBuilder, Float64Builder, Int64Builder, ListBuilder,
     StringBuilder, TimestampNanosecondBuilder, UInt8Builder, UInt16Builder, UInt32Builder,
     UInt64Builder,
 };
-use arrow_array::{ArrayRef, RecordBatch};
 use arrow_schema::{DataType, Field, Schema, SchemaRef};
 
+use crate::columns::{addr, text, ts_type};
 use crate::error::StoreError;
-use crate::schema::{addr, text, ts_type};
 use crate::stack::comm_text;
-use crate::table::{TableFiles, writer_properties};
+use crate::table::{BatchTable, RowBuilders, TableFiles, writer_properties};
 
 /// Where the table lives in a dataset.
 pub const INTERVALS_DIR: &str = "stack_intervals";
@@ -278,7 +278,6 @@ struct Builders {
     walk: Vec<UInt64Builder>,
     walk_state: Vec<UInt64Builder>,
     tcp_state: StringBuilder,
-    rows: usize,
 }
 
 impl Builders {
@@ -321,9 +320,12 @@ impl Builders {
                 .map(|_| UInt64Builder::new())
                 .collect(),
             tcp_state: StringBuilder::new(),
-            rows: 0,
         }
     }
+}
+
+impl RowBuilders for Builders {
+    type Row = IntervalRow;
 
     fn push(&mut self, r: &IntervalRow) {
         fn addr(b: &mut FixedSizeBinaryBuilder, a: &Option<[u8; 16]>) {
@@ -378,10 +380,9 @@ impl Builders {
         }
         self.tcp_state
             .append_option(r.tcp_state.map(crate::stack::state_name));
-        self.rows += 1;
     }
 
-    fn finish(&mut self) -> Result<RecordBatch, arrow_schema::ArrowError> {
+    fn finish(&mut self) -> Vec<ArrayRef> {
         let mut cols: Vec<ArrayRef> = vec![
             Arc::new(self.ts.finish()),
             Arc::new(self.interval_ns.finish()),
@@ -414,8 +415,7 @@ impl Builders {
             cols.push(Arc::new(b.finish()));
         }
         cols.push(Arc::new(self.tcp_state.finish()));
-        self.rows = 0;
-        RecordBatch::try_new(interval_schema(), cols)
+        cols
     }
 }
 
@@ -424,55 +424,42 @@ impl Builders {
 /// complete). Rows arrive an interval at a time; each interval's rows are
 /// one batch.
 pub struct IntervalWriter {
-    dir: PathBuf,
-    builders: Builders,
-    files: TableFiles,
-    rows: u64,
+    table: BatchTable<Builders>,
 }
 
 impl IntervalWriter {
     pub fn new(dir: &Path, rotate_rows: u64) -> Self {
+        let files = TableFiles::new(
+            dir,
+            INTERVALS_DIR,
+            "intervals".into(),
+            interval_schema(),
+            writer_properties("stack_intervals", INTERVALS_SCHEMA_VERSION, &["ts"]),
+            rotate_rows,
+        );
+        // Batches are written when the writer says (an interval's rows).
         IntervalWriter {
-            dir: dir.to_path_buf(),
-            builders: Builders::new(),
-            files: TableFiles::new(
-                dir,
-                INTERVALS_DIR,
-                "intervals".into(),
-                interval_schema(),
-                writer_properties("stack_intervals", INTERVALS_SCHEMA_VERSION, &["ts"]),
-                rotate_rows,
-            ),
-            rows: 0,
+            table: BatchTable::new(Builders::new(), files, usize::MAX),
         }
     }
 
     pub fn push(&mut self, row: &IntervalRow) {
-        self.builders.push(row);
-        self.rows += 1;
+        self.table.append(row);
     }
 
     /// Rows pushed so far.
     pub fn rows(&self) -> u64 {
-        self.rows
+        self.table.rows()
     }
 
     /// Writes the rows pushed since the last flush (one interval's).
     pub fn flush(&mut self) -> Result<(), StoreError> {
-        if self.builders.rows == 0 {
-            return Ok(());
-        }
-        let batch = self.builders.finish().map_err(|e| StoreError::Invalid {
-            path: self.dir.clone(),
-            message: format!("building an interval batch: {e}"),
-        })?;
-        self.files.write(&batch)
+        self.table.flush()
     }
 
     /// Closes the open file; returns the dataset-relative names written.
-    pub fn finish(mut self) -> Result<Vec<String>, StoreError> {
-        self.flush()?;
-        self.files.finish()
+    pub fn finish(self) -> Result<Vec<String>, StoreError> {
+        self.table.finish()
     }
 }
 

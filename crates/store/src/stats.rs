@@ -531,11 +531,8 @@ fn stats_rows<R: parquet::file::reader::ChunkReader + 'static>(
     use arrow_array::Array;
     use arrow_array::cast::AsArray;
     use arrow_array::types::{TimestampNanosecondType, UInt16Type, UInt32Type, UInt64Type};
-    use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 
-    let reader = ParquetRecordBatchReaderBuilder::try_new(file)
-        .and_then(|b| b.build())
-        .map_err(|e| StoreError::parquet(path, e))?;
+    let (reader, _) = crate::read::read_batches(path, file, &[], None)?;
     let bad = |what: &str| StoreError::Invalid {
         path: path.to_path_buf(),
         message: format!("not a stats table: {what}"),

@@ -7,13 +7,12 @@ use std::path::PathBuf;
 use parquet::file::metadata::{PageIndexPolicy, ParquetMetaDataReader};
 use parquet::file::page_index::column_index::ColumnIndexMetaData;
 
-use store::encode::EncodeOptions;
+use pqcodec::encode::EncodeOptions;
 use store::index::{PacketIndex, holds};
 use store::{PacketWriter, PacketWriterOptions, RowOrder};
 use wire::{Has, PacketRecord};
 
-mod common;
-use common::Rng;
+use testdata::Rng;
 
 /// UDP records of `flows` flows in random turns, a few frames without an
 /// IP layer among them; each record's `pcap_offset` is its number.

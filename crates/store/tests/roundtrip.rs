@@ -3,13 +3,12 @@ use std::path::PathBuf;
 use parquet::basic::Compression;
 use parquet::file::reader::{FileReader, SerializedFileReader};
 
-use store::encode::EncodeOptions;
+use pqcodec::encode::EncodeOptions;
 use store::read::read_packet_file;
 use store::{PacketWriter, PacketWriterOptions, RowOrder};
 use wire::{Has, PacketRecord, ParseError, Tunnel, TunnelHas};
 
-mod common;
-use common::Rng;
+use testdata::Rng;
 
 /// Zeroes the fields that `has` says are absent, as a reader returns them.
 fn normalize(mut r: PacketRecord) -> PacketRecord {

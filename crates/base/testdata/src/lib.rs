@@ -80,4 +80,6 @@ pub fn nfs_trace(name: &str) -> PathBuf {
     p
 }
 
+mod rng;
+pub use rng::Rng;
 pub mod s3;

@@ -25,7 +25,7 @@ use std::sync::mpsc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use stack::event::{Decoder, RawEvent, StackEvent, kind};
+use stack::event::{Decoder, RawEvent, kind};
 use stack::interval::{Interval, Intervals, TCP_METRICS};
 use stack::order::Reorder;
 use stack::walk::{WalkRow, Walks};
@@ -34,7 +34,7 @@ use stack::{
 };
 use store::Dataset;
 use store::manifest::{Manifest, ProgramCost, StackInfo, TimeSpan};
-use store::stack::{EVENT_NAMES, STACK_DIR, StackRow, StackWriter, TcpInfo};
+use store::stack::{EVENT_NAMES, STACK_DIR, StackWriter};
 use store::stack_intervals::{Delays, INTERVALS_DIR, IntervalRow, IntervalWriter};
 use store::stats::{StackCounts, StatsRow, StatsWriter};
 
@@ -1023,7 +1023,7 @@ fn write_records(job: WriterJob) -> Result<Written, store::StoreError> {
         let Some(e) = RawEvent::parse(rec) else {
             return Ok(()); // counted by the reader
         };
-        let row = row_of(&decoder.event(&e));
+        let row = decoder.event(&e);
         span = Some(match span {
             None => (row.ts_ns, row.ts_ns),
             Some((a, b)) => (a.min(row.ts_ns), b.max(row.ts_ns)),
@@ -1042,49 +1042,6 @@ fn write_records(job: WriterJob) -> Result<Written, store::StoreError> {
         files: w.finish()?,
         span,
     })
-}
-
-/// The stack table's row of a decoded event.
-#[inline]
-fn row_of(e: &StackEvent) -> StackRow {
-    StackRow {
-        ts_ns: e.ts_ns,
-        event: e.event,
-        pid: e.pid,
-        tid: e.tid,
-        comm: e.comm,
-        cookie: e.cookie,
-        netns: e.netns,
-        family: e.family,
-        proto: e.proto,
-        local_addr: e.local_addr,
-        local_port: e.local_port,
-        remote_addr: e.remote_addr,
-        remote_port: e.remote_port,
-        bytes: e.bytes,
-        payload: e.payload,
-        seq: e.seq,
-        ack: e.ack,
-        state: e.state,
-        old_state: e.old_state,
-        tcp: e.tcp.map(|t| TcpInfo {
-            snd_cwnd: t.snd_cwnd,
-            ssthresh: t.ssthresh,
-            srtt_us: t.srtt_us,
-            rttvar_us: t.rttvar_us,
-            snd_wnd: t.snd_wnd,
-            rcv_wnd: t.rcv_wnd,
-            snd_nxt: t.snd_nxt,
-            snd_una: t.snd_una,
-            packets_out: t.packets_out,
-            in_flight: t.in_flight,
-            total_retrans: t.total_retrans,
-        }),
-        ifindex: e.ifindex,
-        dev: e.dev,
-        ret: e.ret,
-        tcp_flags: e.tcp_flags,
-    }
 }
 
 #[cfg(test)]
@@ -1121,39 +1078,5 @@ mod tests {
                 },
             ]
         );
-    }
-
-    #[test]
-    fn an_event_is_the_row_it_holds() {
-        let e = StackEvent {
-            ts_ns: 1,
-            event: kind::STATE,
-            pid: Some(2),
-            cookie: Some(3),
-            netns: 4,
-            local_port: Some(5),
-            seq: Some(1 << 33),
-            state: Some(1),
-            old_state: Some(2),
-            tcp: Some(stack::event::TcpInfo {
-                snd_cwnd: 10,
-                total_retrans: 11,
-                ..Default::default()
-            }),
-            ret: Some(-1),
-            ..Default::default()
-        };
-        let r = row_of(&e);
-        assert_eq!(
-            (r.ts_ns, r.event, r.pid, r.cookie, r.netns),
-            (1, kind::STATE, Some(2), Some(3), 4)
-        );
-        assert_eq!(
-            (r.local_port, r.seq, r.state, r.old_state, r.ret),
-            (Some(5), Some(1 << 33), Some(1), Some(2), Some(-1))
-        );
-        let t = r.tcp.unwrap();
-        assert_eq!((t.snd_cwnd, t.total_retrans, t.srtt_us), (10, 11, 0));
-        assert_eq!(r.tid, None);
     }
 }

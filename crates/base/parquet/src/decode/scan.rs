@@ -14,7 +14,7 @@ use parquet::file::metadata::{ParquetMetaData, ParquetMetaDataReader, RowGroupMe
 use super::DecodeError;
 use super::thrift::{self, DATA_PAGE, DATA_PAGE_V2, DICTIONARY_PAGE, PageHeader};
 use super::values::{self, Bytes};
-use crate::error::StoreError;
+use crate::FileError;
 use util::storage::Root;
 
 /// Pages claiming more rows or bytes are refused as corrupt (weir writes
@@ -254,27 +254,27 @@ fn kind_of(t: Physical, length: i32) -> Option<Kind> {
 }
 
 /// The file's bytes, mapped: pages are read in place.
-pub fn map_file(path: &Path) -> Result<bytes::Bytes, StoreError> {
-    let f = std::fs::File::open(path).map_err(|e| StoreError::io(path, e))?;
+pub fn map_file(path: &Path) -> Result<bytes::Bytes, FileError> {
+    let f = std::fs::File::open(path).map_err(|e| FileError::io(path, e))?;
     // SAFETY: the map is only read, and a dataset's files are complete
     // when renamed into place and never written again; the one hazard is
     // a file truncated by someone else while it is read (SIGBUS), as for
     // the traces `weir convert` maps.
-    let map = unsafe { memmap2::Mmap::map(&f) }.map_err(|e| StoreError::io(path, e))?;
+    let map = unsafe { memmap2::Mmap::map(&f) }.map_err(|e| FileError::io(path, e))?;
     Ok(bytes::Bytes::from_owner(map))
 }
 
 /// The footer of the file `data` (`path` names it in errors).
-pub fn metadata(path: &Path, data: &bytes::Bytes) -> Result<ParquetMetaData, StoreError> {
+pub fn metadata(path: &Path, data: &bytes::Bytes) -> Result<ParquetMetaData, FileError> {
     ParquetMetaDataReader::new()
         .parse_and_finish(data)
-        .map_err(|e| StoreError::parquet(path, e))
+        .map_err(|e| FileError::parquet(path, e))
 }
 
 /// Whether the file at `path` has the columns `names` in a form
 /// [`TableScan`] reads (`Ok(false)` for a missing column or an encoding,
 /// codec or type it does not handle).
-pub fn readable(path: &Path, names: &[&str]) -> Result<bool, StoreError> {
+pub fn readable(path: &Path, names: &[&str]) -> Result<bool, FileError> {
     let data = map_file(path)?;
     Ok(supports(&metadata(path, &data)?, names))
 }
@@ -300,7 +300,7 @@ pub enum ScanFile {
 
 impl ScanFile {
     /// The file `rel` of the dataset at `root`, and its footer.
-    pub fn open(root: &Root, rel: &str) -> Result<(ScanFile, ParquetMetaData), StoreError> {
+    pub fn open(root: &Root, rel: &str) -> Result<(ScanFile, ParquetMetaData), FileError> {
         if let Some(dir) = root.local_dir() {
             let path = dir.join(rel);
             let data = map_file(&path)?;
@@ -308,9 +308,9 @@ impl ScanFile {
             return Ok((ScanFile::Mapped { path, data }, meta));
         }
         let name = PathBuf::from(root.name_of(rel));
-        let io = |e| StoreError::io(&name, e);
+        let io = |e| FileError::io(&name, e);
         let (mut tail, len) = root.read_tail(rel, FOOTER_HINT).map_err(io)?;
-        let bad = |m: String| StoreError::Invalid {
+        let bad = |m: String| FileError::Invalid {
             path: name.clone(),
             message: m,
         };
@@ -319,7 +319,7 @@ impl ScanFile {
             .flatten()
             .ok_or_else(|| bad("too short for a Parquet file".into()))?;
         let footer = parquet::file::metadata::FooterTail::try_new(last8)
-            .map_err(|e| StoreError::parquet(&name, e))?;
+            .map_err(|e| FileError::parquet(&name, e))?;
         let need = footer.metadata_length() as u64 + 8;
         if need > len {
             return Err(bad("a footer longer than the file".into()));
@@ -329,7 +329,7 @@ impl ScanFile {
         }
         let start = tail.len().saturating_sub(need as usize);
         let meta = ParquetMetaDataReader::decode_metadata(&tail[start..tail.len() - 8])
-            .map_err(|e| StoreError::parquet(&name, e))?;
+            .map_err(|e| FileError::parquet(&name, e))?;
         let file = ScanFile::Remote {
             root: root.clone(),
             rel: rel.to_string(),
@@ -353,13 +353,13 @@ impl ScanFile {
         meta: &ParquetMetaData,
         names: &[&str],
         keep: impl Fn(usize, &RowGroupMetaData) -> bool,
-    ) -> Result<FileData, StoreError> {
+    ) -> Result<FileData, FileError> {
         let (root, rel, len) = match self {
             ScanFile::Mapped { data, .. } => return Ok(FileData::whole(data.clone())),
             ScanFile::Remote { root, rel, len } => (root, rel, *len),
         };
         let path = self.path();
-        let leaves = check(meta, names).map_err(|e| StoreError::Invalid {
+        let leaves = check(meta, names).map_err(|e| FileError::Invalid {
             path: path.clone(),
             message: e.to_string(),
         })?;
@@ -373,7 +373,7 @@ impl ScanFile {
                 let start = m.dictionary_page_offset().unwrap_or(m.data_page_offset());
                 let (start, n) = (start.max(0) as u64, m.compressed_size().max(0) as u64);
                 if start.checked_add(n).is_none_or(|e| e > len) {
-                    return Err(StoreError::Invalid {
+                    return Err(FileError::Invalid {
                         path,
                         message: "a column chunk past the file's end".into(),
                     });
@@ -383,7 +383,7 @@ impl ScanFile {
         }
         let got = root
             .read_ranges(rel, &ranges)
-            .map_err(|e| StoreError::io(&path, e))?;
+            .map_err(|e| FileError::io(&path, e))?;
         let pieces = ranges
             .iter()
             .zip(got)
@@ -398,7 +398,7 @@ impl ScanFile {
         meta: Arc<ParquetMetaData>,
         names: &[&str],
         keep: impl Fn(usize, &RowGroupMetaData) -> bool,
-    ) -> Result<TableScan, StoreError> {
+    ) -> Result<TableScan, FileError> {
         let data = self.data(&meta, names, &keep)?;
         TableScan::of_parsed(&self.path(), data, meta, names, keep)
     }
@@ -411,14 +411,14 @@ pub fn open_in(
     rel: &str,
     names: &[&str],
     keep: impl Fn(&RowGroupMetaData) -> bool,
-) -> Result<TableScan, StoreError> {
+) -> Result<TableScan, FileError> {
     let (file, meta) = ScanFile::open(root, rel)?;
     file.scan(Arc::new(meta), names, |_, rg| keep(rg))
 }
 
 /// Whether the file `rel` of the dataset at `root` has the columns
 /// `names` in a form [`TableScan`] reads (its footer alone is read).
-pub fn readable_in(root: &Root, rel: &str, names: &[&str]) -> Result<bool, StoreError> {
+pub fn readable_in(root: &Root, rel: &str, names: &[&str]) -> Result<bool, FileError> {
     Ok(supports(&ScanFile::open(root, rel)?.1, names))
 }
 
@@ -429,7 +429,7 @@ impl TableScan {
         path: &Path,
         names: &[&str],
         keep: impl Fn(&RowGroupMetaData) -> bool,
-    ) -> Result<TableScan, StoreError> {
+    ) -> Result<TableScan, FileError> {
         TableScan::of_bytes(path, map_file(path)?, names, keep)
     }
 
@@ -440,7 +440,7 @@ impl TableScan {
         data: bytes::Bytes,
         names: &[&str],
         keep: impl Fn(&RowGroupMetaData) -> bool,
-    ) -> Result<TableScan, StoreError> {
+    ) -> Result<TableScan, FileError> {
         let meta = Arc::new(metadata(path, &data)?);
         TableScan::of_parsed(path, data, meta, names, |_, rg| keep(rg))
     }
@@ -454,8 +454,8 @@ impl TableScan {
         meta: Arc<ParquetMetaData>,
         names: &[&str],
         keep: impl Fn(usize, &RowGroupMetaData) -> bool,
-    ) -> Result<TableScan, StoreError> {
-        let invalid = |e: DecodeError| StoreError::Invalid {
+    ) -> Result<TableScan, FileError> {
+        let invalid = |e: DecodeError| FileError::Invalid {
             path: path.into(),
             message: e.to_string(),
         };
@@ -513,12 +513,12 @@ impl TableScan {
         meta: Arc<ParquetMetaData>,
         names: &[&str],
         picks: Vec<PagePick>,
-    ) -> Result<TableScan, StoreError> {
+    ) -> Result<TableScan, FileError> {
         let groups: Vec<usize> = picks.iter().map(|p| p.group).collect();
         if picks.iter().any(|p| p.ranges.len() != names.len())
             || groups.iter().any(|&g| g >= meta.num_row_groups())
         {
-            return Err(StoreError::Invalid {
+            return Err(FileError::Invalid {
                 path: path.into(),
                 message: "pages chosen for other columns or row groups".into(),
             });
@@ -529,15 +529,15 @@ impl TableScan {
         Ok(scan)
     }
 
-    fn corrupt(&self, message: impl std::fmt::Display) -> StoreError {
-        StoreError::Invalid {
+    fn corrupt(&self, message: impl std::fmt::Display) -> FileError {
+        FileError::Invalid {
             path: self.path.clone(),
             message: message.to_string(),
         }
     }
 
     /// Moves to the next batch; its row count, or None at the end.
-    pub fn advance(&mut self) -> Result<Option<usize>, StoreError> {
+    pub fn advance(&mut self) -> Result<Option<usize>, FileError> {
         self.advance_inner().map_err(|e| self.corrupt(e))
     }
 
@@ -784,7 +784,7 @@ impl TableScan {
     }
 
     /// Decodes the current batch's pages of every column not yet decoded.
-    pub fn load(&mut self) -> Result<(), StoreError> {
+    pub fn load(&mut self) -> Result<(), FileError> {
         for k in 0..self.cols.len() {
             if !self.cols[k].decoded {
                 self.decode(k).map_err(|e| {

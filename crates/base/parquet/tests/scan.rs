@@ -12,10 +12,9 @@ use arrow_schema::{DataType, Field, Schema};
 use parquet::arrow::ArrowWriter;
 use parquet::basic::{Compression, Encoding, ZstdLevel};
 use parquet::file::properties::{WriterProperties, WriterVersion};
-use store::decode::scan::TableScan;
+use pqcodec::decode::scan::TableScan;
 
-mod common;
-use common::Rng;
+use testdata::Rng;
 
 /// The columns' values, row by row.
 struct Rows {

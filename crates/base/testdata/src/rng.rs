@@ -1,4 +1,4 @@
-//! Pieces the store's integration tests share.
+//! A deterministic generator for test data.
 
 /// A xorshift generator: the same values on every run, for test data.
 pub struct Rng(pub u64);

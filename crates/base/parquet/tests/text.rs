@@ -8,12 +8,11 @@ use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use parquet::basic::Encoding;
 use parquet::file::properties::WriterProperties;
 use parquet::file::reader::{FileReader, SerializedFileReader};
-use store::decode::scan::TableScan;
-use store::encode::file::EncodedFile;
-use store::encode::{EncodeOptions, TextEncoder};
+use pqcodec::decode::scan::TableScan;
+use pqcodec::encode::file::EncodedFile;
+use pqcodec::encode::{EncodeOptions, TextEncoder};
 
-mod common;
-use common::Rng;
+use testdata::Rng;
 
 const PAGE: usize = 1000;
 

@@ -24,7 +24,7 @@ use parquet::schema::types::SchemaDescriptor;
 use util::digest::{DigestWriter, FileDigest};
 
 use super::{EncodedChunk, PageStat};
-use crate::error::StoreError;
+use crate::FileError;
 
 pub struct EncodedFile {
     final_path: PathBuf,
@@ -46,7 +46,7 @@ impl EncodedFile {
         arrow: &arrow_schema::Schema,
         props: WriterPropertiesBuilder,
         zstd_level: i32,
-    ) -> Result<Self, StoreError> {
+    ) -> Result<Self, FileError> {
         let name = path
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
@@ -55,7 +55,7 @@ impl EncodedFile {
         let schema = Arc::new(
             ArrowSchemaConverter::new()
                 .convert(arrow)
-                .map_err(|e| StoreError::parquet(path, e))?,
+                .map_err(|e| FileError::parquet(path, e))?,
         );
         let mut props = props
             .set_created_by(format!("weir version {}", env!("CARGO_PKG_VERSION")))
@@ -69,9 +69,9 @@ impl EncodedFile {
             schema.root_schema_ptr(),
             Arc::new(props),
         )
-        .map_err(|e| StoreError::parquet(&part_path, e))?;
+        .map_err(|e| FileError::parquet(&part_path, e))?;
         let zstd =
-            zstd::bulk::Compressor::new(zstd_level).map_err(|e| StoreError::io(&part_path, e))?;
+            zstd::bulk::Compressor::new(zstd_level).map_err(|e| FileError::io(&part_path, e))?;
         Ok(EncodedFile {
             final_path: path.to_path_buf(),
             part_path,
@@ -99,9 +99,9 @@ impl EncodedFile {
         &mut self,
         rows: usize,
         chunks: Vec<EncodedChunk>,
-    ) -> Result<(), StoreError> {
+    ) -> Result<(), FileError> {
         self.write_chunks(rows, chunks)
-            .map_err(|e| StoreError::parquet(&self.part_path, e))?;
+            .map_err(|e| FileError::parquet(&self.part_path, e))?;
         self.start_writeback();
         Ok(())
     }
@@ -185,20 +185,19 @@ impl EncodedFile {
 
     /// Writes the footer, syncs, and renames the file into place; returns
     /// its size and the digest taken as it was written.
-    pub fn finish(self) -> Result<FileDigest, StoreError> {
+    pub fn finish(self) -> Result<FileDigest, FileError> {
         let part = self.part_path;
         let buffered = self
             .writer
             .into_inner()
-            .map_err(|e| StoreError::parquet(&part, e))?;
+            .map_err(|e| FileError::parquet(&part, e))?;
         let (file, digest) = buffered
             .into_inner()
-            .map_err(|e| StoreError::io(&part, e.into_error()))?
+            .map_err(|e| FileError::io(&part, e.into_error()))?
             .into_parts();
-        file.sync_data().map_err(|e| StoreError::io(&part, e))?;
+        file.sync_data().map_err(|e| FileError::io(&part, e))?;
         drop(file);
-        std::fs::rename(&part, &self.final_path)
-            .map_err(|e| StoreError::io(&self.final_path, e))?;
+        std::fs::rename(&part, &self.final_path).map_err(|e| FileError::io(&self.final_path, e))?;
         Ok(digest)
     }
 
