@@ -169,7 +169,7 @@ pub fn check_filter(filter: &str, link: LinkType) -> Result<(), AnalyzeError> {
     } else {
         link
     };
-    capture::filter::compile(expr, link, SNAPLEN)
+    pcapfilter::compile(expr, link, SNAPLEN)
         .map(|_| ())
         .map_err(|e| AnalyzeError::Filter(e.to_string()))
 }
@@ -181,7 +181,7 @@ fn read_to(opts: &ReadOptions, mut out: PcapOut<'_>) -> Result<ReadReport, Analy
     // per link type met. Compiled first, so that a bad one fails at once.
     let inner = match scope {
         Scope::Inner => Some(
-            capture::filter::compile(expr, LinkType::RAW, SNAPLEN).map_err(|e| {
+            pcapfilter::compile(expr, LinkType::RAW, SNAPLEN).map_err(|e| {
                 AnalyzeError::Filter(format!(
                     "inner: {e}; an inner filter is read on the innermost IP packet, from \
                      its IP header on (no link layer)"
@@ -193,7 +193,7 @@ fn read_to(opts: &ReadOptions, mut out: PcapOut<'_>) -> Result<ReadReport, Analy
     let (cands, files) = find_candidates(opts, &mut report)?;
     report.candidates = cands.len() as u64;
     let mut frames = FrameSource::open(&cands, &files)?;
-    let mut filters: HashMap<LinkType, capture::filter::Filter> = HashMap::new();
+    let mut filters: HashMap<LinkType, pcapfilter::Filter> = HashMap::new();
     let mut data = Vec::new();
     for c in &cands {
         let (ts_ns, wire_len, link) = frames.read(c, &mut data)?;
@@ -205,7 +205,7 @@ fn read_to(opts: &ReadOptions, mut out: PcapOut<'_>) -> Result<ReadReport, Analy
             let f = match filters.get(&link) {
                 Some(f) => f,
                 None => {
-                    let f = capture::filter::compile(expr, link, SNAPLEN)
+                    let f = pcapfilter::compile(expr, link, SNAPLEN)
                         .map_err(|e| AnalyzeError::Filter(e.to_string()))?;
                     filters.entry(link).or_insert(f)
                 }
@@ -226,7 +226,7 @@ fn read_to(opts: &ReadOptions, mut out: PcapOut<'_>) -> Result<ReadReport, Analy
 /// end, `wire_len` less the bytes before it on the wire. A frame without
 /// an IP header is not matched.
 fn matches_inner(
-    f: &capture::filter::Filter,
+    f: &pcapfilter::Filter,
     link: LinkType,
     ts_ns: i64,
     wire_len: u32,

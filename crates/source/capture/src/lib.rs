@@ -16,7 +16,8 @@ mod sys;
 pub mod tx;
 
 pub use iface::Interface;
-pub mod filter;
+/// libpcap's filter compiler (its own crate, which the analyses use too).
+pub use pcapfilter as filter;
 pub mod gate;
 pub mod ring;
 

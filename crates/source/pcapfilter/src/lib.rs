@@ -1,5 +1,8 @@
-//! tcpdump filter expressions, compiled by libpcap into classic BPF for the
-//! kernel to run on every socket.
+//! tcpdump filter expressions, compiled by libpcap into classic BPF: the
+//! capture hands the program to the kernel to run on every socket, the
+//! analyses run it on stored frames with libpcap's own interpreter
+//! ([`Filter::matches`]), so both read an expression as tcpdump does.
+//! Only libpcap's compiler and interpreter: no sockets, no devices.
 
 use std::ffi::{CStr, CString, c_char, c_int, c_uint};
 
@@ -132,5 +135,72 @@ pub fn libpcap_version() -> String {
         CStr::from_ptr(pcap_lib_version())
             .to_string_lossy()
             .into_owned()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Ethernet, IPv4, UDP from port 5353 to 53 with a 4-byte payload.
+    fn udp_frame() -> Vec<u8> {
+        let mut f = vec![0u8; 12];
+        f.extend_from_slice(&[0x08, 0x00]);
+        f.extend_from_slice(&[
+            0x45, 0, 0, 32, 0, 0, 0, 0, 64, 17, 0, 0, 10, 0, 0, 1, 10, 0, 0, 2,
+        ]);
+        f.extend_from_slice(&[0x14, 0xe9, 0, 53, 0, 12, 0, 0, 1, 2, 3, 4]);
+        f
+    }
+
+    #[test]
+    fn compiled_filters_read_frames_as_tcpdump_does() {
+        let frame = udp_frame();
+        let wire_len = frame.len() as u32;
+        for (expr, want) in [
+            ("udp", true),
+            ("tcp", false),
+            ("udp dst port 53", true),
+            ("udp src port 53", false),
+            ("host 10.0.0.2 and not host 10.0.0.3", true),
+        ] {
+            let f = compile(expr, LinkType::ETHERNET, 65535).unwrap();
+            assert!(!f.program.is_empty(), "{expr}");
+            assert_eq!(f.expr, expr);
+            assert_eq!(f.matches(wire_len, &frame), want, "{expr}");
+        }
+        // A frame cut short of its UDP header fails a port test (a load
+        // past the captured bytes drops it), but still passes "udp".
+        let cut = &frame[..30];
+        let port = compile("udp dst port 53", LinkType::ETHERNET, 65535).unwrap();
+        assert!(!port.matches(wire_len, cut));
+        assert!(
+            compile("udp", LinkType::ETHERNET, 65535)
+                .unwrap()
+                .matches(wire_len, cut)
+        );
+        // The same packet without its link layer, for a RAW filter.
+        let raw = compile("udp dst port 53", LinkType::RAW, 65535).unwrap();
+        assert!(raw.matches(wire_len - 14, &frame[14..]));
+        assert!(!raw.matches(wire_len, &frame));
+    }
+
+    #[test]
+    fn errors_name_the_expression_and_the_syntax() {
+        let e = compile("udp and", LinkType::ETHERNET, 65535).unwrap_err();
+        assert_eq!(e.expr, "udp and");
+        assert!(!e.message.is_empty());
+        let text = e.to_string();
+        assert!(
+            text.starts_with("bad filter expression \"udp and\": "),
+            "{text}"
+        );
+        assert!(
+            text.ends_with("(the syntax is tcpdump's, see pcap-filter(7))"),
+            "{text}"
+        );
+        let nul = compile("udp\0", LinkType::ETHERNET, 65535).unwrap_err();
+        assert_eq!(nul.message, "it contains a NUL byte");
+        assert!(libpcap_version().contains("libpcap"));
     }
 }
