@@ -2,7 +2,12 @@
 //! the writers and the stats loop share, and the space held back so that
 //! every file can still close.
 
-use super::*;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use store::dataset::SpaceReserve;
+use store::{Dataset, StoreError};
 
 /// Space a capture holds in its dataset's directory: enough for every
 /// writer's last block and footer and the manifest. `--on-full stop` gives
@@ -10,12 +15,12 @@ use super::*;
 /// drop` keeps it until the workers are done (files that cannot be written
 /// are given up and counted instead), so that the last stats rows and the
 /// final manifest always have room, however long the disk stays full.
-pub(super) const SPACE_RESERVE: usize = 4 << 20;
+const SPACE_RESERVE: usize = 4 << 20;
 
 /// `--on-full drop`: the writers resume once the dataset's file system has
 /// this much free again, room for a records row group or a stats file, so
 /// that a writer does not start a file only to give it up at once.
-pub(super) const RESUME_FREE: u64 = SPACE_RESERVE as u64;
+const RESUME_FREE: u64 = SPACE_RESERVE as u64;
 
 /// The disk filling under any writer but the pcap spool (which watches its
 /// own writes): a flag, and the reserve. With `--on-full stop` the stats
@@ -25,15 +30,45 @@ pub(super) const RESUME_FREE: u64 = SPACE_RESERVE as u64;
 /// second if space has returned.
 #[derive(Clone, Default)]
 pub(super) struct DiskWatch {
-    pub(super) full: Arc<AtomicBool>,
-    pub(super) reserve: Option<Arc<store::dataset::SpaceReserve>>,
+    full: Arc<AtomicBool>,
+    reserve: Option<Arc<SpaceReserve>>,
     /// `--on-full drop`.
     pub(super) drop: bool,
     /// The dataset, whose file system's free space says when to resume.
-    pub(super) dir: Option<PathBuf>,
+    dir: Option<PathBuf>,
 }
 
 impl DiskWatch {
+    /// The watch over a capture's dataset (none: nothing to watch), with
+    /// [`SPACE_RESERVE`] held in its directory.
+    pub(super) fn for_dataset(dataset: Option<&Dataset>, drop: bool) -> Result<Self, StoreError> {
+        Ok(DiskWatch {
+            full: Default::default(),
+            drop,
+            dir: dataset.map(|d| d.root().to_path_buf()),
+            reserve: match dataset {
+                Some(d) => Some(Arc::new(SpaceReserve::hold(d.root(), SPACE_RESERVE)?)),
+                None => None,
+            },
+        })
+    }
+
+    /// A records (or flows) writer failed: that ends the capture (the
+    /// first error is kept in `error`); a full disk also gives the reserve
+    /// back, so that every file can still close. With `--on-full drop` a
+    /// full disk only makes the writer drop (and count) until space
+    /// returns.
+    pub(super) fn failed(&self, e: StoreError, stop: &AtomicBool, error: &mut Option<String>) {
+        if e.is_disk_full() {
+            self.hit();
+            if self.drop {
+                return;
+            }
+        }
+        error.get_or_insert(e.to_string());
+        stop.store(true, Ordering::Relaxed);
+    }
+
     pub(super) fn hit(&self) {
         self.full.store(true, Ordering::SeqCst);
         if !self.drop {
@@ -70,7 +105,7 @@ impl DiskWatch {
 }
 
 /// Bytes an unprivileged writer may still use on the file system of `dir`.
-pub(super) fn free_bytes(dir: &std::path::Path) -> Option<u64> {
+fn free_bytes(dir: &std::path::Path) -> Option<u64> {
     use std::os::unix::ffi::OsStrExt;
     let c = std::ffi::CString::new(dir.as_os_str().as_bytes()).ok()?;
     let mut st = std::mem::MaybeUninit::<libc::statvfs>::uninit();

@@ -1,7 +1,19 @@
 //! The capture's manifest: before any frame, while it runs (the files
 //! finished so far), and the entries for its pcap files.
 
-use super::*;
+use std::sync::atomic::Ordering;
+
+use pcapio::retention::RemovedFile;
+use pcapio::spool::PcapFileInfo;
+use store::manifest::{
+    CaptureInfo, InterfaceEntry, Manifest, PcapFileEntry, RemovedPcapEntry, RunInfo, ShardInfo,
+    TimeSpan,
+};
+use wire::LinkType;
+
+use super::LiveOptions;
+use super::sampler::Watched;
+use crate::stats::FrameStats;
 
 /// The manifest's entries for pcap files, by id.
 pub(super) fn pcap_entries(files: &[PcapFileInfo]) -> Vec<PcapFileEntry> {

@@ -11,12 +11,20 @@
 //! that every stored frame has its record.
 
 use std::collections::VecDeque;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, RecvTimeoutError};
-use pcapio::spool::{MissedSpan, Staged};
+use pcapio::spool::{MissedSpan, SpoolShared, Staged, StagedBlock};
+use store::StoreError;
+use wire::LinkType;
 
-use super::*;
+use super::Counters;
+use super::disk::DiskWatch;
 use crate::late::{self, LateError};
+use crate::worker::{FrameMeta, Worker, WorkerDone};
 
 /// Late records built in one go before looking for new blocks again.
 const LATE_BATCH: u64 = 16_384;
@@ -35,7 +43,7 @@ pub(super) struct RecordsCtx {
 }
 
 pub(super) struct RecordsOut {
-    pub(super) records: Option<crate::worker::WorkerDone>,
+    pub(super) records: Option<WorkerDone>,
     pub(super) error: Option<String>,
     pub(super) warnings: Vec<String>,
 }
@@ -167,14 +175,7 @@ impl Records {
     /// A records error ends the capture; a full disk with `--on-full
     /// drop` only makes this thread drop (and count) until space returns.
     fn failed(&mut self, e: StoreError) {
-        if e.is_disk_full() {
-            self.disk.hit();
-            if self.disk.drop {
-                return;
-            }
-        }
-        self.error.get_or_insert(e.to_string());
-        self.stop.store(true, Ordering::Relaxed);
+        self.disk.failed(e, &self.stop, &mut self.error);
     }
 
     fn publish(&self) {
@@ -186,7 +187,7 @@ impl Records {
             .store(self.w.flow_slices_lost(), Ordering::Relaxed);
     }
 
-    fn block(&mut self, b: &pcapio::spool::StagedBlock) {
+    fn block(&mut self, b: &StagedBlock) {
         if self.error.is_some() || self.disk.dropping() {
             self.skipped += b.frames;
             self.publish();

@@ -1,11 +1,22 @@
 //! The per-second sampler: every worker's counters and the kernel's, a
 //! stats row per worker, held while the disk is full.
 
-use super::*;
+use std::collections::VecDeque;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Instant;
+
+use capture::ring::{KernelStats, kernel_stats};
+use store::stats::{StatsRow, StatsWriter};
+use util::storage::{Publisher, UploadFigures};
+
+use super::disk::DiskWatch;
+use super::rings::Handover;
+use super::{Counters, LiveError, Second, Slot};
 
 /// `--on-full drop`: stats rows held in memory (per worker) while the disk
 /// is full, written when space returns; older ones are dropped and counted.
-pub(super) const STATS_HELD_SECONDS: usize = 3600;
+const STATS_HELD_SECONDS: usize = 3600;
 
 /// A worker's ring and counters, as the stats loop reads them.
 pub(super) struct Watched {
@@ -13,7 +24,7 @@ pub(super) struct Watched {
     pub(super) iface: u16,
     pub(super) fd: i32,
     /// The full-size ring that takes over, once it is set up.
-    pub(super) handover: Option<Arc<rings::Handover>>,
+    pub(super) handover: Option<Arc<Handover>>,
     pub(super) counters: Arc<Counters>,
 }
 
@@ -45,31 +56,82 @@ impl Watched {
 /// totals since the start.
 pub(super) struct Sampler {
     pub(super) watched: Vec<Watched>,
-    pub(super) prev: Vec<[u64; 8]>,
+    prev: Vec<[u64; 8]>,
     /// A pcap writer had met a full disk at the last sample.
-    pub(super) pcap_full: bool,
+    pcap_full: bool,
     /// Rows sampled while the disk is full (`--on-full drop`), oldest first.
-    pub(super) held: std::collections::VecDeque<StatsRow>,
-    pub(super) held_limit: usize,
+    held: VecDeque<StatsRow>,
+    held_limit: usize,
     /// Stats rows that could not be written.
     pub(super) stats_lost: u64,
     pub(super) kernel_total: KernelStats,
     pub(super) started: Instant,
-    pub(super) stats: Option<StatsWriter>,
+    stats: Option<StatsWriter>,
     /// Stats files finished early (the disk filled).
-    pub(super) stats_files: Vec<String>,
-    pub(super) stats_tap: Option<crate::worker::StatsTap>,
+    stats_files: Vec<String>,
+    stats_tap: Option<crate::worker::StatsTap>,
     pub(super) totals: Second,
     pub(super) disk: DiskWatch,
     /// The dataset's uploader (`--upload`), and its figures at the last
     /// sample.
-    pub(super) upload: Option<(
-        Arc<dyn util::storage::Publisher>,
-        util::storage::UploadFigures,
-    )>,
+    upload: Option<(Arc<dyn Publisher>, UploadFigures)>,
 }
 
 impl Sampler {
+    /// The capture's clock starts here: once every worker is set up.
+    pub(super) fn new(
+        watched: Vec<Watched>,
+        stats: Option<StatsWriter>,
+        stats_tap: Option<crate::worker::StatsTap>,
+        disk: DiskWatch,
+        uploader: Option<Arc<dyn Publisher>>,
+    ) -> Sampler {
+        Sampler {
+            prev: vec![[0; 8]; watched.len()],
+            held: VecDeque::new(),
+            pcap_full: false,
+            held_limit: STATS_HELD_SECONDS * watched.len().max(1),
+            stats_lost: 0,
+            watched,
+            kernel_total: KernelStats::default(),
+            started: Instant::now(),
+            stats,
+            stats_files: Vec::new(),
+            stats_tap,
+            totals: Second::default(),
+            disk,
+            upload: uploader.map(|p| (p, Default::default())),
+        }
+    }
+
+    /// The last stats file: rows held while the disk was full go in first
+    /// (those that cannot are lost), then it closes. Returns every stats
+    /// file written; what was lost goes to `warnings`.
+    pub(super) fn finish_stats(&mut self, warnings: &mut Vec<String>) -> Vec<String> {
+        let mut stats_files = std::mem::take(&mut self.stats_files);
+        if let Some(mut s) = self.stats.take() {
+            while let Some(r) = self.held.pop_front() {
+                if s.push(r).is_err() {
+                    self.stats_lost += self.held.len() as u64;
+                    self.held.clear();
+                }
+            }
+            let (files, failed) = s.finish_or_give_up();
+            stats_files.extend(files);
+            if let Some((e, lost)) = failed {
+                self.stats_lost += lost;
+                if e.is_disk_full() {
+                    self.disk.hit();
+                }
+                warnings.push(format!("the last {lost} stats rows are lost: {e}"));
+            }
+        }
+        stats_files
+    }
+
+    /// Reads every worker's counters and the kernel's: the second's
+    /// figures, and a stats row per worker (written, or held while the
+    /// disk is full).
     pub(super) fn sample(&mut self) -> Result<Second, LiveError> {
         let mut rows = Vec::new();
         let mut second = sample(
@@ -96,7 +158,7 @@ impl Sampler {
                 self.held.push_back(r);
             }
         } else if let Some(s) = self.stats.as_mut() {
-            let mut queue: std::collections::VecDeque<StatsRow> = std::mem::take(&mut self.held);
+            let mut queue: VecDeque<StatsRow> = std::mem::take(&mut self.held);
             queue.extend(rows);
             let mut give_up = false;
             while let Some(r) = queue.pop_front() {
@@ -142,11 +204,11 @@ impl Sampler {
 }
 
 /// What a stats tap is called as.
-pub(super) type StatsTapFn = dyn Fn(&[StatsRow]) + Send + Sync;
+type StatsTapFn = dyn Fn(&[StatsRow]) + Send + Sync;
 
 /// Reads every worker's counters and the kernel's, writes a stats row per
 /// worker, and sums them for the caller.
-pub(super) fn sample(
+fn sample(
     watched: &[Watched],
     prev: &mut [[u64; 8]],
     kernel_total: &mut KernelStats,
@@ -230,7 +292,6 @@ pub(super) fn sample(
     Ok(out)
 }
 
-/// Flows-table slices the workers lost, together.
 /// Records put off by the records threads so far: built since, still to
 /// build, and lost (their pcap file went first); `None` if none were.
 pub(super) fn late_records(watched: &[Watched]) -> Option<store::manifest::LateRecords> {
@@ -249,6 +310,7 @@ pub(super) fn late_records(watched: &[Watched]) -> Option<store::manifest::LateR
     })
 }
 
+/// Flows-table slices the workers lost, together.
 pub(super) fn flow_slices_lost(watched: &[Watched]) -> u64 {
     (watched.iter())
         .map(|w| w.counters.flow_slices_lost.load(Ordering::Relaxed))

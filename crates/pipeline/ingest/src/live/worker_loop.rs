@@ -1,12 +1,34 @@
 //! The worker loop: blocks from the ring, each frame to the pcap spool
 //! and the records; the hand-over to a full-size ring; the drain at the end.
+//!
+//! One round of the loop: take the full-size ring if it has come
+//! ([`WorkerLoop::take_handover`]); once told to stop, close the rings'
+//! doors ([`WorkerLoop::close_doors`]); read a block, each frame to the
+//! sinks ([`WorkerLoop::read_block`], the per-frame path); move to the
+//! full-size ring once the first one is drained; the sinks' timers
+//! ([`WorkerLoop::tick`]); at the end, drain a full-size ring handed over
+//! late ([`WorkerLoop::drain_next`]), then close the sinks
+//! ([`WorkerLoop::finish`]).
 
-use super::*;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use capture::ring::RxRing;
+use pcapio::spool::{Spool, SpoolReport};
+
+use super::disk::DiskWatch;
+use super::records::Records;
+use super::rings::Handover;
+use super::start::SpoolAndWriter;
+use super::{Counters, Slot};
+use crate::worker::{FrameMeta, Worker, WorkerDone};
 
 pub(super) struct WorkerOut {
     /// The ring read last, and any it took over from.
     pub(super) rings: Vec<RxRing>,
-    pub(super) records: Option<crate::worker::WorkerDone>,
+    pub(super) records: Option<WorkerDone>,
     pub(super) spool: Option<JoinHandle<SpoolReport>>,
     /// The records thread (with pcap), which ends after the pcap writer.
     pub(super) records_thread: Option<JoinHandle<Records>>,
@@ -16,8 +38,8 @@ pub(super) struct WorkerOut {
 pub(super) struct WorkerCtx {
     pub(super) slot: Slot,
     /// The full-size ring to come.
-    pub(super) handover: Option<Arc<rings::Handover>>,
-    pub(super) spool: Option<(Spool, JoinHandle<SpoolReport>)>,
+    pub(super) handover: Option<Arc<Handover>>,
+    pub(super) spool: Option<SpoolAndWriter>,
     /// Records made on this thread: a capture without pcap.
     pub(super) records: Option<Worker>,
     pub(super) records_thread: Option<JoinHandle<Records>>,
@@ -29,80 +51,144 @@ pub(super) struct WorkerCtx {
 
 /// The per-worker loop: blocks from the ring, frames to the sinks.
 pub(super) fn run_worker(ctx: WorkerCtx) -> WorkerOut {
-    let WorkerCtx {
-        mut slot,
-        handover,
-        spool,
-        mut records,
-        records_thread,
-        disk,
-        stop,
-        claimed,
-        limit,
-    } = ctx;
-    // A records error ends the capture; a full disk also gives the reserve
-    // back, so that this worker's file (and the others') can still close.
-    // With --on-full drop the worker has given its file up (counted) and
-    // goes on, dropping records until space returns.
-    let failed = |e: StoreError, error: &mut Option<String>| {
-        if e.is_disk_full() {
-            disk.hit();
-            if disk.drop {
-                return;
-            }
-        }
-        error.get_or_insert(e.to_string());
-        stop.store(true, Ordering::Relaxed);
-    };
-    // Frames that got no record: the disk was full, or records failed.
-    let mut records_skipped = 0u64;
-    let (mut spool, spool_handle) = match spool {
-        Some((s, h)) => (Some(s), Some(h)),
-        None => (None, None),
-    };
-    let retire = Duration::from_millis(slot.ring.options().retire_ms as u64 * 2 + 5);
-    let mut vlan_buf: Vec<u8> = Vec::with_capacity(1 << 16);
-    let mut error: Option<String> = None;
-    let mut last_tick = Instant::now();
-    let c = slot.counters.clone();
-    let (worker_id, iface, link) = (slot.worker, slot.iface, slot.link);
-    let _ = worker_id;
-    let mut door_closed = false;
-    let mut ring_blocks = slot.ring.options().block_count;
-    // The full-size ring the group deals to now, read once the first ring
-    // is drained; and the rings read before, still checked now and then
-    // for a last block the kernel handed over late.
-    let mut next_ring: Option<RxRing> = None;
-    let mut retired: Vec<RxRing> = Vec::new();
-    // Drain what a ring holds, not what keeps arriving: under steady
-    // traffic the ring would never be empty.
-    let close_door = |ring: &RxRing, error: &mut Option<String>| match ring.stop_receiving() {
-        Ok(()) => true,
-        Err(e) => {
-            error.get_or_insert(format!("{}: closing the ring: {e}", ring.iface()));
-            false
-        }
-    };
+    let (mut w, spool_handle, records_thread) = WorkerLoop::new(ctx);
     loop {
-        if next_ring.is_none()
-            && let Some(h) = handover.as_ref()
+        if !w.take_handover() {
+            break;
+        }
+        let stopping = w.stop.load(Ordering::Relaxed);
+        if stopping && !w.door_closed && !w.close_doors() {
+            break;
+        }
+        let Some(got) = w.read_block(stopping) else {
+            break;
+        };
+        if got == 0 && w.next_ring_is_due() {
+            continue;
+        }
+        w.tick();
+        if stopping && got == 0 && !w.drain_next() {
+            break;
+        }
+    }
+    w.finish(spool_handle, records_thread)
+}
+
+/// A worker's state through its loop.
+struct WorkerLoop {
+    slot: Slot,
+    handover: Option<Arc<Handover>>,
+    spool: Option<Spool>,
+    records: Option<Worker>,
+    disk: DiskWatch,
+    stop: Arc<AtomicBool>,
+    claimed: Arc<AtomicU64>,
+    limit: Option<u64>,
+    c: Arc<Counters>,
+    /// Frames that got no record: the disk was full, or records failed.
+    records_skipped: u64,
+    /// A frame with its VLAN tag put back.
+    vlan_buf: Vec<u8>,
+    error: Option<String>,
+    last_tick: Instant,
+    /// The ring takes no more frames: the capture is stopping.
+    door_closed: bool,
+    ring_blocks: usize,
+    /// The wait for a ring's last partial block (its retire timer).
+    retire: Duration,
+    /// The full-size ring the group deals to now, read once the first
+    /// ring is drained; and the rings read before, still checked now and
+    /// then for a last block the kernel handed over late.
+    next_ring: Option<RxRing>,
+    retired: Vec<RxRing>,
+}
+
+impl WorkerLoop {
+    fn new(
+        ctx: WorkerCtx,
+    ) -> (
+        WorkerLoop,
+        Option<JoinHandle<SpoolReport>>,
+        Option<JoinHandle<Records>>,
+    ) {
+        let (spool, spool_handle) = match ctx.spool {
+            Some((s, h)) => (Some(s), Some(h)),
+            None => (None, None),
+        };
+        let opts = ctx.slot.ring.options();
+        let w = WorkerLoop {
+            retire: Duration::from_millis(opts.retire_ms as u64 * 2 + 5),
+            ring_blocks: opts.block_count,
+            c: ctx.slot.counters.clone(),
+            slot: ctx.slot,
+            handover: ctx.handover,
+            spool,
+            records: ctx.records,
+            disk: ctx.disk,
+            stop: ctx.stop,
+            claimed: ctx.claimed,
+            limit: ctx.limit,
+            records_skipped: 0,
+            vlan_buf: Vec::with_capacity(1 << 16),
+            error: None,
+            last_tick: Instant::now(),
+            door_closed: false,
+            next_ring: None,
+            retired: Vec::new(),
+        };
+        (w, spool_handle, ctx.records_thread)
+    }
+
+    /// Takes the full-size ring once the grower has handed it over;
+    /// false when the loop must end (its door would not close).
+    fn take_handover(&mut self) -> bool {
+        if self.next_ring.is_none()
+            && let Some(h) = self.handover.as_ref()
             && let Some(r) = h.take()
         {
-            h.settle(&slot.ring, &r);
-            if door_closed && !close_door(&r, &mut error) {
-                retired.push(r);
-                break;
+            h.settle(&self.slot.ring, &r);
+            if self.door_closed && !close_door(&r, &mut self.error) {
+                self.retired.push(r);
+                return false;
             }
-            next_ring = Some(r);
+            self.next_ring = Some(r);
         }
-        let stopping = stop.load(Ordering::Relaxed);
-        if stopping && !door_closed {
-            door_closed = true;
-            let next_ok = next_ring.as_ref().is_none_or(|r| close_door(r, &mut error));
-            if !next_ok || !close_door(&slot.ring, &mut error) {
-                break;
-            }
-        }
+        true
+    }
+
+    /// Drain what a ring holds, not what keeps arriving: under steady
+    /// traffic the ring would never be empty. False when a door would not
+    /// close.
+    fn close_doors(&mut self) -> bool {
+        self.door_closed = true;
+        let next_ok = (self.next_ring.as_ref()).is_none_or(|r| close_door(r, &mut self.error));
+        next_ok && close_door(&self.slot.ring, &mut self.error)
+    }
+
+    /// One block from the ring, each frame to the sinks (and a late block
+    /// of a ring read before); publishes the counts. The frames read, or
+    /// `None` when the ring failed.
+    #[inline]
+    fn read_block(&mut self, stopping: bool) -> Option<usize> {
+        let WorkerLoop {
+            slot,
+            spool,
+            records,
+            disk,
+            stop,
+            claimed,
+            limit,
+            c,
+            records_skipped,
+            vlan_buf,
+            error,
+            ring_blocks,
+            retire,
+            next_ring,
+            retired,
+            ..
+        } = self;
+        let (iface, link, limit) = (slot.iface, slot.link, *limit);
         let (mut frames, mut bytes, mut staged, mut hw) = (0u64, 0u64, 0u64, 0u64);
         // Read once a block, at its first frame (not before the wait for
         // it): a frame's path does not touch shared state, and a block that
@@ -113,13 +199,13 @@ pub(super) fn run_worker(ctx: WorkerCtx) -> WorkerOut {
             // A frame may wait in the ring for the pcap writer rather than
             // be dropped from pcap; with records, only while the ring is at
             // most half full, so that records never lose a frame to pcap.
-            s.set_patient(records.is_none() || slot.ring.blocks_ready() * 2 <= ring_blocks);
+            s.set_patient(records.is_none() || slot.ring.blocks_ready() * 2 <= *ring_blocks);
         }
-        let timeout = match (&next_ring, stopping) {
+        let timeout = match (&*next_ring, stopping) {
             // The last partial block of a ring the group no longer deals
             // to comes when the kernel's retire timer fires.
-            (Some(_), _) => retire * 4,
-            (None, true) => retire,
+            (Some(_), _) => *retire * 4,
+            (None, true) => *retire,
             (None, false) => Duration::from_millis(100),
         };
         let mut on_frame = |f: capture::RxFrame<'_>| {
@@ -154,7 +240,7 @@ pub(super) fn run_worker(ctx: WorkerCtx) -> WorkerOut {
             };
             if let Some(w) = records.as_mut() {
                 if !*recording.get_or_insert_with(|| healthy && !disk.dropping()) {
-                    records_skipped += 1;
+                    *records_skipped += 1;
                     return;
                 }
                 let meta = FrameMeta {
@@ -165,7 +251,7 @@ pub(super) fn run_worker(ctx: WorkerCtx) -> WorkerOut {
                     pcap,
                 };
                 if let Err(e) = w.frame(meta, data) {
-                    failed(e, &mut error);
+                    disk.failed(e, stop, error);
                     recording = Some(false);
                 }
             }
@@ -173,7 +259,7 @@ pub(super) fn run_worker(ctx: WorkerCtx) -> WorkerOut {
         let result = slot.ring.next_block(timeout, &mut on_frame);
         // A ring read before: a block it handed over late (rare: the
         // kernel's retire timer ran later than the wait above).
-        for r in &mut retired {
+        for r in retired.iter_mut() {
             if r.blocks_ready() > 0 {
                 let _ = r.next_block(Duration::ZERO, &mut on_frame);
             }
@@ -181,96 +267,134 @@ pub(super) fn run_worker(ctx: WorkerCtx) -> WorkerOut {
         c.frames.fetch_add(frames, Ordering::Relaxed);
         c.bytes.fetch_add(bytes, Ordering::Relaxed);
         c.hw_timestamps.fetch_add(hw, Ordering::Relaxed);
-        if let Some(s) = &spool {
+        if let Some(s) = &*spool {
             c.pcap_frames.fetch_add(staged, Ordering::Relaxed);
             c.pcap_drops.store(s.dropped, Ordering::Relaxed);
         }
-        if let Some(w) = &records {
+        if let Some(w) = &*records {
             c.records.fetch_add(frames, Ordering::Relaxed);
             c.records_drops
-                .store(w.rows_lost() + records_skipped, Ordering::Relaxed);
+                .store(w.rows_lost() + *records_skipped, Ordering::Relaxed);
             c.flow_slices_lost
                 .store(w.flow_slices_lost(), Ordering::Relaxed);
         }
-        let got = match result {
-            Ok(n) => n,
+        match result {
+            Ok(n) => Some(n),
             Err(e) => {
                 error.get_or_insert(format!("{}: reading the ring: {e}", slot.ring.iface()));
-                break;
+                None
             }
+        }
+    }
+
+    /// The first ring is drained: from here on, the full-size one, if it
+    /// has come (then true).
+    fn next_ring_is_due(&mut self) -> bool {
+        let Some(r) = self.next_ring.take() else {
+            return false;
         };
-        if got == 0
-            && let Some(r) = next_ring.take()
+        self.retired.push(std::mem::replace(&mut self.slot.ring, r));
+        self.ring_blocks = self.slot.ring.options().block_count;
+        true
+    }
+
+    /// Every 200 ms: the records' timers, the backlogs published, and
+    /// (light traffic) staged frames written and files closed on time.
+    fn tick(&mut self) {
+        if self.last_tick.elapsed() < Duration::from_millis(200) {
+            return;
+        }
+        self.last_tick = Instant::now();
+        if let Some(w) = self.records.as_mut()
+            && self.error.is_none()
+            && let Err(e) = w.tick()
         {
-            // The first ring is drained: from here on, the full-size one.
-            retired.push(std::mem::replace(&mut slot.ring, r));
-            ring_blocks = slot.ring.options().block_count;
-            continue;
+            self.disk.failed(e, &self.stop, &mut self.error);
         }
-        if last_tick.elapsed() >= Duration::from_millis(200) {
-            last_tick = Instant::now();
-            if let Some(w) = records.as_mut()
-                && error.is_none()
-                && let Err(e) = w.tick()
-            {
-                failed(e, &mut error);
+        (self.c.ring_backlog).store(self.slot.ring.blocks_ready() as u64, Ordering::Relaxed);
+        if let Some(s) = self.spool.as_mut() {
+            // Light traffic: do not let staged frames sit in memory,
+            // nor a file stay open past its time.
+            s.flush_block();
+            s.close_if_due(wall_ns());
+            (self.c.pcap_backlog).store(s.backlog() as u64, Ordering::Relaxed);
+        }
+    }
+
+    /// The ring is drained and the capture stopping: a full-size ring
+    /// handed over before this worker said it is ending is drained too
+    /// (then true).
+    fn drain_next(&mut self) -> bool {
+        match self.handover.as_ref().and_then(|h| h.close()) {
+            Some(r) if close_door(&r, &mut self.error) => {
+                self.next_ring = Some(r);
+                true
             }
-            c.ring_backlog
-                .store(slot.ring.blocks_ready() as u64, Ordering::Relaxed);
-            if let Some(s) = spool.as_mut() {
-                // Light traffic: do not let staged frames sit in memory,
-                // nor a file stay open past its time.
-                s.flush_block();
-                s.close_if_due(wall_ns());
-                c.pcap_backlog.store(s.backlog() as u64, Ordering::Relaxed);
+            Some(r) => {
+                self.retired.push(r);
+                false
             }
+            None => false,
         }
-        if stopping && got == 0 {
-            // A full-size ring handed over before this worker said it is
-            // ending is drained too.
-            match handover.as_ref().and_then(|h| h.close()) {
-                Some(r) if close_door(&r, &mut error) => next_ring = Some(r),
-                Some(r) => {
-                    retired.push(r);
-                    break;
-                }
-                None => break,
+    }
+
+    /// The loop has ended: the pcap spool finished and the records closed;
+    /// every ring this worker read goes back to be counted and closed.
+    fn finish(
+        mut self,
+        spool: Option<JoinHandle<SpoolReport>>,
+        records_thread: Option<JoinHandle<Records>>,
+    ) -> WorkerOut {
+        // No ring will be handed over once this worker has ended.
+        if let Some(r) = self.handover.as_ref().and_then(|h| h.close()) {
+            self.retired.push(r);
+        }
+        self.retired.extend(self.next_ring.take());
+        if let Some(s) = self.spool.take() {
+            s.finish();
+        }
+        // The last file closes here, so that one the disk has no room for
+        // is given up and counted like any other.
+        if let Some(w) = self.records.as_mut() {
+            if let Err(e) = w.close() {
+                self.disk.failed(e, &self.stop, &mut self.error);
             }
+            (self.c.records_drops).store(w.rows_lost() + self.records_skipped, Ordering::Relaxed);
+            (self.c.flow_slices_lost).store(w.flow_slices_lost(), Ordering::Relaxed);
+        }
+        let records = match self.records.take().map(|w| w.finish()) {
+            Some(Ok(r)) => Some(r),
+            Some(Err(e)) => {
+                self.disk.failed(e, &self.stop, &mut self.error);
+                None
+            }
+            None => None,
+        };
+        self.retired.push(self.slot.ring);
+        WorkerOut {
+            rings: self.retired,
+            records,
+            spool,
+            records_thread,
+            error: self.error,
         }
     }
-    // No ring will be handed over once this worker has ended.
-    if let Some(r) = handover.as_ref().and_then(|h| h.close()) {
-        retired.push(r);
-    }
-    retired.extend(next_ring);
-    if let Some(s) = spool.take() {
-        s.finish();
-    }
-    // The last file closes here, so that one the disk has no room for is
-    // given up and counted like any other.
-    if let Some(w) = records.as_mut() {
-        if let Err(e) = w.close() {
-            failed(e, &mut error);
+}
+
+/// Stops a ring taking frames; false (and the error kept) if it would not.
+fn close_door(ring: &RxRing, error: &mut Option<String>) -> bool {
+    match ring.stop_receiving() {
+        Ok(()) => true,
+        Err(e) => {
+            error.get_or_insert(format!("{}: closing the ring: {e}", ring.iface()));
+            false
         }
-        c.records_drops
-            .store(w.rows_lost() + records_skipped, Ordering::Relaxed);
-        c.flow_slices_lost
-            .store(w.flow_slices_lost(), Ordering::Relaxed);
     }
-    let records = match records.take().map(|w| w.finish()) {
-        Some(Ok(r)) => Some(r),
-        Some(Err(e)) => {
-            failed(e, &mut error);
-            None
-        }
-        None => None,
-    };
-    retired.push(slot.ring);
-    WorkerOut {
-        rings: retired,
-        records,
-        spool: spool_handle,
-        records_thread,
-        error,
-    }
+}
+
+/// The wall clock, ns since the epoch (frames' timestamps are on it).
+fn wall_ns() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as i64)
 }
