@@ -12,6 +12,8 @@
 use std::collections::VecDeque;
 use std::collections::hash_map::Entry;
 
+use flow::tcp::{ACK, FIN, RST, SYN};
+use flow::{FlowKey, Place, SeqTrack, SweepClock};
 use util::fasthash::FastMap;
 use wire::Segment;
 
@@ -20,12 +22,7 @@ use crate::http::{self, Body, Chunked, HttpError, Request, Response};
 use crate::tls::{self, ClientHello, ServerSide, TlsError};
 use crate::x509::CertSummary;
 
-pub const TCP: u8 = 6;
-pub const UDP: u8 = 17;
-const SYN: u16 = 0x002;
-const ACK: u16 = 0x010;
-const FIN: u16 = 0x001;
-const RST: u16 = 0x004;
+pub use flow::{TCP, UDP};
 
 #[derive(Clone, Copy, Debug)]
 pub struct TrackerOptions {
@@ -219,7 +216,7 @@ enum Kind {
 /// One direction of a TCP flow.
 #[derive(Debug, Default)]
 struct Dir {
-    next_seq: Option<u32>,
+    seq: SeqTrack,
     /// Bytes received in order and not consumed.
     buf: Vec<u8>,
     /// Bytes to step over as they arrive (a body of known length).
@@ -256,42 +253,10 @@ pub struct Tracker {
     counters: Counters,
     msg: DnsMessage,
     scratch: Vec<u8>,
-    last_sweep: i64,
+    clock: SweepClock,
     pub dns: Vec<DnsRecord>,
     pub tls: Vec<TlsRecord>,
     pub http: Vec<HttpRecord>,
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-struct FlowKey {
-    lo: [u8; 16],
-    hi: [u8; 16],
-    lo_port: u16,
-    hi_port: u16,
-}
-
-/// Five words, where the derived hash fed the hasher byte slices (each
-/// copied to a word in a loop): the key is hashed on every TCP segment.
-impl std::hash::Hash for FlowKey {
-    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
-        let word = |b: &[u8; 16], i: usize| {
-            u64::from_le_bytes([
-                b[i],
-                b[i + 1],
-                b[i + 2],
-                b[i + 3],
-                b[i + 4],
-                b[i + 5],
-                b[i + 6],
-                b[i + 7],
-            ])
-        };
-        state.write_u64(word(&self.lo, 0));
-        state.write_u64(word(&self.lo, 8));
-        state.write_u64(word(&self.hi, 0));
-        state.write_u64(word(&self.hi, 8));
-        state.write_u64((self.lo_port as u64) << 16 | self.hi_port as u64);
-    }
 }
 
 fn is_dns_port(p: u16) -> bool {
@@ -317,7 +282,7 @@ impl Tracker {
             counters: Counters::default(),
             msg: DnsMessage::default(),
             scratch: Vec::new(),
-            last_sweep: i64::MIN,
+            clock: SweepClock::default(),
             dns: Vec::new(),
             tls: Vec::new(),
             http: Vec::new(),
@@ -344,7 +309,7 @@ impl Tracker {
         if !looks_at(seg.proto, seg.src_port, seg.dst_port) {
             return;
         }
-        if seg.ts_ns >= self.last_sweep.saturating_add(1_000_000_000) {
+        if self.clock.due(seg.ts_ns) {
             self.sweep(seg.ts_ns);
         }
         if seg.proto == TCP {
@@ -364,28 +329,23 @@ impl Tracker {
 
     /// Writes out the queries and flows timed out at `now`.
     fn sweep(&mut self, now: i64) {
-        self.last_sweep = now;
+        self.clock.swept(now);
         let timeout = self.opts.query_timeout_ns;
-        let mut expired: Vec<(Ends, u16)> = self
-            .pending
-            .iter()
-            .filter(|(_, p)| p.record.ts().saturating_add(timeout) <= now)
-            .map(|(k, _)| *k)
-            .collect();
-        expired.sort_by_key(|k| self.pending[k].record.ts());
-        for k in expired {
+        let mut expired = flow::expired(&self.pending, |p| {
+            let ts = p.record.ts();
+            flow::idle(ts, timeout, now).then_some(ts)
+        });
+        expired.sort_by_key(|(ts, _)| *ts);
+        for (_, k) in expired {
             if let Some(p) = self.pending.remove(&k) {
                 self.counters.dns_unanswered += 1;
                 self.dns.push(p.record);
             }
         }
         let idle = self.opts.flow_idle_ns;
-        let mut done: Vec<(i64, FlowKey)> = self
-            .flows
-            .iter()
-            .filter(|(_, f)| f.last_ts.saturating_add(idle) <= now)
-            .map(|(k, f)| (f.last_ts, *k))
-            .collect();
+        let mut done = flow::expired(&self.flows, |f| {
+            flow::idle(f.last_ts, idle, now).then_some(f.last_ts)
+        });
         done.sort_unstable_by_key(|(t, _)| *t);
         for (_, k) in done {
             if let Some(f) = self.flows.remove(&k) {
@@ -476,22 +436,7 @@ impl Tracker {
             // A bare ACK changes nothing the decoders keep: not looked up.
             return;
         }
-        let lo_is_src = (seg.src, seg.src_port) <= (seg.dst, seg.dst_port);
-        let key = if lo_is_src {
-            FlowKey {
-                lo: seg.src,
-                hi: seg.dst,
-                lo_port: seg.src_port,
-                hi_port: seg.dst_port,
-            }
-        } else {
-            FlowKey {
-                lo: seg.dst,
-                hi: seg.src,
-                lo_port: seg.dst_port,
-                hi_port: seg.src_port,
-            }
-        };
+        let (key, lo_is_src) = FlowKey::of(seg);
         let syn = seg.tcp_flags & SYN != 0;
         let full = self.flows.len() >= self.opts.max_flows;
         let flow = match self.flows.entry(key) {
@@ -537,7 +482,7 @@ impl Tracker {
         }
         let dir = &mut flow.dirs[d];
         if syn {
-            dir.next_seq = Some(seg.tcp_seq.wrapping_add(1));
+            dir.seq.start(seg.tcp_seq);
         }
         let payload_seq = if syn {
             seg.tcp_seq.wrapping_add(1)
@@ -547,32 +492,28 @@ impl Tracker {
         let mut data: &[u8] = &[];
         let mut gap = false;
         if seg.payload_wire > 0 && !dir.done {
-            match dir.next_seq {
-                None => gap = true,
-                Some(next) => {
-                    let ahead = payload_seq.wrapping_sub(next) as i32;
-                    let wire = seg.payload_wire as usize;
-                    if ahead > 0 {
-                        if dir.skip >= ahead as u64 && dir.chunked.is_none() {
-                            // Lost inside a body being stepped over: no harm.
-                            dir.skip -= ahead as u64;
-                            data = seg.payload;
-                            dir.next_seq = Some(payload_seq.wrapping_add(wire as u32));
-                        } else {
-                            gap = true;
-                        }
+            let wire = seg.payload_wire;
+            match dir.seq.place(payload_seq, wire) {
+                Place::Unknown => gap = true,
+                Place::Ahead(ahead) => {
+                    if dir.skip >= ahead as u64 && dir.chunked.is_none() {
+                        // Lost inside a body being stepped over: no harm.
+                        dir.skip -= ahead as u64;
+                        data = seg.payload;
+                        dir.seq.taken(payload_seq, wire);
                     } else {
-                        let behind = (-ahead) as usize;
-                        if behind < wire {
-                            data = seg.payload.get(behind..).unwrap_or(&[]);
-                            dir.next_seq = Some(payload_seq.wrapping_add(wire as u32));
-                            if seg.payload.len() < wire {
-                                // Cut by the snap length: what follows is lost.
-                                gap = true;
-                            }
-                        }
+                        gap = true;
                     }
                 }
+                Place::New { behind } => {
+                    data = seg.payload.get(behind as usize..).unwrap_or(&[]);
+                    dir.seq.taken(payload_seq, wire);
+                    if seg.payload.len() < wire as usize {
+                        // Cut by the snap length: what follows is lost.
+                        gap = true;
+                    }
+                }
+                Place::Old => {}
             }
         }
         if gap && !dir.done {

@@ -8,14 +8,15 @@
 use std::collections::hash_map::Entry;
 use std::hash::{Hash, Hasher};
 
+use flow::tcp::{FIN as TCP_FIN, RST as TCP_RST, SYN as TCP_SYN};
+use flow::{DirKey as Dir, Place, SeqTrack, SweepClock};
 use util::fasthash::FastMap;
 
 use crate::msg::{self, Call, Message, ReplyStatus};
 use crate::nfs::{self, CallDetail, Op};
 
 /// IP protocol numbers of the transports RPC runs on.
-pub const TCP: u8 = 6;
-pub const UDP: u8 = 17;
+pub use flow::{TCP, UDP};
 
 /// Whether the tracker looks at a segment of transport `proto` with this
 /// captured payload at all: every TCP segment (streams are followed
@@ -27,10 +28,6 @@ pub const UDP: u8 = 17;
 pub fn looks_at(proto: u8, payload: &[u8]) -> bool {
     proto == TCP || (proto == UDP && msg::may_be_message(payload))
 }
-
-const TCP_SYN: u16 = 0x002;
-const TCP_FIN: u16 = 0x001;
-const TCP_RST: u16 = 0x004;
 
 /// A fragment longer than this is taken as a lost record boundary.
 const MAX_FRAGMENT: u32 = 64 << 20;
@@ -142,14 +139,6 @@ pub struct Counters {
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-struct Dir {
-    src: [u8; 16],
-    dst: [u8; 16],
-    src_port: u16,
-    dst_port: u16,
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct CallKey {
     client: [u8; 16],
     server: [u8; 16],
@@ -159,40 +148,12 @@ struct CallKey {
     xid: u32,
 }
 
-/// An address as two words for the hasher: derived `Hash` feeds arrays
-/// byte slice by byte slice, with a length before each, and these maps
-/// are hit several times per packet.
-#[inline]
-fn addr_words(a: &[u8; 16]) -> (u64, u64) {
-    let (hi, lo) = a.split_at(8);
-    (
-        u64::from_ne_bytes(hi.try_into().unwrap_or_default()),
-        u64::from_ne_bytes(lo.try_into().unwrap_or_default()),
-    )
-}
-
-#[inline]
-fn hash_addrs<H: Hasher>(h: &mut H, x: &[u8; 16], y: &[u8; 16]) {
-    let (a, b) = addr_words(x);
-    let (c, d) = addr_words(y);
-    h.write_u64(a);
-    h.write_u64(b);
-    h.write_u64(c);
-    h.write_u64(d);
-}
-
-impl Hash for Dir {
-    #[inline]
-    fn hash<H: Hasher>(&self, h: &mut H) {
-        hash_addrs(h, &self.src, &self.dst);
-        h.write_u32((self.src_port as u32) << 16 | self.dst_port as u32);
-    }
-}
-
+/// A few words for the hasher (see [`flow::hash_addrs`]): these maps are
+/// hit several times per packet.
 impl Hash for CallKey {
     #[inline]
     fn hash<H: Hasher>(&self, h: &mut H) {
-        hash_addrs(h, &self.client, &self.server);
+        flow::hash_addrs(h, &self.client, &self.server);
         h.write_u64(
             (self.xid as u64) << 32 | (self.client_port as u64) << 16 | self.server_port as u64,
         );
@@ -213,7 +174,7 @@ enum Mode {
 #[derive(Debug)]
 struct Stream {
     mode: Mode,
-    next_seq: Option<u32>,
+    seq: SeqTrack,
     hunt_tries: u8,
     last_ts: i64,
     /// Record mark bytes gathered so far.
@@ -239,7 +200,7 @@ impl Stream {
     fn new(ts: i64) -> Stream {
         Stream {
             mode: Mode::Hunting,
-            next_seq: None,
+            seq: SeqTrack::default(),
             hunt_tries: 0,
             last_ts: ts,
             mark: [0; 4],
@@ -280,7 +241,7 @@ pub struct Tracker {
     streams: FastMap<Dir, Stream>,
     calls: Calls,
     /// Capture time of the last sweep of timed-out calls and idle streams.
-    last_sweep: i64,
+    clock: SweepClock,
 }
 
 /// What a stream's bytes are fed to: the calls awaiting replies and the
@@ -318,7 +279,7 @@ impl Tracker {
                 free: Vec::new(),
                 counters: Counters::default(),
             },
-            last_sweep: i64::MIN,
+            clock: SweepClock::default(),
         }
     }
 
@@ -376,7 +337,7 @@ impl Tracker {
         if !looks_at(seg.proto, seg.payload) {
             return;
         }
-        if seg.ts_ns.saturating_sub(self.last_sweep) >= 1_000_000_000 {
+        if self.clock.due(seg.ts_ns) {
             self.sweep(seg.ts_ns);
         }
         if seg.proto == TCP {
@@ -409,18 +370,15 @@ impl Tracker {
     }
 
     fn sweep(&mut self, now: i64) {
-        self.last_sweep = now;
+        self.clock.swept(now);
         let calls = &mut self.calls;
         let call_limit = now.saturating_sub(calls.opts.call_timeout_ns);
-        let mut expired: Vec<(i64, CallKey)> = calls
-            .pending
-            .iter()
-            .filter_map(|(k, &i)| {
-                let t = &calls.open[i as usize];
-                let last = t.last_call_ts.unwrap_or(i64::MIN);
-                (last < call_limit).then(|| (t.call_ts.unwrap_or(i64::MIN), *k))
-            })
-            .collect();
+        let open = &calls.open;
+        let mut expired = flow::expired(&calls.pending, |&i| {
+            let t = &open[i as usize];
+            let last = t.last_call_ts.unwrap_or(i64::MIN);
+            (last < call_limit).then(|| t.call_ts.unwrap_or(i64::MIN))
+        });
         expired.sort_by_key(|(first, _)| *first);
         for (_, k) in expired {
             if calls.close(&k) {
@@ -432,12 +390,7 @@ impl Tracker {
     }
 
     fn tcp(&mut self, seg: &Segment) {
-        let dir = Dir {
-            src: seg.src,
-            dst: seg.dst,
-            src_port: seg.src_port,
-            dst_port: seg.dst_port,
-        };
+        let dir = Dir::of(seg);
         let syn = seg.tcp_flags & TCP_SYN != 0;
         let end = seg.tcp_flags & (TCP_FIN | TCP_RST) != 0;
         if seg.payload_wire == 0 && !syn {
@@ -460,7 +413,7 @@ impl Tracker {
             // The stream starts here: message boundaries are known.
             *st = Stream::new(seg.ts_ns);
             st.mode = Mode::Synced;
-            st.next_seq = Some(seg.tcp_seq.wrapping_add(1));
+            st.seq.start(seg.tcp_seq);
             return;
         }
         if st.mode != Mode::NotRpc {
@@ -477,13 +430,7 @@ impl Tracker {
     fn end_stream(&mut self, dir: &Dir, both: bool) {
         self.streams.remove(dir);
         if both {
-            let back = Dir {
-                src: dir.dst,
-                dst: dir.src,
-                src_port: dir.dst_port,
-                dst_port: dir.src_port,
-            };
-            self.streams.remove(&back);
+            self.streams.remove(&dir.reverse());
         }
     }
 }
@@ -535,23 +482,19 @@ impl Calls {
         let mut data = seg.payload;
         let mut wire = seg.payload_wire as u64;
         let mut seq = seg.tcp_seq;
-        if let Some(next) = st.next_seq {
-            let ahead = seq.wrapping_sub(next) as i32;
-            if ahead < 0 {
-                // A retransmission: keep only bytes not seen yet.
-                let old = (-(ahead as i64)) as u64;
-                if old >= wire {
-                    return;
-                }
-                let cut = (old as usize).min(data.len());
+        match st.seq.place(seq, seg.payload_wire) {
+            Place::Unknown => {}
+            // A retransmission: keep only bytes not seen yet.
+            Place::Old => return,
+            Place::New { behind } => {
+                let cut = (behind as usize).min(data.len());
                 data = &data[cut..];
-                wire -= old;
-                seq = next;
-            } else if ahead > 0 {
-                self.gap(seg, st, ahead as u64);
+                wire -= behind as u64;
+                seq = seq.wrapping_add(behind);
             }
+            Place::Ahead(ahead) => self.gap(seg, st, ahead as u64),
         }
-        st.next_seq = Some(seq.wrapping_add(wire as u32));
+        st.seq.taken(seq, wire as u32);
         if st.mode == Mode::Hunting {
             if !self.hunt(seg, data) {
                 st.hunt_tries += 1;
@@ -565,7 +508,7 @@ impl Calls {
             st.reset_message();
             st.mark_have = 0;
             st.in_body = false;
-            if st.hunt_tries > 0 || st.next_seq.is_some() {
+            if st.hunt_tries > 0 || st.seq.next().is_some() {
                 self.counters.resyncs += 1;
             }
         }
