@@ -312,6 +312,9 @@ fn a_broker_stopped_mid_stream_costs_counted_records_and_no_frames() {
         );
         std::thread::sleep(Duration::from_millis(200));
     }
+    // The broker acknowledges what it wrote a moment after writing it: a
+    // kill at once could leave the capture with nothing delivered.
+    std::thread::sleep(Duration::from_secs(2));
     broker.kill();
     // 20 s of traffic: librdkafka's buffer fills within a few seconds, then
     // the workers' queue (256 batches, 40 a second from 2 workers and 4
