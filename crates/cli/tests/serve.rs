@@ -60,6 +60,16 @@ fn weir_read(ds: &Path, from: Option<i64>, to: Option<i64>, filter: &str, out: &
     tcpdump_frames(out)
 }
 
+/// How a query came by its slot (`X-Weir-Query-Slot`): `free`, `waited N
+/// ms` or `busy`.
+fn query_slot(r: &common::web::Response) -> String {
+    r.head
+        .lines()
+        .find_map(|l| l.strip_prefix("x-weir-query-slot: "))
+        .unwrap_or("")
+        .to_string()
+}
+
 fn stop(bg: common::background::Background) {
     bg.signal(libc::SIGTERM);
     bg.wait(Duration::from_secs(20));
@@ -296,14 +306,54 @@ fn api_answers_and_refuses() {
     assert_eq!(r.status, 503, "{}", r.text());
     assert_eq!(r.json()["kind"], "interrupted");
     assert!(r.text().contains("time limit"), "{}", r.text());
-    // The one slot is free again: the next query gets it (and answers, or
-    // meets its own 2-s limit on a loaded machine), it does not wait the
-    // whole limit for a slot.
+    // It found the one slot free: it ran, and was stopped running.
+    assert_eq!(query_slot(&r), "free", "{}", r.head);
+    // The slot is free again: the next query gets it without waiting (and
+    // answers, or on a loaded machine meets its own 2-s limit, running).
     let r = get(addr, "/api/overview");
+    assert_eq!(query_slot(&r), "free", "{}", r.head);
     assert!(
         r.status == 200 || r.json()["kind"] == "interrupted",
         "{}",
         r.text()
+    );
+    // Two queries for the one slot at once: the one that gets it runs to
+    // its limit; the other waits for the slot and says so, stopped at its
+    // own limit after the slot came free, or refused as busy if none did.
+    let ask = || {
+        http(
+            addr,
+            "POST",
+            "/api/sql",
+            &[("Content-Type", "application/json")],
+            body.as_bytes(),
+        )
+    };
+    let (a, b) = std::thread::scope(|s| {
+        let (a, b) = (s.spawn(ask), s.spawn(ask));
+        (a.join().unwrap(), b.join().unwrap())
+    });
+    let (ran, waited) = if query_slot(&a) == "free" {
+        (a, b)
+    } else {
+        (b, a)
+    };
+    let both = format!(
+        "{}\n{}\n{}\n{}",
+        ran.head,
+        ran.text(),
+        waited.head,
+        waited.text()
+    );
+    assert_eq!(query_slot(&ran), "free", "{both}");
+    assert_eq!(ran.status, 503, "{both}");
+    assert_eq!(ran.json()["kind"], "interrupted", "{both}");
+    assert_eq!(waited.status, 503, "{both}");
+    let how = query_slot(&waited);
+    let kind = waited.json()["kind"].clone();
+    assert!(
+        (kind == "interrupted" && how.starts_with("waited ")) || (kind == "busy" && how == "busy"),
+        "{both}"
     );
     stop(srv);
 

@@ -27,6 +27,7 @@ pub mod remote;
 pub mod render;
 pub mod rpc;
 mod rpc_pass;
+pub mod served;
 pub mod session;
 pub mod stack;
 mod terminal;

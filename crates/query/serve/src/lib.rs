@@ -11,11 +11,15 @@
 //! system: the datasets are those named at start. Every query runs with a
 //! row limit and a time limit, stops when the client goes away, runs at a
 //! lower CPU priority than a capture, and only so many run at once.
+//!
+//! The HTTP is `httpd`'s (hyper); every endpoint is a line of
+//! `routes::ROUTES`, its handler in `handlers`, which asks `analyze` only.
 
-mod api;
-mod http;
+mod handlers;
+mod json;
+mod routes;
 
-use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream};
+use std::net::{IpAddr, SocketAddr, TcpListener};
 use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
@@ -23,10 +27,7 @@ use std::time::{Duration, Instant};
 
 use util::storage::Root;
 
-pub use http::{parse_query, percent_decode};
-
-/// The most connections served at once; more are answered 503.
-const MAX_CONNECTIONS: usize = 64;
+pub use httpd::{parse_query, percent_decode};
 
 /// What a request may cost.
 #[derive(Clone, Debug)]
@@ -98,7 +99,7 @@ pub fn check(opts: &ServeOptions) -> Result<(), String> {
     }
     for d in &opts.datasets {
         // The store's error names the directory or the URL.
-        store::location::datasets_under(d).map_err(|e| e.to_string())?;
+        analyze::served::datasets(std::slice::from_ref(d)).map_err(|e| e.to_string())?;
     }
     if opts.limits.max_queries == 0 || opts.limits.max_rows == 0 {
         return Err("--max-queries and --max-rows must be at least 1".into());
@@ -111,9 +112,17 @@ pub(crate) struct Slots {
     used: Mutex<usize>,
     freed: Condvar,
     max: usize,
+    /// Requests waiting for a slot now.
+    waiting: AtomicUsize,
 }
 
-pub(crate) struct Slot<'a>(&'a Slots);
+/// A query slot, held until dropped.
+pub(crate) struct Slot<'a> {
+    slots: &'a Slots,
+    /// How long the request waited for it (all were taken when it came);
+    /// `None` if one was free.
+    pub waited: Option<Duration>,
+}
 
 impl Slots {
     fn new(max: usize) -> Self {
@@ -121,34 +130,55 @@ impl Slots {
             used: Mutex::new(0),
             freed: Condvar::new(),
             max,
+            waiting: AtomicUsize::new(0),
         }
     }
 
     /// A slot, waiting until `deadline` at most.
     pub(crate) fn take(&self, deadline: Instant) -> Option<Slot<'_>> {
+        let came = Instant::now();
         let mut used = self.used.lock().unwrap_or_else(|e| e.into_inner());
+        let waited = *used >= self.max;
+        if waited {
+            self.waiting.fetch_add(1, Ordering::Relaxed);
+        }
         while *used >= self.max {
-            let left = deadline.checked_duration_since(Instant::now())?;
+            let Some(left) = deadline.checked_duration_since(Instant::now()) else {
+                self.waiting.fetch_sub(1, Ordering::Relaxed);
+                return None;
+            };
             used = self
                 .freed
                 .wait_timeout(used, left)
                 .unwrap_or_else(|e| e.into_inner())
                 .0;
         }
+        if waited {
+            self.waiting.fetch_sub(1, Ordering::Relaxed);
+        }
         *used += 1;
-        Some(Slot(self))
+        Some(Slot {
+            slots: self,
+            waited: waited.then(|| came.elapsed()),
+        })
+    }
+
+    /// Requests waiting for a slot now.
+    #[cfg(test)]
+    fn waiting(&self) -> usize {
+        self.waiting.load(Ordering::Relaxed)
     }
 }
 
 impl Drop for Slot<'_> {
     fn drop(&mut self) {
-        let mut used = self.0.used.lock().unwrap_or_else(|e| e.into_inner());
+        let mut used = self.slots.used.lock().unwrap_or_else(|e| e.into_inner());
         *used -= 1;
-        self.0.freed.notify_one();
+        self.slots.freed.notify_one();
     }
 }
 
-/// What every connection's thread shares.
+/// What every request's handler shares.
 pub(crate) struct Shared {
     pub datasets: Vec<Root>,
     pub token: Option<blake3::Hash>,
@@ -188,45 +218,11 @@ pub fn serve(opts: ServeOptions, ready: impl FnOnce(SocketAddr)) -> Result<(), S
         verified: Mutex::new(None),
     });
     ready(addr);
-    let active = Arc::new(AtomicUsize::new(0));
-    for conn in listener.incoming() {
-        let Ok(mut stream) = conn else { continue };
-        if active.load(Ordering::Relaxed) >= MAX_CONNECTIONS {
-            let _ = http::respond(
-                &mut stream,
-                503,
-                "text/plain; charset=utf-8",
-                &[],
-                b"too many connections; try again\n",
-            );
-            continue;
-        }
-        active.fetch_add(1, Ordering::Relaxed);
-        let (shared, done) = (shared.clone(), active.clone());
-        let spawned = std::thread::Builder::new()
-            .name("weir-serve".into())
-            .spawn(move || {
-                connection(&shared, stream);
-                done.fetch_sub(1, Ordering::Relaxed);
-            });
-        if spawned.is_err() {
-            active.fetch_sub(1, Ordering::Relaxed);
-        }
-    }
-    Ok(())
-}
-
-fn connection(shared: &Shared, mut stream: TcpStream) {
-    let _ = stream.set_nodelay(true);
-    let req = match http::read_request(&mut stream) {
-        Ok(r) => r,
-        Err(e) => {
-            let body = api::error_body("request", &e.message);
-            let _ = http::respond(&mut stream, e.status, api::JSON, &[], body.as_bytes());
-            return;
-        }
-    };
-    api::handle(shared, &req, &mut stream);
+    let handler: Arc<httpd::Handler> =
+        Arc::new(move |req: httpd::Request, responder: httpd::Responder| {
+            routes::handle(shared.clone(), req, responder)
+        });
+    httpd::run(listener, httpd::Options::default(), handler)
 }
 
 /// Whether `host` (a Host header) names the loopback, as a browser sends
@@ -274,5 +270,30 @@ mod tests {
         assert!(s.take(Instant::now() + Duration::from_millis(20)).is_none());
         drop(a);
         assert!(s.take(Instant::now()).is_some());
+    }
+
+    /// A request that found every slot taken says it waited; one that
+    /// found one free says it did not.
+    #[test]
+    fn slots_tell_waiting_from_free() {
+        let slots = Slots::new(1);
+        let far = Instant::now() + Duration::from_secs(600);
+        let first = slots.take(far).unwrap();
+        assert!(first.waited.is_none());
+        std::thread::scope(|s| {
+            let second = s.spawn(|| slots.take(far).map(|t| t.waited.is_some()));
+            while slots.waiting() == 0 {
+                std::thread::yield_now();
+            }
+            drop(first);
+            assert_eq!(second.join().unwrap(), Some(true));
+        });
+        assert_eq!(slots.waiting(), 0);
+        assert!(slots.take(far).unwrap().waited.is_none());
+        // One whose deadline passes while it waits gets none, and waits
+        // no longer.
+        let _held = slots.take(far).unwrap();
+        assert!(slots.take(Instant::now()).is_none());
+        assert_eq!(slots.waiting(), 0);
     }
 }
