@@ -183,19 +183,32 @@ fn the_flows_table_answers_as_the_packets_do_on_split_application_traffic() {
     );
     convert(&[&parts[2]], &d2, &["-j", "1"]);
     both_ways(&[&d1, &d2], &[], true);
-    // A window on a whole dataset's bounds is the flows table's alone; one
-    // that cuts through slices is too, the files it cuts read from their
-    // records in the window: the same rows as from the packets.
+    // A window on a whole dataset's bounds is the flows table's alone. One
+    // that cuts through slices is too while the files it cuts hold fewer
+    // frames than the slices it holds whole: those files are read from
+    // their records in the window. The same rows as from the packets.
     let m = manifest(&d2);
     let from = m["time_span"]["first_ns"].as_i64().unwrap();
     let from_arg = store::time::format_ns(from);
     both_ways(&[&d1, &d2], &["--from", &from_arg], true);
-    let cut = store::time::format_ns(from + 1);
-    both_ways(&[&d1, &d2], &["--from", &cut], true);
+    let d2_last = m["time_span"]["last_ns"].as_i64().unwrap();
+    let cut = store::time::format_ns(from + (d2_last - from) / 2);
+    for f in [
+        None,
+        Some("tcp"),
+        Some("port 443"),
+        Some("src host 10.0.0.1"),
+    ] {
+        let mut args = vec!["--to", cut.as_str()];
+        args.extend(f);
+        both_ways(&[&d1, &d2], &args, true);
+    }
+    let (_, how) = analyze(&[&d1, &d2], &["flows", "--to", &cut], false);
+    assert!(how.contains("1 cut by the time window"), "{how}");
+    // Otherwise the packets answer, and say why.
+    both_ways(&[&d1, &d2], &["--from", &cut], false);
     let (_, how) = analyze(&[&d1, &d2], &["flows", "--from", &cut], false);
-    assert!(how.contains("cut by the time window"), "{how}");
-    // A window inside d1's span cuts its files at both ends, with filters
-    // on addresses, ports and protocol.
+    assert!(how.contains("the packets answer sooner"), "{how}");
     let m1 = manifest(&d1);
     let (first, last) = (
         m1["time_span"]["first_ns"].as_i64().unwrap(),
@@ -206,16 +219,7 @@ fn the_flows_table_answers_as_the_packets_do_on_split_application_traffic() {
         store::time::format_ns(first + third),
         store::time::format_ns(last - third),
     );
-    for f in [
-        None,
-        Some("tcp"),
-        Some("port 443"),
-        Some("src host 10.0.0.1"),
-    ] {
-        let mut args = vec!["--from", lo.as_str(), "--to", hi.as_str()];
-        args.extend(f);
-        both_ways(&[&d1, &d2], &args, true);
-    }
+    both_ways(&[&d1, &d2], &["--from", &lo, "--to", &hi], false);
     // A filter on addresses, ports and protocol picks sides of slices;
     // any other is answered from the packets.
     for f in [

@@ -64,7 +64,8 @@ impl FlowTable {
         // A flows file this weir cannot read (another version's columns,
         // damage) leaves the answer to the packets.
         let read = match read_all(&paths, session.window(), session.threads()) {
-            Ok(r) => r,
+            Ok(Ok(r)) => r,
+            Ok(Err(why)) => return Ok(Err(why)),
             Err(AnalyzeError::Store(e)) => return Ok(Err(format!("{e}"))),
             Err(e) => return Err(e),
         };
@@ -635,52 +636,98 @@ struct Read {
     edge_records: u64,
 }
 
+/// One flows file against the window: the slices wholly inside it, or,
+/// when the window cuts through one, the frames of all its slices (what
+/// reading its edge from the records may cost).
+enum FileInWindow {
+    Whole(Vec<FlowSlice>),
+    Cut { frames: u64 },
+}
+
 /// Reads the flows files (root, packet file, its flows file) on `threads`
 /// threads. A slice wholly inside the window is kept and one wholly
 /// outside dropped; a file with a slice the window cuts through gives the
 /// slices of its records in the window instead (the window's edges are a
 /// file or two per dataset, so what is read still grows with the flows).
+/// Records cost more to read this way than the query engine's scan of a
+/// few columns, so when the files cut hold more frames than the slices
+/// wholly inside, the packets answer (`Ok(Err(why))`).
 fn read_all(
     paths: &[(Root, String, String)],
     w: TimeWindow,
     threads: usize,
-) -> Result<Read, AnalyzeError> {
-    let per = paths.len().div_ceil(threads.max(1)).max(1);
-    let one_file = |root: &Root, packets: &str, flows: &str, out: &mut Read| {
+) -> Result<Result<Read, NotUsable>, AnalyzeError> {
+    let placed = in_parallel(paths, threads, |(root, _, flows)| {
         let mut v = Vec::new();
         read_flow_file_in(&**root, flows, &mut v)?;
         let place: Vec<Option<bool>> = v.iter().map(|s| place_in(s, &w)).collect();
-        if place.contains(&None) {
-            let (slices, records) = slices_from_packets(&**root, packets, w.from_ns, w.to_ns)?;
-            out.slices.extend(slices);
-            out.edge_files += 1;
-            out.edge_records += records;
+        Ok(if place.contains(&None) {
+            FileInWindow::Cut {
+                frames: v.iter().map(|s| s.a.frames + s.b.frames).sum(),
+            }
         } else {
-            out.slices.extend(
+            FileInWindow::Whole(
                 v.into_iter()
                     .zip(place)
                     .filter(|(_, p)| *p == Some(true))
-                    .map(|(s, _)| s),
-            );
+                    .map(|(s, _)| s)
+                    .collect(),
+            )
+        })
+    })?;
+    let (mut whole_frames, mut cut_frames) = (0u64, 0u64);
+    for f in &placed {
+        match f {
+            FileInWindow::Whole(v) => {
+                whole_frames += v.iter().map(|s| s.a.frames + s.b.frames).sum::<u64>()
+            }
+            FileInWindow::Cut { frames } => cut_frames += frames,
         }
-        Ok::<_, store::StoreError>(())
+    }
+    if cut_frames > whole_frames {
+        return Ok(Err(format!(
+            "the time window cuts through packet files of {cut_frames} frames and holds              slices of {whole_frames} whole: the packets answer sooner"
+        )));
+    }
+    let cut: Vec<&(Root, String, String)> = paths
+        .iter()
+        .zip(&placed)
+        .filter(|(_, f)| matches!(f, FileInWindow::Cut { .. }))
+        .map(|(p, _)| p)
+        .collect();
+    let edges = in_parallel(&cut, threads, |(root, packets, _)| {
+        slices_from_packets(&**root, packets, w.from_ns, w.to_ns)
+    })?;
+    let mut all = Read {
+        slices: Vec::new(),
+        edge_files: edges.len(),
+        edge_records: edges.iter().map(|(_, n)| n).sum(),
     };
-    let parts: Vec<Result<Read, store::StoreError>> = std::thread::scope(|sc| {
-        let handles: Vec<_> = paths
+    // Moved once, into a vector of the right size.
+    let whole = placed.into_iter().filter_map(|f| match f {
+        FileInWindow::Whole(v) => Some(v),
+        FileInWindow::Cut { .. } => None,
+    });
+    let parts: Vec<Vec<FlowSlice>> = whole.chain(edges.into_iter().map(|(v, _)| v)).collect();
+    all.slices.reserve(parts.iter().map(Vec::len).sum());
+    for mut p in parts {
+        all.slices.append(&mut p);
+    }
+    Ok(Ok(all))
+}
+
+/// `f` of every item, on up to `threads` threads, in the items' order.
+fn in_parallel<I: Sync, T: Send>(
+    items: &[I],
+    threads: usize,
+    f: impl Fn(&I) -> Result<T, store::StoreError> + Sync,
+) -> Result<Vec<T>, AnalyzeError> {
+    let per = items.len().div_ceil(threads.max(1)).max(1);
+    let f = &f;
+    let parts: Vec<Result<Vec<T>, store::StoreError>> = std::thread::scope(|sc| {
+        let handles: Vec<_> = items
             .chunks(per)
-            .map(|chunk| {
-                sc.spawn(move || {
-                    let mut r = Read {
-                        slices: Vec::new(),
-                        edge_files: 0,
-                        edge_records: 0,
-                    };
-                    for (root, packets, flows) in chunk {
-                        one_file(root, packets, flows, &mut r)?;
-                    }
-                    Ok(r)
-                })
-            })
+            .map(|chunk| sc.spawn(move || chunk.iter().map(f).collect()))
             .collect();
         handles
             .into_iter()
@@ -694,19 +741,11 @@ fn read_all(
             })
             .collect()
     });
-    let mut parts = parts.into_iter().collect::<Result<Vec<_>, _>>()?;
-    // Moved once, into a vector of the right size.
-    let mut all = Read {
-        slices: Vec::with_capacity(parts.iter().map(|p| p.slices.len()).sum()),
-        edge_files: 0,
-        edge_records: 0,
-    };
-    for p in &mut parts {
-        all.slices.append(&mut p.slices);
-        all.edge_files += p.edge_files;
-        all.edge_records += p.edge_records;
+    let mut out = Vec::with_capacity(items.len());
+    for p in parts {
+        out.extend(p?);
     }
-    Ok(all)
+    Ok(out)
 }
 
 /// Where a slice lies against the window: wholly inside (`Some(true)`),
