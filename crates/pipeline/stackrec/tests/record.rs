@@ -5,36 +5,16 @@
 //! in the manifest. Those load the eBPF programs, so they run as root, as
 //! the test command runs them; no traffic is needed.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
+
 use std::sync::atomic::AtomicBool;
 use std::time::Duration;
+use testdata::Scratch;
 
 use stackrec::{Level, StackOptions, record};
 use store::Dataset;
 use store::manifest::Manifest;
 use store::stats::StackCounts;
-
-/// A directory of the test's own, removed when the test ends.
-struct Scratch(PathBuf);
-
-impl Scratch {
-    fn new(name: &str) -> Scratch {
-        let p = std::env::temp_dir().join(format!("weir-stackrec-{name}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&p);
-        std::fs::create_dir_all(&p).unwrap();
-        Scratch(p)
-    }
-
-    fn join(&self, rel: &str) -> PathBuf {
-        self.0.join(rel)
-    }
-}
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
 
 /// The error `record` gives for `opts` (told to stop at once, should it
 /// start all the same).
@@ -69,7 +49,7 @@ fn must_be_root() {
 /// to processes.
 #[test]
 fn options_that_cannot_work_are_refused_before_anything_is_made() {
-    let s = Scratch::new("refused");
+    let s = Scratch::new("stackrec-refused");
     let root = s.join("ds");
     for interval in [Duration::from_millis(5), Duration::from_secs(7200)] {
         let opts = StackOptions {
@@ -104,7 +84,7 @@ fn options_that_cannot_work_are_refused_before_anything_is_made() {
 #[test]
 fn a_recording_that_sees_nothing_still_says_what_it_was() {
     must_be_root();
-    let s = Scratch::new("quiet");
+    let s = Scratch::new("stackrec-quiet");
     let root = s.join("ds");
     let stop = AtomicBool::new(true);
     let mut ready = false;
@@ -158,7 +138,7 @@ fn a_recording_that_sees_nothing_still_says_what_it_was() {
 #[test]
 fn an_earlier_recording_is_replaced_only_when_forced() {
     must_be_root();
-    let s = Scratch::new("replace");
+    let s = Scratch::new("stackrec-replace");
     let root = s.join("ds");
     let ds = Dataset::create(&root, false).unwrap();
     let order = store::PacketWriterOptions::default().order;

@@ -86,7 +86,7 @@ fn refused(o: CaptureOptions, stream: Option<Box<dyn RecordStream>>) -> String {
 /// dataset is made.
 #[test]
 fn options_that_cannot_work_are_refused_before_anything_is_opened() {
-    let s = Scratch::new("capture-refused");
+    let s = Scratch::new("ingest-capture-refused");
     let ds = s.join("ds");
     type Change = Box<dyn Fn(&mut CaptureOptions)>;
     let cases: [(Change, &[&str]); 5] = [
@@ -173,7 +173,7 @@ fn iface(name: &str) -> Interface {
 /// lag shared by the rings, the workers' stages and file age as asked.
 #[test]
 fn a_dataset_capture_is_planned_with_the_machines_defaults() {
-    let s = Scratch::new("capture-plan");
+    let s = Scratch::new("ingest-capture-plan");
     let dir = s.join("ds");
     let mut o = options(dataset(&dir));
     o.ring_bytes = Some(1 << 20);
@@ -228,7 +228,7 @@ fn a_dataset_capture_is_planned_with_the_machines_defaults() {
 /// directory, no records, turned over only as asked.
 #[test]
 fn a_pcap_file_capture_is_one_named_file_without_records() {
-    let s = Scratch::new("capture-plan-w");
+    let s = Scratch::new("ingest-capture-plan-w");
     let file = s.join("out.pcap");
     let live = live_options(&options(Target::PcapFile(file.clone())), vec![iface("a0")]).unwrap();
     assert_eq!(live.workers_per_iface, 1);
@@ -256,7 +256,7 @@ fn a_filter_for_rpc_traffic_starts_the_rpc_stage_at_once() {
     }
     assert!(!filter_asks_for_rpc(None));
 
-    let s = Scratch::new("capture-plan-rpc");
+    let s = Scratch::new("ingest-capture-plan-rpc");
     for (mode, filter, want) in [
         (RpcMode::Auto, Some("port 2049"), RpcMode::On),
         (RpcMode::Auto, Some("port 80"), RpcMode::Auto),

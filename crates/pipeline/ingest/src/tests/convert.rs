@@ -50,7 +50,7 @@ fn by_time(recs: &[PacketRecord]) -> Vec<PacketRecord> {
 /// the progress counters saw every frame and record.
 #[test]
 fn a_trace_converts_into_records_and_a_manifest_that_adds_them_up() {
-    let s = Scratch::new("convert-one");
+    let s = Scratch::new("ingest-convert-one");
     let pcap = s.join("a.pcap");
     let frames = traffic(3_000);
     write_pcap(&pcap, &frames, 65_535);
@@ -137,7 +137,7 @@ fn a_trace_converts_into_records_and_a_manifest_that_adds_them_up() {
 /// source's interface gets a number of its own, and its records carry it.
 #[test]
 fn index_sources_points_each_record_at_its_frame() {
-    let s = Scratch::new("convert-index");
+    let s = Scratch::new("ingest-convert-index");
     let (a, b) = (s.join("a.pcap"), s.join("b.pcap"));
     let fa = traffic(500);
     // The second source an hour later, so times say which source.
@@ -188,7 +188,7 @@ fn index_sources_points_each_record_at_its_frame() {
 /// what is wrong, in the report and in the manifest's source.
 #[test]
 fn damaged_or_missing_sources_keep_what_came_before_and_are_named() {
-    let s = Scratch::new("convert-damaged");
+    let s = Scratch::new("ingest-convert-damaged");
     let frames = traffic(300);
     let good = s.join("good.pcap");
     let offsets = write_pcap(&good, &frames, 65_535);
@@ -238,7 +238,7 @@ fn damaged_or_missing_sources_keep_what_came_before_and_are_named() {
 /// dataset without a manifest.
 #[test]
 fn no_inputs_is_an_error_that_says_what_to_give() {
-    let s = Scratch::new("convert-none");
+    let s = Scratch::new("ingest-convert-none");
     let root = s.join("ds");
     let ds = Dataset::create(&root, false).unwrap();
     let e = convert(&[], &ds, &opts(1), &Progress::default()).expect_err("no inputs");

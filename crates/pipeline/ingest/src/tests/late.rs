@@ -33,7 +33,7 @@ fn by_time(mut v: Vec<PacketRecord>) -> Vec<PacketRecord> {
 /// and where the next begins.
 #[test]
 fn records_built_late_equal_those_built_in_time() {
-    let s = Scratch::new("late-equal");
+    let s = Scratch::new("ingest-late-equal");
     let frames = traffic(400);
     let path = s.join("w000-00000.pcap");
     let offsets = write_pcap(&path, &frames, 200);
@@ -86,7 +86,7 @@ fn records_built_late_equal_those_built_in_time() {
 /// frames).
 #[test]
 fn uncovered_spans_are_the_runs_of_frames_without_a_record() {
-    let s = Scratch::new("late-spans");
+    let s = Scratch::new("ingest-late-spans");
     let path = s.join("p.pcap");
     let offsets = write_pcap(&path, &traffic(120), 65_535);
     let len = std::fs::metadata(&path).unwrap().len();
@@ -118,7 +118,7 @@ fn uncovered_spans_are_the_runs_of_frames_without_a_record() {
 /// got their records.
 #[test]
 fn a_pcap_file_that_cannot_be_read_is_an_error_naming_it() {
-    let s = Scratch::new("late-bad");
+    let s = Scratch::new("ingest-late-bad");
     let text = s.join("notes.pcap");
     std::fs::write(&text, "not a capture at all, but long enough to be read").unwrap();
     let missing = s.join("missing.pcap");

@@ -8,32 +8,12 @@ mod convert;
 mod late;
 mod worker;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
+
+pub(crate) use testdata::Scratch;
 
 use wire::PacketRecord;
 use wire::build::{FrameSpec, IpSpec, Payload, TransportSpec};
-
-/// A directory of the test's own, removed when the test ends.
-pub(crate) struct Scratch(PathBuf);
-
-impl Scratch {
-    pub(crate) fn new(name: &str) -> Scratch {
-        let p = std::env::temp_dir().join(format!("weir-ingest-{name}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&p);
-        std::fs::create_dir_all(&p).expect("making the scratch directory");
-        Scratch(p)
-    }
-
-    pub(crate) fn join(&self, rel: &str) -> PathBuf {
-        self.0.join(rel)
-    }
-}
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
 
 /// An Ethernet/IPv4 frame from 192.0.2.`from` to 192.0.2.`to`.
 pub(crate) fn frame(from: u8, to: u8, transport: TransportSpec, payload: &[u8]) -> Vec<u8> {

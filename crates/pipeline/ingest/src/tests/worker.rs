@@ -33,7 +33,7 @@ fn by_time(mut recs: Vec<PacketRecord>) -> Vec<PacketRecord> {
 /// the same frames.
 #[test]
 fn records_carry_the_frames_meta_and_contents() {
-    let s = Scratch::new("worker-meta");
+    let s = Scratch::new("ingest-worker-meta");
     let root = s.join("ds");
     let mut w = Worker::new(
         3,
@@ -114,7 +114,7 @@ fn records_carry_the_frames_meta_and_contents() {
 /// `publish_to` gave as it closes, the same summaries `finish` returns.
 #[test]
 fn files_rotate_by_rows_and_are_announced_as_they_close() {
-    let s = Scratch::new("worker-rotate");
+    let s = Scratch::new("ingest-worker-rotate");
     let root = s.join("ds");
     let opts = WorkerOptions {
         rows_per_file: 100,
@@ -158,7 +158,7 @@ fn files_rotate_by_rows_and_are_announced_as_they_close() {
 /// only one that has.
 #[test]
 fn empty_files_vanish_and_ticks_close_files_that_have_rows() {
-    let s = Scratch::new("worker-close");
+    let s = Scratch::new("ingest-worker-close");
     let root = s.join("ds");
     let opts = WorkerOptions {
         file_every: Some(std::time::Duration::ZERO),
@@ -196,7 +196,7 @@ fn empty_files_vanish_and_ticks_close_files_that_have_rows() {
 /// A worker that was given no frame writes no file and counts nothing.
 #[test]
 fn a_worker_given_no_frame_writes_nothing() {
-    let s = Scratch::new("worker-nothing");
+    let s = Scratch::new("ingest-worker-nothing");
     let root = s.join("ds");
     let w = Worker::new(
         0,
@@ -215,7 +215,7 @@ fn a_worker_given_no_frame_writes_nothing() {
 /// and the worker goes on.
 #[test]
 fn a_file_that_cannot_be_finished_is_an_error_naming_it_and_its_rows_are_lost() {
-    let s = Scratch::new("worker-lost");
+    let s = Scratch::new("ingest-worker-lost");
     let root = s.join("ds");
     let mut w = Worker::new(
         0,
@@ -260,7 +260,7 @@ impl RecordTap for Keep {
 /// same as the file holds; each `tick` is passed on to it.
 #[test]
 fn the_tap_gets_every_record_as_written_and_each_tick() {
-    let s = Scratch::new("worker-tap");
+    let s = Scratch::new("ingest-worker-tap");
     let root = s.join("ds");
     let mut w = Worker::new(
         0,
@@ -291,7 +291,7 @@ fn the_tap_gets_every_record_as_written_and_each_tick() {
 /// them; once the worker is back in order it does.
 #[test]
 fn late_frames_get_records_but_not_the_stages() {
-    let s = Scratch::new("worker-late");
+    let s = Scratch::new("ingest-worker-late");
     let root = s.join("ds");
     let opts = WorkerOptions {
         rpc: Some(RpcOptions {

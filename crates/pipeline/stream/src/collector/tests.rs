@@ -3,7 +3,9 @@
 //! revocation; its dataset made, resumed or refused.
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
+
+use testdata::Scratch;
 
 use store::manifest::{KafkaInfo, Manifest};
 use store::stats::StatsRow;
@@ -13,28 +15,6 @@ use wire::{LinkType, PacketFields, PacketRecord};
 
 use super::*;
 use crate::codec::{BatchHeader, encode};
-
-/// A directory of the test's own, removed when the test ends.
-struct Scratch(PathBuf);
-
-impl Scratch {
-    fn new(name: &str) -> Scratch {
-        let p = std::env::temp_dir().join(format!("weir-collect-{name}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&p);
-        std::fs::create_dir_all(&p).unwrap();
-        Scratch(p)
-    }
-
-    fn join(&self, rel: &str) -> PathBuf {
-        self.0.join(rel)
-    }
-}
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
 
 fn options(topic: &str, group: &str) -> CollectOptions {
     CollectOptions {
@@ -186,7 +166,7 @@ fn names_in(dir: &Path) -> Vec<String> {
 /// manifest on disk too.
 #[test]
 fn batches_are_kept_once_per_writer_and_sequence_number() {
-    let s = Scratch::new("once");
+    let s = Scratch::new("collect-once");
     let mut c = Collector::open(&s.join("ds"));
     assert!(!c.resumed);
     assert_eq!(c.kafka.role, "collector");
@@ -260,7 +240,7 @@ fn batches_are_kept_once_per_writer_and_sequence_number() {
 /// skips those the manifest has and writes the others.
 #[test]
 fn a_restarted_collector_drops_unlisted_files_and_skips_what_it_wrote() {
-    let s = Scratch::new("restart");
+    let s = Scratch::new("collect-restart");
     let root = s.join("ds");
     let all = records(0..20);
     let mut c = Collector::open(&root);
@@ -292,7 +272,7 @@ fn a_restarted_collector_drops_unlisted_files_and_skips_what_it_wrote() {
 /// if they come back.
 #[test]
 fn a_revocation_forgets_what_was_read_but_not_written() {
-    let s = Scratch::new("revoke");
+    let s = Scratch::new("collect-revoke");
     let root = s.join("ds");
     let all = records(0..10);
     let mut c = Collector::open(&root);
@@ -314,7 +294,7 @@ fn a_revocation_forgets_what_was_read_but_not_written() {
 /// integrity chain names the topic and group.
 #[test]
 fn datasets_of_other_commands_topics_or_groups_are_refused() {
-    let s = Scratch::new("refuse");
+    let s = Scratch::new("collect-refuse");
     let other = s.join("converted");
     let ds = Dataset::create(&other, false).unwrap();
     ds.write_manifest(&Manifest::new(
@@ -357,7 +337,7 @@ fn datasets_of_other_commands_topics_or_groups_are_refused() {
 /// path is written) and group, and differs for another of either.
 #[test]
 fn the_member_id_names_the_dataset_and_group() {
-    let s = Scratch::new("id");
+    let s = Scratch::new("collect-id");
     let (a, b) = (s.join("a"), s.join("b"));
     std::fs::create_dir_all(&a).unwrap();
     std::fs::create_dir_all(&b).unwrap();
