@@ -16,6 +16,8 @@ pub mod merge;
 pub mod recover;
 mod rpc;
 mod stats;
+#[cfg(test)]
+mod tests;
 mod worker;
 
 pub use app::{AppOptions, AppStage};
