@@ -160,7 +160,7 @@ fn bench(weir: &Path, data: &Path, tmp: &Path, reps: usize, copies: usize) -> Re
     for k in 0..copies {
         let mut w = RpcWriter::new(&big, writer(k)?, 1 << 22);
         for t in &txs {
-            ingest::write_transaction(&mut w, t).map_err(|e| e.to_string())?;
+            w.push(t).map_err(|e| e.to_string())?;
         }
         w.finish().map_err(|e| e.to_string())?;
     }

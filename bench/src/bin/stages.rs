@@ -120,7 +120,7 @@ fn main() {
         let t = Instant::now();
         let mut w = RpcWriter::new(&root, 0, 1 << 22);
         for tx in &txs {
-            ingest::write_transaction(&mut w, tx).expect("push");
+            w.push(tx).expect("push");
         }
         w.finish().expect("finish");
         let write_ns = per(t.elapsed());

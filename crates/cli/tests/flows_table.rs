@@ -171,9 +171,14 @@ fn the_flows_table_answers_as_the_packets_do_on_split_application_traffic() {
     assert_eq!(r.code(), 0, "{}", r.stderr());
     // Three parts: two in one dataset (two sources, two workers), one in
     // another.
+    // (d2 the smaller: a window that cuts it and holds d1 whole is one the
+    // flows table answers.)
     let parts: Vec<PathBuf> = (0..3).map(|i| s.join(&format!("p{i}.pcap"))).collect();
-    for (i, p) in parts.iter().enumerate() {
-        frames_of(&app, p, i as u64 * 50_000 + 1, (i as u64 + 1) * 50_000);
+    for (p, (first, last)) in parts
+        .iter()
+        .zip([(1, 65_000), (65_001, 130_000), (130_001, 150_000)])
+    {
+        frames_of(&app, p, first, last);
     }
     let (d1, d2) = (s.join("d1"), s.join("d2"));
     convert(
@@ -183,14 +188,44 @@ fn the_flows_table_answers_as_the_packets_do_on_split_application_traffic() {
     );
     convert(&[&parts[2]], &d2, &["-j", "1"]);
     both_ways(&[&d1, &d2], &[], true);
-    // A window on a whole dataset's bounds is still the flows table's; one
-    // that cuts through slices is answered from the packets, alike.
+    // A window on a whole dataset's bounds is the flows table's alone. One
+    // that cuts through slices is too while the files it cuts hold under a
+    // third of the frames of the slices it holds whole: those files are
+    // read from their records in the window. The same rows as from the
+    // packets.
     let m = manifest(&d2);
     let from = m["time_span"]["first_ns"].as_i64().unwrap();
     let from_arg = store::time::format_ns(from);
     both_ways(&[&d1, &d2], &["--from", &from_arg], true);
-    let cut = store::time::format_ns(from + 1);
+    let d2_last = m["time_span"]["last_ns"].as_i64().unwrap();
+    let cut = store::time::format_ns(from + (d2_last - from) / 2);
+    for f in [
+        None,
+        Some("tcp"),
+        Some("port 443"),
+        Some("src host 10.0.0.1"),
+    ] {
+        let mut args = vec!["--to", cut.as_str()];
+        args.extend(f);
+        both_ways(&[&d1, &d2], &args, true);
+    }
+    let (_, how) = analyze(&[&d1, &d2], &["flows", "--to", &cut], false);
+    assert!(how.contains("1 cut by the time window"), "{how}");
+    // Otherwise the packets answer, and say why.
     both_ways(&[&d1, &d2], &["--from", &cut], false);
+    let (_, how) = analyze(&[&d1, &d2], &["flows", "--from", &cut], false);
+    assert!(how.contains("the packets answer sooner"), "{how}");
+    let m1 = manifest(&d1);
+    let (first, last) = (
+        m1["time_span"]["first_ns"].as_i64().unwrap(),
+        m1["time_span"]["last_ns"].as_i64().unwrap(),
+    );
+    let third = (last - first) / 3;
+    let (lo, hi) = (
+        store::time::format_ns(first + third),
+        store::time::format_ns(last - third),
+    );
+    both_ways(&[&d1, &d2], &["--from", &lo, "--to", &hi], false);
     // A filter on addresses, ports and protocol picks sides of slices;
     // any other is answered from the packets.
     for f in [

@@ -447,6 +447,42 @@ impl FlowSlicer {
     }
 }
 
+/// The slices of one packet file built again from its records: of those
+/// whose `ts` lies in `[from_ns, to_ns)` (bounds `None`: open), row group
+/// by row group in file order, the order the packet writer gave its
+/// slicer the rows in, so that over a whole file they are the slices it
+/// wrote. `weir recover` rebuilds a flows file a crash cut off with it, and
+/// a reader whose time window cuts through a file's slices reads the
+/// file's edge this way. Also says how many records it read.
+pub fn slices_from_packets(
+    root: &dyn util::storage::Storage,
+    packets_rel: &str,
+    from_ns: Option<i64>,
+    to_ns: Option<i64>,
+) -> Result<(Vec<FlowSlice>, u64), StoreError> {
+    let name = std::path::PathBuf::from(root.name_of(packets_rel));
+    // A local file is mapped, not read.
+    let data = root
+        .read(packets_rel)
+        .map_err(|e| StoreError::io(&name, e))?;
+    let inside = |t: i64| from_ns.is_none_or(|f| t >= f) && to_ns.is_none_or(|e| t < e);
+    let mut slicer = FlowSlicer::new();
+    let mut rows = Vec::new();
+    let mut read = 0u64;
+    for g in crate::read::row_group_spans_of(&name, data.clone())? {
+        if from_ns.is_some_and(|f| g.ts_max < f) || to_ns.is_some_and(|e| g.ts_min >= e) {
+            continue;
+        }
+        rows.clear();
+        crate::read::append_records_of(&name, data.clone(), Some(vec![g.index]), &mut rows)?;
+        read += rows.len() as u64;
+        for r in rows.iter().filter(|r| inside(r.fields.ts_ns)) {
+            slicer.push(&r.fields);
+        }
+    }
+    Ok((slicer.finish(), read))
+}
+
 /// The flows table's Arrow schema.
 pub fn flows_schema() -> SchemaRef {
     let mut f = vec![

@@ -67,6 +67,17 @@ fn append_file_records(
     out: &mut Vec<PacketRecord>,
 ) -> Result<(), StoreError> {
     let file = File::open(path).map_err(|e| StoreError::io(path, e))?;
+    append_records_of(path, file, row_groups, out)
+}
+
+/// The records of the packet file `file` (of its row groups `row_groups`,
+/// or all), appended to `out`; `path` names it in errors.
+pub fn append_records_of<R: ChunkReader + 'static>(
+    path: &Path,
+    file: R,
+    row_groups: Option<Vec<usize>>,
+    out: &mut Vec<PacketRecord>,
+) -> Result<(), StoreError> {
     let (reader, _) = read_batches(path, file, &[], row_groups)?;
     let invalid = |message: String| StoreError::Invalid {
         path: path.to_path_buf(),
@@ -281,9 +292,18 @@ pub struct RowGroupSpan {
 
 /// The row groups of a packet file, from its footer alone.
 pub fn row_group_spans(path: &Path) -> Result<Vec<RowGroupSpan>, StoreError> {
+    let file = File::open(path).map_err(|e| StoreError::io(path, e))?;
+    row_group_spans_of(path, file)
+}
+
+/// [`row_group_spans`] of a packet file read from elsewhere (`path` names
+/// it in errors).
+pub fn row_group_spans_of<R: ChunkReader + 'static>(
+    path: &Path,
+    file: R,
+) -> Result<Vec<RowGroupSpan>, StoreError> {
     use parquet::file::reader::{FileReader, SerializedFileReader};
     use parquet::file::statistics::Statistics;
-    let file = File::open(path).map_err(|e| StoreError::io(path, e))?;
     let reader = SerializedFileReader::new(file).map_err(|e| StoreError::parquet(path, e))?;
     let meta = reader.metadata();
     let ts_col = meta

@@ -3,12 +3,15 @@
 //! not seen), and `nfs/*.parquet`, one row per NFS or MOUNT operation of
 //! those calls (one per NFSv3 call, one per NFSv4 COMPOUND operation),
 //! joined to its call by `rpc_id = rpc.id`. Columns are documented in
-//! [`RPC_COLUMNS`], [`NFS_COLUMNS`] and docs/RPC.md.
+//! [`RPC_COLUMNS`], [`NFS_COLUMNS`] and docs/RPC.md. The rows are the RPC
+//! tracker's own: [`rpc::Transaction`] and its [`rpc::Op`]s, written as
+//! they are.
 
 use std::path::Path;
 
 use arrow_schema::SchemaRef;
 use pqcodec::encode::{ColumnEncoder, ColumnSpec, EncodeOptions, Mode, TextEncoder, Value};
+use rpc::{Call, ReplyStatus, Transaction};
 
 use crate::columns::{
     Column, addr, boolt, col, dict16, i64t, schema_of, text, ts_type, u8t, u16t, u32t, u64t,
@@ -318,119 +321,12 @@ fn put<K: Value>(e: &mut ColumnEncoder<K>, v: Option<K>) {
     }
 }
 
-/// What one row of the rpc table holds: an ONC RPC call with its reply,
-/// a call that got none, or a reply whose call was not seen. Plain data,
-/// filled by whoever tracks the transactions (the pipeline's RPC stage)
-/// and read by [`RpcWriter::push`]; the row's `id`, `ts`, `latency_ns` and
-/// `ops` columns are derived from it there.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct RpcRow {
-    /// First and last time the call was seen; `None` for a reply without
-    /// its call.
-    pub call_ts: Option<i64>,
-    pub last_call_ts: Option<i64>,
-    /// Time of the reply; `None` when none came.
-    pub reply_ts: Option<i64>,
-    /// Addresses, IPv4 mapped into IPv6, in network order.
-    pub client: [u8; 16],
-    pub client_port: u16,
-    pub server: [u8; 16],
-    pub server_port: u16,
-    pub transport: Transport,
-    pub xid: u32,
-    /// The call's header, when the call was seen.
-    pub call: Option<CallRow>,
-    /// `reply_stat` and its accept or reject status; `None` without a
-    /// reply.
-    pub reply: Option<ReplyStat>,
-    /// The program's status in the reply (nfsstat3, the COMPOUND's
-    /// nfsstat4, mountstat3).
-    pub status: Option<u32>,
-    /// RPC message bytes (without TCP record marks) each way.
-    pub call_bytes: u32,
-    pub reply_bytes: u32,
-    /// Copies of the call seen after the first.
-    pub retransmits: u32,
-    /// A capture gap fell inside the call or the reply.
-    pub gap: bool,
-}
-
-/// The rpc table's `transport`.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum Transport {
-    #[default]
-    Tcp,
-    Udp,
-}
-
-impl Transport {
-    pub fn name(self) -> &'static str {
-        match self {
-            Transport::Tcp => "tcp",
-            Transport::Udp => "udp",
-        }
-    }
-}
-
-/// The rpc table's `reply_stat` with its `accept_stat` column.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ReplyStat {
-    /// MSG_ACCEPTED with its `accept_stat` (0 = SUCCESS).
-    Accepted(u32),
-    /// MSG_DENIED with its `reject_stat`.
-    Denied(u32),
-}
-
-/// The call's header as the rpc table keeps it.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct CallRow {
-    pub program: u32,
-    pub version: u32,
-    pub procedure: u32,
-    /// The program's and procedure's names, where they are known.
-    pub program_name: Option<&'static str>,
-    pub procedure_name: Option<&'static str>,
-    pub auth_flavor: u32,
-    /// AUTH_SYS uid and gid.
-    pub uid: Option<u32>,
-    pub gid: Option<u32>,
-}
-
-/// What one row of the nfs table holds: one NFSv3 or MOUNT call, or one
-/// operation of an NFSv4 COMPOUND. Its `rpc_id`, `ts`, `program` and
-/// `version` come from the call it belongs to. Names are borrowed from
-/// wherever the tracker keeps them.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct NfsRow<'a> {
-    /// Position in the COMPOUND (0 for NFSv3 and MOUNT).
-    pub op_index: u16,
-    /// The NFSv3/MOUNT procedure or the NFSv4 operation number, and its
-    /// name.
-    pub op: u32,
-    pub op_name: &'static str,
-    pub status: Option<u32>,
-    /// File handles, hashed: the one acted on, the one returned.
-    pub fh: Option<u64>,
-    pub res_fh: Option<u64>,
-    pub name: Option<&'a str>,
-    pub name2: Option<&'a str>,
-    pub offset: Option<u64>,
-    pub count: Option<u32>,
-    pub stable: Option<u32>,
-    pub res_count: Option<u32>,
-    pub eof: Option<bool>,
-    /// Returned attributes.
-    pub ftype: Option<u32>,
-    pub size: Option<u64>,
-    pub mode: Option<u32>,
-    pub uid: Option<u32>,
-    pub gid: Option<u32>,
-    pub mtime_ns: Option<i64>,
-}
-
 impl RpcColumns {
+    /// The row of `t`, call number `id`, with `ops` rows in the nfs table.
+    /// The row's `id`, `ts`, `latency_ns`, `transport`, the names and `ops`
+    /// are derived here.
     #[inline(always)]
-    fn push(&mut self, id: u64, t: &RpcRow, ops: usize) {
+    fn push(&mut self, id: u64, t: &Transaction, ops: usize) {
         let ts = t.call_ts.or(t.reply_ts).unwrap_or(0);
         let c = t.call.as_ref();
         self.id.push(id);
@@ -449,19 +345,29 @@ impl RpcColumns {
         self.client_port.push(t.client_port as u32);
         self.server.push(u128::from_be_bytes(t.server));
         self.server_port.push(t.server_port as u32);
-        self.transport.push(t.transport.name());
+        self.transport.push(if t.proto == rpc::track::UDP {
+            "udp"
+        } else {
+            "tcp"
+        });
         self.xid.push(t.xid);
         put(&mut self.program, c.map(|c| c.program));
         put(&mut self.version, c.map(|c| c.version));
         put(&mut self.procedure, c.map(|c| c.procedure));
-        put(&mut self.program_name, c.and_then(|c| c.program_name));
-        put(&mut self.procedure_name, c.and_then(|c| c.procedure_name));
+        put(
+            &mut self.program_name,
+            c.and_then(|c| rpc::msg::program_name(c.program)),
+        );
+        put(
+            &mut self.procedure_name,
+            c.and_then(|c| rpc::msg::procedure_name(c.program, c.version, c.procedure)),
+        );
         put(&mut self.auth_flavor, c.map(|c| c.auth_flavor));
         put(&mut self.uid, c.and_then(|c| c.uid));
         put(&mut self.gid, c.and_then(|c| c.gid));
         let (stat, accept) = match t.reply {
-            Some(ReplyStat::Accepted(a)) => (Some("accepted"), Some(a)),
-            Some(ReplyStat::Denied(r)) => (Some("denied"), Some(r)),
+            Some(ReplyStatus::Accepted(a)) => (Some("accepted"), Some(a)),
+            Some(ReplyStatus::Denied(r)) => (Some("denied"), Some(r)),
             None => (None, None),
         };
         put(&mut self.reply_stat, stat);
@@ -476,41 +382,38 @@ impl RpcColumns {
 }
 
 impl NfsColumns {
-    /// The call's operations; returns how many rows that made.
+    /// The operations of `t`, call number `id` with the header `c`, one row
+    /// each (`rpc_id`, `ts`, `program`, `version` and the operation's name
+    /// from the call); returns how many rows that made.
     #[inline(always)]
-    fn push<'a>(
-        &mut self,
-        id: u64,
-        t: &RpcRow,
-        c: &CallRow,
-        ops: impl Iterator<Item = NfsRow<'a>>,
-    ) -> usize {
+    fn push(&mut self, id: u64, t: &Transaction, c: &Call) -> usize {
         let ts = t.call_ts.or(t.reply_ts).unwrap_or(0);
         let mut n = 0;
-        for op in ops {
+        for op in t.ops() {
+            let a = op.attr.unwrap_or_default();
             self.rpc_id.push(id);
             self.ts.push(ts as u64);
             self.program.push(c.program);
             self.version.push(c.version);
-            self.op_index.push(op.op_index as u32);
+            self.op_index.push(op.index as u32);
             self.op.push(op.op);
-            self.op_name.push(op.op_name);
+            self.op_name.push(op.name_of(c.program, c.version));
             put(&mut self.status, op.status);
             put(&mut self.fh, op.fh);
-            self.name.push(op.name);
-            self.name2.push(op.name2);
+            self.name.push(op.name.as_deref());
+            self.name2.push(op.name2.as_deref());
             put(&mut self.offset, op.offset);
             put(&mut self.count, op.count);
             put(&mut self.stable, op.stable.map(|s| s.min(255)));
             put(&mut self.res_count, op.res_count);
             put(&mut self.eof, op.eof);
             put(&mut self.res_fh, op.res_fh);
-            put(&mut self.ftype, op.ftype.map(|t| t.min(255)));
-            put(&mut self.size, op.size);
-            put(&mut self.mode, op.mode);
-            put(&mut self.uid, op.uid);
-            put(&mut self.gid, op.gid);
-            put(&mut self.mtime, op.mtime_ns.map(|v| v as u64));
+            put(&mut self.ftype, a.ftype.map(|t| t.min(255)));
+            put(&mut self.size, a.size);
+            put(&mut self.mode, a.mode);
+            put(&mut self.uid, a.uid);
+            put(&mut self.gid, a.gid);
+            put(&mut self.mtime, a.mtime_ns.map(|v| v as u64));
             n += 1;
         }
         n
@@ -567,30 +470,26 @@ impl RpcWriter {
     }
 
     /// Writes one row of the rpc table and, when the call was seen, the
-    /// rows of its operations (`ops`) in the nfs table.
+    /// rows of its operations in the nfs table: the tracker's transaction
+    /// as it is.
     ///
-    /// Inlined, with the column pushes, into the caller's loop, where the
-    /// rows are filled from the tracker's transactions: the rows' fields
-    /// then go straight from the transaction into the encoders. Out of
-    /// line, the rows were built in memory and read back, and with
-    /// `open` and `rows_added` called rather than inlined, the RPC stage
-    /// ran 4 % more instructions on the NFSv3 trace (1.4 % more inlined,
-    /// within the noise in time).
+    /// Inlined, with the column pushes, into the caller's loop over the
+    /// tracker's transactions: the fields go straight from the
+    /// transaction into the encoders. Out of line, the rows were built in
+    /// memory and read back, and with `open` and `rows_added` called
+    /// rather than inlined, the RPC stage ran 4 % more instructions on the
+    /// NFSv3 trace (1.4 % more inlined, within the noise in time).
     #[inline(always)]
-    pub fn push<'a>(
-        &mut self,
-        t: &RpcRow,
-        ops: impl ExactSizeIterator<Item = NfsRow<'a>>,
-    ) -> Result<(), StoreError> {
+    pub fn push(&mut self, t: &Transaction) -> Result<(), StoreError> {
         let id = (self.writer as u64) << 48 | self.next;
         self.next += 1;
-        let n_ops = ops.len();
+        let n_ops = t.ops().len();
         self.rpc.push_rows(|cols| {
             cols.push(id, t, n_ops);
             1
         })?;
         if let (Some(c), true) = (t.call.as_ref(), n_ops != 0) {
-            self.nfs.push_rows(|cols| cols.push(id, t, c, ops))?;
+            self.nfs.push_rows(|cols| cols.push(id, t, c))?;
         }
         Ok(())
     }

@@ -5,39 +5,14 @@ use arrow_array::{Array, UInt32Array, UInt64Array};
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use parquet::basic::Compression;
 use parquet::file::reader::{FileReader, SerializedFileReader};
-use store::rpc::{CallRow, NFS_DIR, NfsRow, ROW_GROUP_ROWS, RPC_DIR, RpcRow, RpcWriter, Transport};
+use rpc::{Call, CallDetail, Op, Transaction};
+use store::rpc::{NFS_DIR, ROW_GROUP_ROWS, RPC_DIR, RpcWriter};
 
-/// A READ of 4 KiB at `offset` `i` × 4 KiB, answered 100 µs later: its
-/// rpc row and its one nfs row.
-fn read_call(i: u64) -> (RpcRow, NfsRow<'static>) {
-    let t = RpcRow {
-        call_ts: Some(1_000_000 + i as i64 * 1000),
-        last_call_ts: Some(1_000_000 + i as i64 * 1000),
-        reply_ts: Some(1_100_000 + i as i64 * 1000),
-        client: [10; 16],
-        client_port: 800,
-        server: [20; 16],
-        server_port: 2049,
-        transport: Transport::Tcp,
-        xid: i as u32 ^ 0x5a5a,
-        call: Some(CallRow {
-            program: 100_003,
-            version: 3,
-            procedure: 6,
-            program_name: Some("nfs"),
-            procedure_name: Some("READ"),
-            auth_flavor: 1,
-            uid: Some(0),
-            gid: Some(0),
-        }),
-        status: Some(0),
-        call_bytes: 132,
-        reply_bytes: 4_220,
-        ..Default::default()
-    };
-    let op = NfsRow {
+/// A READ of 4 KiB at `offset` `i` × 4 KiB, answered 100 µs later: a
+/// transaction with one operation.
+fn read_call(i: u64) -> Transaction {
+    let op = Op {
         op: 6,
-        op_name: "READ",
         status: Some(0),
         fh: Some(7),
         offset: Some(i * 4096),
@@ -45,7 +20,35 @@ fn read_call(i: u64) -> (RpcRow, NfsRow<'static>) {
         res_count: Some(4096),
         ..Default::default()
     };
-    (t, op)
+    Transaction {
+        call_ts: Some(1_000_000 + i as i64 * 1000),
+        last_call_ts: Some(1_000_000 + i as i64 * 1000),
+        reply_ts: Some(1_100_000 + i as i64 * 1000),
+        client: [10; 16],
+        client_port: 800,
+        server: [20; 16],
+        server_port: 2049,
+        proto: rpc::track::TCP,
+        xid: i as u32 ^ 0x5a5a,
+        call: Some(Call {
+            xid: i as u32 ^ 0x5a5a,
+            program: 100_003,
+            version: 3,
+            procedure: 6,
+            auth_flavor: 1,
+            uid: Some(0),
+            gid: Some(0),
+            args_at: 0,
+        }),
+        status: Some(0),
+        call_bytes: 132,
+        reply_bytes: 4_220,
+        detail: CallDetail {
+            ops: [op].into_iter().collect(),
+            incomplete: false,
+        },
+        ..Default::default()
+    }
 }
 
 fn column<A: Array + Clone + 'static>(path: &std::path::Path, name: &str) -> Vec<A> {
@@ -74,8 +77,7 @@ fn tables_are_cut_into_row_groups_and_read_back_in_order() {
     let n = 2 * ROW_GROUP_ROWS + 1234;
     let mut w = RpcWriter::new(&root, 3, 1 << 22);
     for i in 0..n {
-        let (t, op) = read_call(i);
-        w.push(&t, std::iter::once(op)).unwrap();
+        w.push(&read_call(i)).unwrap();
     }
     let (rpc_files, nfs_files) = w.finish().unwrap();
     assert_eq!(rpc_files, ["rpc/rpc-0003-00000.parquet"]);

@@ -82,4 +82,6 @@ pub fn nfs_trace(name: &str) -> PathBuf {
 
 mod rng;
 pub use rng::Rng;
+mod scratch;
+pub use scratch::Scratch;
 pub mod s3;

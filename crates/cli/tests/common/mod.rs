@@ -47,27 +47,7 @@ pub fn nfs_frames(s: &Scratch, frames: u32, name: &str) -> PathBuf {
     cut
 }
 
-/// A fresh scratch directory for one test, removed when dropped.
-pub struct Scratch(pub PathBuf);
-
-impl Scratch {
-    pub fn new(name: &str) -> Self {
-        let p = std::env::temp_dir().join(format!("weir-test-{name}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&p);
-        std::fs::create_dir_all(&p).unwrap();
-        Scratch(p)
-    }
-
-    pub fn join(&self, p: &str) -> PathBuf {
-        self.0.join(p)
-    }
-}
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
+pub use testdata::Scratch;
 
 /// What a finished child did, with its peak memory.
 pub struct Run {

@@ -140,61 +140,13 @@ pub fn capture(
             i.name, i.name
         )));
     }
-    let (pcap_on, records_on) = match &opts.target {
-        Target::Dataset { pcap, records, .. } => (*pcap, *records),
-        Target::PcapFile(_) => (true, false),
-    };
+    let (pcap_on, records_on) = outputs(&opts.target);
     if stream.is_some() && !records_on {
         return Err("--kafka streams the packet records: give -o DATASET with records on".into());
     }
-    let workers = opts
-        .workers
-        .unwrap_or(match opts.target {
-            Target::PcapFile(_) => 1,
-            Target::Dataset { .. } => num_cpus(),
-        })
-        .max(1);
-    let rings = workers * interfaces.len();
-    let ring_bytes = opts.ring_bytes.unwrap_or_else(|| default_ring_bytes(rings));
-    let ring = RingOptions::with_total(ring_bytes.max(4 * opts.ring_block), opts.ring_block);
-    // Checked now, made once the rings are open (with its manifest).
-    if let Target::Dataset { dir, force, .. } = &opts.target {
-        store::Dataset::check_new(dir, *force).map_err(|e| e.to_string())?;
-    }
-    let pcap = pcap_on.then(|| pcap_out(&opts, rings)).transpose()?;
-    let mut rpc = opts.rpc;
-    if rpc.mode == RpcMode::Auto && filter_asks_for_rpc(opts.filter.as_deref()) {
-        // The filter keeps RPC traffic: decode it from the first frame.
-        rpc.mode = RpcMode::On;
-    }
-    let worker = WorkerOptions {
-        rpc: Some(rpc),
-        app: Some(opts.app),
-        file_every: Some(opts.records_every),
-        ..Default::default()
-    };
-    let live_opts = LiveOptions {
-        interfaces,
-        workers_per_iface: workers,
-        ring,
-        snaplen: opts.snaplen,
-        filter: opts.filter.clone(),
-        shard: opts.shard,
-        fanout: opts.fanout,
-        promiscuous: opts.promiscuous,
-        pcap,
-        records: records_on,
-        on_full: opts.pcap.on_full,
-        count: opts.count,
-        duration: opts.duration,
-        worker,
-        taps: stream.as_ref().map(|s| s.taps()),
-        command: opts.command.clone(),
-        // Root keeps its privileges unless -Z names a user
-        // (`capture::privilege::drop_capabilities` leaves root as it is).
-        // SAFETY: geteuid cannot fail.
-        keeps_privileges: opts.user.is_none() && unsafe { libc::geteuid() } == 0,
-    };
+    let mut live_opts = live_options(&opts, interfaces)?;
+    live_opts.taps = stream.as_ref().map(|s| s.taps());
+    let ring = live_opts.ring;
     let opened = live::open(live_opts).map_err(|e| e.to_string())?;
     for note in opened.notes() {
         on_event(CaptureEvent::Warning(note.clone()));
@@ -258,6 +210,74 @@ pub fn capture(
     Ok(CaptureReport {
         live: report,
         dataset: dataset.map(|d| d.root().to_path_buf()),
+    })
+}
+
+/// Whether a capture to `target` writes pcap files and records.
+fn outputs(target: &Target) -> (bool, bool) {
+    match target {
+        Target::Dataset { pcap, records, .. } => (*pcap, *records),
+        Target::PcapFile(_) => (true, false),
+    }
+}
+
+/// The live capture `opts` asks for on `interfaces`, with the machine's
+/// defaults filled in (no record tap yet): the workers and rings, the
+/// pcap sink, the workers' stages. Fails, before anything is opened, if
+/// the dataset directory may not be used or a pcap file's directory is
+/// not writable.
+pub(crate) fn live_options(
+    opts: &CaptureOptions,
+    interfaces: Vec<Interface>,
+) -> Result<LiveOptions, String> {
+    let (pcap_on, records_on) = outputs(&opts.target);
+    let workers = opts
+        .workers
+        .unwrap_or(match opts.target {
+            Target::PcapFile(_) => 1,
+            Target::Dataset { .. } => num_cpus(),
+        })
+        .max(1);
+    let rings = workers * interfaces.len();
+    let ring_bytes = opts.ring_bytes.unwrap_or_else(|| default_ring_bytes(rings));
+    let ring = RingOptions::with_total(ring_bytes.max(4 * opts.ring_block), opts.ring_block);
+    // Checked now, made once the rings are open (with its manifest).
+    if let Target::Dataset { dir, force, .. } = &opts.target {
+        store::Dataset::check_new(dir, *force).map_err(|e| e.to_string())?;
+    }
+    let pcap = pcap_on.then(|| pcap_out(opts, rings)).transpose()?;
+    let mut rpc = opts.rpc;
+    if rpc.mode == RpcMode::Auto && filter_asks_for_rpc(opts.filter.as_deref()) {
+        // The filter keeps RPC traffic: decode it from the first frame.
+        rpc.mode = RpcMode::On;
+    }
+    let worker = WorkerOptions {
+        rpc: Some(rpc),
+        app: Some(opts.app),
+        file_every: Some(opts.records_every),
+        ..Default::default()
+    };
+    Ok(LiveOptions {
+        interfaces,
+        workers_per_iface: workers,
+        ring,
+        snaplen: opts.snaplen,
+        filter: opts.filter.clone(),
+        shard: opts.shard,
+        fanout: opts.fanout,
+        promiscuous: opts.promiscuous,
+        pcap,
+        records: records_on,
+        on_full: opts.pcap.on_full,
+        count: opts.count,
+        duration: opts.duration,
+        worker,
+        taps: None,
+        command: opts.command.clone(),
+        // Root keeps its privileges unless -Z names a user
+        // (`capture::privilege::drop_capabilities` leaves root as it is).
+        // SAFETY: geteuid cannot fail.
+        keeps_privileges: opts.user.is_none() && unsafe { libc::geteuid() } == 0,
     })
 }
 

@@ -16,13 +16,15 @@ pub mod merge;
 pub mod recover;
 mod rpc;
 mod stats;
+#[cfg(test)]
+mod tests;
 mod worker;
 
 pub use app::{AppOptions, AppStage};
 pub use convert::{ConvertError, ConvertOptions, ConvertReport, Input, Progress, convert};
 pub use rpc::{
     RpcGate, RpcMode, RpcOptions, RpcStage, SegmentAt, SegmentGate, TablesOn, chunk_segments,
-    write_ready_transactions, write_transaction,
+    write_ready_transactions,
 };
 pub use stats::{FrameStats, ProtocolClass};
 pub use worker::{FrameMeta, RecordTap, StatsTap, Taps, Worker, WorkerOptions};

@@ -564,27 +564,16 @@ fn rebuild_flow_files(
     packets: &[store::PacketFileSummary],
     out: &mut Recovered,
 ) -> Result<(), StoreError> {
-    use store::flows::{FlowSlicer, flows_path_for, write_flow_file};
+    use store::flows::{flows_path_for, slices_from_packets, write_flow_file};
+    let dir = util::storage::Directory::new(root);
     for f in packets {
         let rel = flows_path_for(&f.path);
         let path = root.join(&rel);
         if path.exists() {
             continue;
         }
-        // Row group by row group, in file order: the order the packet
-        // writer gave its slicer the rows in, so the slices are the ones
-        // it would have written.
-        let file = root.join(&f.path);
-        let mut slicer = FlowSlicer::new();
-        let mut rows = Vec::new();
-        for g in store::read::row_group_spans(&file)? {
-            rows.clear();
-            store::read::read_row_group(&file, g.index, &mut rows)?;
-            for r in &rows {
-                slicer.push(&r.fields);
-            }
-        }
-        write_flow_file(&path, &rel, &slicer.finish())?;
+        let (slices, _) = slices_from_packets(&dir, &f.path, None, None)?;
+        write_flow_file(&path, &rel, &slices)?;
         out.flows_rebuilt.push(rel);
     }
     Ok(())

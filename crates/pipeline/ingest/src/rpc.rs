@@ -12,7 +12,7 @@ use std::ops::Range;
 
 use rpc::{Segment, Tracker, TrackerOptions, Transaction};
 use store::manifest::RpcInfo;
-use store::rpc::{CallRow, NFS_DIR, NfsRow, RPC_DIR, ReplyStat, RpcRow, RpcWriter, Transport};
+use store::rpc::{NFS_DIR, RPC_DIR, RpcWriter};
 use store::{Dataset, StoreError};
 use wire::{Has, PacketRecord};
 
@@ -474,7 +474,7 @@ impl WriterThread {
             .spawn(move || {
                 for batch in rx {
                     for t in &batch {
-                        write_transaction(&mut w, t)?;
+                        w.push(t)?;
                     }
                 }
                 w.finish()
@@ -529,89 +529,8 @@ pub fn write_ready_transactions(
     tracker: &mut Tracker,
 ) -> Result<(), StoreError> {
     for t in tracker.ready() {
-        write_transaction(w, t)?;
+        w.push(t)?;
     }
     tracker.release();
     Ok(())
-}
-
-/// Writes one transaction: its rpc row and its operations' nfs rows,
-/// read from where the transaction keeps them. Inlined into the loops
-/// over the ready transactions, with the writer's push (see
-/// [`RpcWriter::push`]).
-#[inline(always)]
-pub fn write_transaction(w: &mut RpcWriter, t: &Transaction) -> Result<(), StoreError> {
-    let c = t.call.as_ref();
-    let (program, version) = c.map_or((0, 0), |c| (c.program, c.version));
-    w.push(
-        &rpc_row(t),
-        t.ops().iter().map(|op| nfs_row(op, program, version)),
-    )
-}
-
-/// The rpc table's row of a transaction.
-#[inline(always)]
-fn rpc_row(t: &Transaction) -> RpcRow {
-    RpcRow {
-        call_ts: t.call_ts,
-        last_call_ts: t.last_call_ts,
-        reply_ts: t.reply_ts,
-        client: t.client,
-        client_port: t.client_port,
-        server: t.server,
-        server_port: t.server_port,
-        transport: if t.proto == rpc::track::UDP {
-            Transport::Udp
-        } else {
-            Transport::Tcp
-        },
-        xid: t.xid,
-        call: t.call.as_ref().map(|c| CallRow {
-            program: c.program,
-            version: c.version,
-            procedure: c.procedure,
-            program_name: rpc::msg::program_name(c.program),
-            procedure_name: rpc::msg::procedure_name(c.program, c.version, c.procedure),
-            auth_flavor: c.auth_flavor,
-            uid: c.uid,
-            gid: c.gid,
-        }),
-        reply: t.reply.map(|r| match r {
-            rpc::ReplyStatus::Accepted(a) => ReplyStat::Accepted(a),
-            rpc::ReplyStatus::Denied(r) => ReplyStat::Denied(r),
-        }),
-        status: t.status,
-        call_bytes: t.call_bytes,
-        reply_bytes: t.reply_bytes,
-        retransmits: t.retransmits,
-        gap: t.gap,
-    }
-}
-
-/// The nfs table's row of one of a call's operations (`program` and
-/// `version` are the call's).
-#[inline(always)]
-fn nfs_row(op: &rpc::Op, program: u32, version: u32) -> NfsRow<'_> {
-    let a = op.attr.unwrap_or_default();
-    NfsRow {
-        op_index: op.index,
-        op: op.op,
-        op_name: op.name_of(program, version),
-        status: op.status,
-        fh: op.fh,
-        res_fh: op.res_fh,
-        name: op.name.as_deref(),
-        name2: op.name2.as_deref(),
-        offset: op.offset,
-        count: op.count,
-        stable: op.stable,
-        res_count: op.res_count,
-        eof: op.eof,
-        ftype: a.ftype,
-        size: a.size,
-        mode: a.mode,
-        uid: a.uid,
-        gid: a.gid,
-        mtime_ns: a.mtime_ns,
-    }
 }

@@ -416,36 +416,10 @@ impl Worker {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use wire::build::{FrameSpec, IpSpec, Payload, TransportSpec};
+    use wire::build::TransportSpec;
 
     fn frame(transport: TransportSpec, payload: &[u8]) -> Vec<u8> {
-        frame_between([192, 0, 2, 1], [192, 0, 2, 2], transport, payload)
-    }
-
-    fn frame_between(
-        src: [u8; 4],
-        dst: [u8; 4],
-        transport: TransportSpec,
-        payload: &[u8],
-    ) -> Vec<u8> {
-        let mut out = Vec::new();
-        FrameSpec {
-            eth_src: [2, 0, 0, 0, 0, 1],
-            eth_dst: [2, 0, 0, 0, 0, 2],
-            vlan: None,
-            ip: IpSpec::V4 {
-                src,
-                dst,
-                ttl: 64,
-                id: 1,
-                dscp: 0,
-                frag: 0x4000,
-            },
-            transport,
-            payload: Payload::Bytes(payload),
-        }
-        .build(&mut out);
-        out
+        crate::tests::frame(1, 2, transport, payload)
     }
 
     fn udp(sport: u16, dport: u16, payload: &[u8]) -> Vec<u8> {
@@ -504,7 +478,7 @@ mod tests {
             sport: 53,
             dport: 33333,
         };
-        frames.insert(700, frame_between([192, 0, 2, 2], [192, 0, 2, 1], back, &r));
+        frames.insert(700, crate::tests::frame(2, 1, back, &r));
         for (i, f) in frames.iter().enumerate() {
             w.frame(meta(i, f), f).expect("frame");
         }

@@ -148,45 +148,12 @@ pub fn collect(
                 last_message = Instant::now();
                 kafka_seen = true;
                 let Some(payload) = m.payload() else { continue };
-                kafka.messages += 1;
-                if payload.starts_with(crate::stats_msg::MAGIC) {
-                    match crate::stats_msg::decode(payload) {
-                        Ok((id, seq, rows)) => {
-                            let key = format!("{id:016x}:stats");
-                            if seq > unwritten.last_seq(&key, &kafka) {
-                                unwritten.rows.extend(rows);
-                                unwritten.seqs.insert(key, seq);
-                            }
-                            dirty = true;
-                        }
-                        Err(e) => {
-                            kafka.records_dropped += 1;
-                            eprintln!("weir: warning: partition {}: {e}", m.partition());
-                        }
+                match unwritten.take(payload, &mut kafka, &dataset, &manifest)? {
+                    Taken::Kept => dirty = true,
+                    Taken::BadStats(e) => {
+                        eprintln!("weir: warning: partition {}: {e}", m.partition());
                     }
-                    continue;
-                }
-                match codec::decode(payload) {
-                    Ok((h, records)) => {
-                        let key = seq_key(&h);
-                        if h.seq <= unwritten.last_seq(&key, &kafka) {
-                            kafka.duplicates_skipped += records.len() as u64;
-                        } else {
-                            let w = match unwritten.writer.as_mut() {
-                                Some(w) => w,
-                                None => unwritten.writer.insert(new_file(&dataset, &manifest)?),
-                            };
-                            for r in &records {
-                                w.push(r).map_err(|e| e.to_string())?;
-                                unwritten.frames.add(r);
-                            }
-                            kafka.records += records.len() as u64;
-                            unwritten.seqs.insert(key, h.seq);
-                        }
-                        dirty = true;
-                    }
-                    Err(e) => {
-                        kafka.records_dropped += 1;
+                    Taken::BadBatch(e) => {
                         if warned < 5 {
                             warned += 1;
                             eprintln!(
@@ -212,13 +179,15 @@ pub fn collect(
             dirty = false;
         }
         if dirty && last_flush.elapsed() >= opts.flush_every {
-            unwritten.make_durable(&dataset, &mut manifest, &mut kafka, &mut stats, &consumer)?;
+            unwritten.make_durable(&dataset, &mut manifest, &mut kafka, &mut stats)?;
+            commit(&consumer);
             dirty = false;
             last_flush = Instant::now();
         }
     }
     if dirty {
-        unwritten.make_durable(&dataset, &mut manifest, &mut kafka, &mut stats, &consumer)?;
+        unwritten.make_durable(&dataset, &mut manifest, &mut kafka, &mut stats)?;
+        commit(&consumer);
     }
     manifest.run = Some(RunInfo {
         command: opts.command.clone(),
@@ -250,7 +219,75 @@ struct Unwritten {
     rows: Vec<store::stats::StatsRow>,
 }
 
+/// What became of one message.
+#[derive(Debug, PartialEq)]
+enum Taken {
+    /// Its records or stats rows are read, or it was read before (a batch
+    /// the broker hands again): its offset may be committed.
+    Kept,
+    /// A stats message that does not decode (dropped, counted).
+    BadStats(String),
+    /// A message that is neither a stats message nor a batch (dropped,
+    /// counted).
+    BadBatch(String),
+}
+
 impl Unwritten {
+    /// Takes one message: a batch's records go to the open packet file,
+    /// a stats message's rows are kept, unless the sequence number of its
+    /// writer says it was read before (then counted as skipped); a
+    /// message that does not decode is counted as dropped. Errors are
+    /// the packet file's.
+    fn take(
+        &mut self,
+        payload: &[u8],
+        kafka: &mut KafkaInfo,
+        dataset: &Dataset,
+        manifest: &Manifest,
+    ) -> Result<Taken, String> {
+        kafka.messages += 1;
+        if payload.starts_with(crate::stats_msg::MAGIC) {
+            return Ok(match crate::stats_msg::decode(payload) {
+                Ok((id, seq, rows)) => {
+                    let key = format!("{id:016x}:stats");
+                    if seq > self.last_seq(&key, kafka) {
+                        self.rows.extend(rows);
+                        self.seqs.insert(key, seq);
+                    }
+                    Taken::Kept
+                }
+                Err(e) => {
+                    kafka.records_dropped += 1;
+                    Taken::BadStats(e)
+                }
+            });
+        }
+        match codec::decode(payload) {
+            Ok((h, records)) => {
+                let key = seq_key(&h);
+                if h.seq <= self.last_seq(&key, kafka) {
+                    kafka.duplicates_skipped += records.len() as u64;
+                } else {
+                    let w = match self.writer.as_mut() {
+                        Some(w) => w,
+                        None => self.writer.insert(new_file(dataset, manifest)?),
+                    };
+                    for r in &records {
+                        w.push(r).map_err(|e| e.to_string())?;
+                        self.frames.add(r);
+                    }
+                    kafka.records += records.len() as u64;
+                    self.seqs.insert(key, h.seq);
+                }
+                Ok(Taken::Kept)
+            }
+            Err(e) => {
+                kafka.records_dropped += 1;
+                Ok(Taken::BadBatch(e.to_string()))
+            }
+        }
+    }
+
     /// The last sequence number of `key` read or on disk (0: none).
     fn last_seq(&self, key: &str, kafka: &KafkaInfo) -> u64 {
         self.seqs
@@ -268,16 +305,15 @@ impl Unwritten {
         *self = Unwritten::default();
     }
 
-    /// Finishes the open file and writes the stats rows, records them and
-    /// the sequence numbers they cover in the manifest, then commits the
-    /// offsets: in that order.
+    /// Finishes the open file and writes the stats rows, then records them
+    /// and the sequence numbers they cover in the manifest: in that order
+    /// (the caller then commits the offsets, [`commit`]).
     fn make_durable(
         &mut self,
         dataset: &Dataset,
         manifest: &mut Manifest,
         kafka: &mut KafkaInfo,
         stats: &mut FrameStats,
-        consumer: &BaseConsumer<Revocations>,
     ) -> Result<(), String> {
         if let Some(w) = self.writer.take() {
             let summary = w.finish().map_err(|e| e.to_string())?;
@@ -311,15 +347,19 @@ impl Unwritten {
         dataset
             .write_manifest(manifest)
             .map_err(|e| e.to_string())?;
-        // A failed commit loses nothing: the batches come again and are
-        // skipped by their sequence numbers.
-        if let Err(e) = consumer.commit_consumer_state(CommitMode::Sync) {
-            eprintln!(
-                "weir: warning: committing offsets: {e} (the batches will be skipped when read \
-                 again)"
-            );
-        }
         Ok(())
+    }
+}
+
+/// Commits the offsets read, once what they hold is durable
+/// ([`Unwritten::make_durable`]). A failed commit loses nothing: the
+/// batches come again and are skipped by their sequence numbers.
+fn commit(consumer: &BaseConsumer<Revocations>) {
+    if let Err(e) = consumer.commit_consumer_state(CommitMode::Sync) {
+        eprintln!(
+            "weir: warning: committing offsets: {e} (the batches will be skipped when read \
+             again)"
+        );
     }
 }
 
@@ -417,3 +457,6 @@ fn open_or_create(root: &Path, opts: &CollectOptions) -> Result<(Dataset, bool, 
     ds.write_manifest(&m).map_err(|e| e.to_string())?;
     Ok((ds, false, m))
 }
+
+#[cfg(test)]
+mod tests;

@@ -491,3 +491,6 @@ impl ingest::RecordTap for KafkaTap {
         KafkaTap::tick(self);
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -397,9 +397,7 @@ fn from_flows(
     } else {
         match FlowTable::load(session)? {
             Ok(t) => {
-                let (slices, files) = t.size();
-                let how =
-                    format!("answered from the flows table ({slices} slices in {files} files)");
+                let how = format!("answered from the flows table ({})", t.describe());
                 (Some(t), how)
             }
             Err(why) => (None, format!("answered from the packets: {why}")),
