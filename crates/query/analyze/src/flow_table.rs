@@ -25,6 +25,7 @@ use store::flows::{FlowKey, FlowSlice, SeqRanges, Side, read_flow_file_in, slice
 use util::storage::Root;
 
 use crate::analyses::{By, Table, flows_query, sql_limit, top_query};
+use crate::columns::par_map;
 use crate::error::AnalyzeError;
 use crate::session::{Session, TimeWindow};
 use crate::udf::write_ip;
@@ -84,11 +85,6 @@ impl FlowTable {
             edge_files: read.edge_files,
             edge_records: read.edge_records,
         }))
-    }
-
-    /// Slices read and files they came from.
-    pub fn size(&self) -> (usize, usize) {
-        (self.slices.len(), self.files)
     }
 
     /// How it answered, for `-v`: "N slices in M files", and the files the
@@ -659,7 +655,7 @@ fn read_all(
     w: TimeWindow,
     threads: usize,
 ) -> Result<Result<Read, NotUsable>, AnalyzeError> {
-    let placed = in_parallel(paths, threads, |(root, _, flows)| {
+    let placed = par_map(threads, paths, |(root, _, flows)| {
         let mut v = Vec::new();
         read_flow_file_in(&**root, flows, &mut v)?;
         let place: Vec<Option<bool>> = v.iter().map(|s| place_in(s, &w)).collect();
@@ -697,8 +693,8 @@ fn read_all(
         .filter(|(_, f)| matches!(f, FileInWindow::Cut { .. }))
         .map(|(p, _)| p)
         .collect();
-    let edges = in_parallel(&cut, threads, |(root, packets, _)| {
-        slices_from_packets(&**root, packets, w.from_ns, w.to_ns)
+    let edges = par_map(threads, &cut, |(root, packets, _)| {
+        Ok(slices_from_packets(&**root, packets, w.from_ns, w.to_ns)?)
     })?;
     let mut all = Read {
         slices: Vec::new(),
@@ -716,38 +712,6 @@ fn read_all(
         all.slices.append(&mut p);
     }
     Ok(Ok(all))
-}
-
-/// `f` of every item, on up to `threads` threads, in the items' order.
-fn in_parallel<I: Sync, T: Send>(
-    items: &[I],
-    threads: usize,
-    f: impl Fn(&I) -> Result<T, store::StoreError> + Sync,
-) -> Result<Vec<T>, AnalyzeError> {
-    let per = items.len().div_ceil(threads.max(1)).max(1);
-    let f = &f;
-    let parts: Vec<Result<Vec<T>, store::StoreError>> = std::thread::scope(|sc| {
-        let handles: Vec<_> = items
-            .chunks(per)
-            .map(|chunk| sc.spawn(move || chunk.iter().map(f).collect()))
-            .collect();
-        handles
-            .into_iter()
-            .map(|h| {
-                h.join().unwrap_or_else(|_| {
-                    Err(store::StoreError::Invalid {
-                        path: Default::default(),
-                        message: "a thread reading the flows table stopped".into(),
-                    })
-                })
-            })
-            .collect()
-    });
-    let mut out = Vec::with_capacity(items.len());
-    for p in parts {
-        out.extend(p?);
-    }
-    Ok(out)
 }
 
 /// Where a slice lies against the window: wholly inside (`Some(true)`),
