@@ -62,6 +62,13 @@ impl FlowTable {
             }
         }
         let files = paths.len();
+        // A filter the sides of flows cannot answer is found before any
+        // file is read: the same statement planned over no slices.
+        if let Some(f) = session.filter()
+            && let Err(why) = keep_matching_sides(session, f, &mut Vec::new())?
+        {
+            return Ok(Err(why));
+        }
         // A flows file this weir cannot read (another version's columns,
         // damage) leaves the answer to the packets.
         let read = match read_all(&paths, session.window(), session.threads()) {
@@ -684,7 +691,8 @@ fn read_all(
     }
     if cut_frames * 3 > whole_frames {
         return Ok(Err(format!(
-            "the time window cuts through packet files of {cut_frames} frames and holds              slices of {whole_frames} whole: the packets answer sooner"
+            "the time window cuts through packet files of {cut_frames} frames and holds \
+             slices of {whole_frames} whole: the packets answer sooner"
         )));
     }
     let cut: Vec<&(Root, String, String)> = paths
