@@ -447,6 +447,25 @@ impl FlowSlicer {
     }
 }
 
+/// The packet columns [`FlowSlicer`] reads: its flow key ([`flow_of`]),
+/// the sides' counts, TCP's sequence numbers and the parse errors.
+const SLICER_COLUMNS: &[&str] = &[
+    "ts",
+    "wire_len",
+    "cap_len",
+    "ethertype",
+    "ip_version",
+    "ip_src",
+    "ip_dst",
+    "ip_proto",
+    "src_port",
+    "dst_port",
+    "tcp_flags",
+    "tcp_seq",
+    "payload_len",
+    "parse_error",
+];
+
 /// The slices of one packet file built again from its records: of those
 /// whose `ts` lies in `[from_ns, to_ns)` (bounds `None`: open), row group
 /// by row group in file order, the order the packet writer gave its
@@ -466,15 +485,29 @@ pub fn slices_from_packets(
         .read(packets_rel)
         .map_err(|e| StoreError::io(&name, e))?;
     let inside = |t: i64| from_ns.is_none_or(|f| t >= f) && to_ns.is_none_or(|e| t < e);
+    let groups: Vec<usize> = crate::read::row_group_spans_of(&name, data.clone())?
+        .into_iter()
+        .filter(|g| {
+            !(from_ns.is_some_and(|f| g.ts_max < f) || to_ns.is_some_and(|e| g.ts_min >= e))
+        })
+        .map(|g| g.index)
+        .collect();
     let mut slicer = FlowSlicer::new();
-    let mut rows = Vec::new();
     let mut read = 0u64;
-    for g in crate::read::row_group_spans_of(&name, data.clone())? {
-        if from_ns.is_some_and(|f| g.ts_max < f) || to_ns.is_some_and(|e| g.ts_min >= e) {
-            continue;
-        }
+    if groups.is_empty() {
+        return Ok((slicer.finish(), read));
+    }
+    // Only the columns the slicer reads, a batch at a time.
+    let (batches, _) = crate::read::read_batches(&name, data, SLICER_COLUMNS, Some(groups))?;
+    let invalid = |message: String| StoreError::Invalid {
+        path: name.clone(),
+        message,
+    };
+    let mut rows = Vec::new();
+    for batch in batches {
+        let batch = batch.map_err(|e| invalid(e.to_string()))?;
         rows.clear();
-        crate::read::append_records_of(&name, data.clone(), Some(vec![g.index]), &mut rows)?;
+        crate::read::append_partial_records(&batch, &mut rows).map_err(invalid)?;
         read += rows.len() as u64;
         for r in rows.iter().filter(|r| inside(r.fields.ts_ns)) {
             slicer.push(&r.fields);

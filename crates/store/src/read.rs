@@ -145,10 +145,35 @@ fn pcap_pointers<R: ChunkReader + 'static>(
 
 /// Converts a batch of the packet table back into records.
 pub fn append_records(batch: &RecordBatch, out: &mut Vec<PacketRecord>) -> Result<(), String> {
+    fill_records(batch, out, false)
+}
+
+/// [`append_records`] of a batch that holds only some of the packet
+/// columns (a projection): the others are left at their defaults, and
+/// their [`Has`] bits unset. `ts` is always needed.
+pub fn append_partial_records(
+    batch: &RecordBatch,
+    out: &mut Vec<PacketRecord>,
+) -> Result<(), String> {
+    fill_records(batch, out, true)
+}
+
+fn fill_records(
+    batch: &RecordBatch,
+    out: &mut Vec<PacketRecord>,
+    partial: bool,
+) -> Result<(), String> {
     let col = |name: &str| {
         batch
             .column_by_name(name)
             .ok_or_else(|| format!("column {name} is missing"))
+    };
+    // A column a projection left out is skipped; in a whole batch it is
+    // an error.
+    let opt_col = |name: &str| match batch.column_by_name(name) {
+        Some(a) => Ok(Some(a)),
+        None if partial => Ok(None),
+        None => Err(format!("column {name} is missing")),
     };
     let n = batch.num_rows();
     let base = out.len();
@@ -163,28 +188,32 @@ pub fn append_records(batch: &RecordBatch, out: &mut Vec<PacketRecord>) -> Resul
     }
     macro_rules! prim {
         ($name:literal, $ty:ty, $bit:expr, |$r:ident, $v:ident| $set:expr) => {{
-            let a = col($name)?
-                .as_primitive_opt::<$ty>()
-                .ok_or(concat!($name, " has the wrong type"))?;
-            for (i, $r) in rows.iter_mut().enumerate() {
-                if a.is_valid(i) {
-                    let $v = a.value(i);
-                    $set;
-                    $r.has |= $bit;
+            if let Some(a) = opt_col($name)? {
+                let a = a
+                    .as_primitive_opt::<$ty>()
+                    .ok_or(concat!($name, " has the wrong type"))?;
+                for (i, $r) in rows.iter_mut().enumerate() {
+                    if a.is_valid(i) {
+                        let $v = a.value(i);
+                        $set;
+                        $r.has |= $bit;
+                    }
                 }
             }
         }};
     }
     macro_rules! fixed {
         ($name:literal, $bit:expr, |$r:ident, $v:ident| $set:expr) => {{
-            let a = col($name)?
-                .as_fixed_size_binary_opt()
-                .ok_or(concat!($name, " has the wrong type"))?;
-            for (i, $r) in rows.iter_mut().enumerate() {
-                if a.is_valid(i) {
-                    let $v = a.value(i);
-                    $set;
-                    $r.has |= $bit;
+            if let Some(a) = opt_col($name)? {
+                let a = a
+                    .as_fixed_size_binary_opt()
+                    .ok_or(concat!($name, " has the wrong type"))?;
+                for (i, $r) in rows.iter_mut().enumerate() {
+                    if a.is_valid(i) {
+                        let $v = a.value(i);
+                        $set;
+                        $r.has |= $bit;
+                    }
                 }
             }
         }};
@@ -226,14 +255,15 @@ pub fn append_records(batch: &RecordBatch, out: &mut Vec<PacketRecord>) -> Resul
     prim!("pcap_file", UInt32Type, Has::PCAP, |r, v| r.pcap_file = v);
     prim!("pcap_offset", UInt64Type, Has::PCAP, |r, v| r.pcap_offset =
         v);
-    let pe = col("parse_error")?;
-    let pe = pe
-        .as_string_opt::<i32>()
-        .ok_or("parse_error has the wrong type")?;
-    for (i, r) in rows.iter_mut().enumerate() {
-        if pe.is_valid(i) {
-            r.parse_error = ParseError::from_name(pe.value(i))
-                .ok_or_else(|| format!("unknown parse_error {:?}", pe.value(i)))?;
+    if let Some(pe) = opt_col("parse_error")? {
+        let pe = pe
+            .as_string_opt::<i32>()
+            .ok_or("parse_error has the wrong type")?;
+        for (i, r) in rows.iter_mut().enumerate() {
+            if pe.is_valid(i) {
+                r.parse_error = ParseError::from_name(pe.value(i))
+                    .ok_or_else(|| format!("unknown parse_error {:?}", pe.value(i)))?;
+            }
         }
     }
     // Files of packet schema 1 have no tunnel columns: no tunnels then.

@@ -9,12 +9,13 @@ use std::path::PathBuf;
 use store::flows::{FlowSlicer, read_flow_file, slices_from_packets};
 use store::{PacketWriter, PacketWriterOptions};
 use util::storage::Directory;
-use wire::{Has, PacketRecord};
+use wire::{Has, PacketRecord, ParseError};
 
 use testdata::Rng;
 
 /// TCP records of `flows` flows in random turns, with data, handshakes
-/// and a few retransmissions, and frames without an IP layer among them.
+/// and a few retransmissions, frames without an IP layer among them, and
+/// a few cut short inside TCP's header (a parse error the slices count).
 fn records(n: usize, flows: u64, seed: u64) -> Vec<PacketRecord> {
     let mut rng = Rng(seed);
     let mut seq = vec![1000u32; flows as usize];
@@ -53,6 +54,9 @@ fn records(n: usize, flows: u64, seed: u64) -> Vec<PacketRecord> {
                     seq[f] += r.payload_len.max(1);
                 }
             }
+            if rng.next() % 61 == 0 {
+                r.parse_error = ParseError::TruncatedTcp;
+            }
             r.flow_hash = wire::flow::flow_hash(&r.ip_src, &r.ip_dst, r.src_port, r.dst_port, 6);
             r
         })
@@ -88,6 +92,11 @@ fn slices_built_again_from_the_records_are_the_written_ones() {
     let mut written = Vec::new();
     read_flow_file(&root.join("flows/w000-00000.parquet"), &mut written).unwrap();
     assert!(written.len() >= 300, "{} slices", written.len());
+    assert!(
+        written
+            .iter()
+            .any(|s| s.a.parse_errors + s.b.parse_errors > 0)
+    );
     let dir = Directory::new(&root);
     let (again, read) =
         slices_from_packets(&dir, "packets/w000-00000.parquet", None, None).unwrap();
