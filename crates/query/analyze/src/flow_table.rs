@@ -652,11 +652,10 @@ enum FileInWindow {
 /// outside dropped; a file with a slice the window cuts through gives the
 /// slices of its records in the window instead (the window's edges are a
 /// file or two per dataset, so what is read still grows with the flows).
-/// A record costs more to read this way (~800 ns, every column through
-/// arrow) than in the query engine's scan of a few columns (~210 ns; 20 M
-/// 64-byte frames in 16 files, 2026-11-28), so when the files cut hold a
-/// third or more of the frames of the slices wholly inside, the packets
-/// answer (`Ok(Err(why))`).
+/// A record costs more to read this way (through arrow, then the slicer)
+/// than in the query engine's scan of a few columns, so when the files cut
+/// hold a third or more of the frames of the slices wholly inside, the
+/// packets answer (`Ok(Err(why))`).
 fn read_all(
     paths: &[(Root, String, String)],
     w: TimeWindow,
