@@ -34,7 +34,7 @@ use store::decode::scan::{Col, Dictionary, TableScan};
 
 use crate::columns::{DataFile, engine, par_fold, par_map, parquet_files};
 use crate::error::AnalyzeError;
-use crate::session::TimeWindow;
+use crate::window::TimeWindow;
 
 const NFS_PROGRAM: u64 = 100003;
 
