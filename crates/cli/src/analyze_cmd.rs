@@ -5,9 +5,9 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use analyze::answer::{Analysis, AnswerOptions, Settings, answer};
-use analyze::render::{Format, Terminal, render, render_terminal};
 use analyze::{By, Session, TimeWindow};
 use clap::{Args, ValueEnum};
+use present::render::{Format, Terminal, render, render_terminal};
 use util::storage::Root;
 
 use crate::units::parse_duration;
@@ -268,9 +268,12 @@ pub fn run_analyze(a: AnalyzeArgs) -> Result<ExitCode, String> {
     let opts = AnswerOptions {
         packets_only: a.no_flows_table,
         for_json: format == Format::Json,
-        plot: a.plot.clone(),
+        plot: a.plot.is_some(),
     };
     let answered = answer(&session, &analysis, &opts).map_err(|e| e.to_string())?;
+    if let (Some(path), Some(plot)) = (&a.plot, &answered.plot) {
+        present::plot::draw(plot, path).map_err(|e| e.to_string())?;
+    }
     // stack always says which of its two forms answered: their tables
     // agree in shape, not in resolution.
     if a.verbose || matches!(analysis, Analysis::Stack) {

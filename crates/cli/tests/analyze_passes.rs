@@ -10,9 +10,9 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use analyze::analyses::{self, AnsweredBy};
-use analyze::render::{Format, render};
 use analyze::{Session, TimeWindow};
 use common::*;
+use present::render::{Format, render};
 use serde_json::Value;
 use wire::LinkType;
 use wire::build::{FrameSpec, IpSpec, Payload, TransportSpec};

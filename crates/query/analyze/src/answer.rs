@@ -4,11 +4,13 @@
 //! over the columns unless a filter needs the SQL; each with the plot a
 //! caller asks for.
 
-use std::path::PathBuf;
+use std::collections::BTreeMap;
 
-use crate::analyses::{self, By};
+use crate::analyses::{self, BurstScale, By};
+use crate::error::AnalyzeError;
 use crate::flow_table::FlowTable;
-use crate::{AnalyzeError, Session, Table};
+use crate::session::Session;
+use crate::table::Table;
 
 /// One analysis as callers name it: `weir analyze`, `--emit-sql` and the
 /// page of `weir serve` all take their names from [`KINDS`].
@@ -288,8 +290,8 @@ pub struct AnswerOptions {
     /// The tables meant for JSON, which carry more (stack's TCP table,
     /// bursts' per-interval rows).
     pub for_json: bool,
-    /// Also draw the result into this file (.svg or .png).
-    pub plot: Option<PathBuf>,
+    /// Also answer what a plot of the result draws ([`Answer::plot`]).
+    pub plot: bool,
 }
 
 /// The tables, and how they were answered.
@@ -298,6 +300,40 @@ pub struct Answer {
     /// "answered from the flows table (N slices in M files)", "answered
     /// from the packets: why", "answered by one pass over the columns", ...
     pub how: String,
+    /// What a plot draws, when [`AnswerOptions::plot`] asked for one
+    /// (`weir-present` draws it).
+    pub plot: Option<Plot>,
+}
+
+/// The series a plot of an answer draws, and the span its time axis
+/// covers.
+pub enum Plot {
+    Loss {
+        table: Table,
+        span: Option<(i64, i64)>,
+    },
+    /// `rates`, with `loss` to shade the windows that dropped frames.
+    Rates {
+        table: Table,
+        loss: Table,
+        every_ns: i64,
+        span: Option<(i64, i64)>,
+    },
+    Bursts {
+        scales: Vec<BurstScale>,
+        span: Option<(i64, i64)>,
+    },
+    /// Per procedure, every answered call's latency in ns, sorted.
+    Rpc {
+        samples: BTreeMap<String, Vec<i64>>,
+        span: Option<(i64, i64)>,
+    },
+    /// The busiest sockets' TCP state, and per socket its writes' delays.
+    Stack {
+        tcp: Table,
+        delay_samples: BTreeMap<u64, Vec<i64>>,
+        span: Option<(i64, i64)>,
+    },
 }
 
 /// Answers `analysis` over `session`.
@@ -306,26 +342,28 @@ pub fn answer(
     analysis: &Analysis,
     opts: &AnswerOptions,
 ) -> Result<Answer, AnalyzeError> {
-    if opts.plot.is_some() && !analysis.plots() {
+    if opts.plot && !analysis.plots() {
         return Err(AnalyzeError::Usage(format!(
             "--plot draws rates, bursts, loss, stack and rpc, not {}; use --json or --csv and \
              a plotting tool of your choice",
             analysis.name()
         )));
     }
-    let plot = opts.plot.as_deref();
+    let plot = opts.plot;
     match analysis {
         Analysis::Summary | Analysis::Flows { .. } | Analysis::Top { .. } => {
             from_flows(session, analysis, opts.packets_only)
         }
         Analysis::Loss => {
             let (t, by) = analyses::loss(session)?;
-            if let Some(p) = plot {
-                crate::plot::loss(&t, session.span_ns(), p)?;
-            }
+            let plot = plot.then(|| Plot::Loss {
+                table: t.clone(),
+                span: session.span_ns(),
+            });
             Ok(Answer {
                 tables: vec![t],
                 how: format!("answered by {by}"),
+                plot,
             })
         }
         Analysis::Rates {
@@ -333,54 +371,65 @@ pub fn answer(
             sample_ns,
         } => {
             let (t, by) = analyses::rates(session, *every_ns, *sample_ns)?;
-            if let Some(p) = plot {
+            let plot = if plot {
                 // Windows where frames were dropped are marked, so that
                 // loss is not read as silence.
                 let (loss, _) = analyses::loss(session)?;
-                crate::plot::rates(&t, &loss, *every_ns, analyses::rates_span(session), p)?;
-            }
+                Some(Plot::Rates {
+                    table: t.clone(),
+                    loss,
+                    every_ns: *every_ns,
+                    span: analyses::rates_span(session),
+                })
+            } else {
+                None
+            };
             Ok(Answer {
                 tables: vec![t],
                 how: format!("answered by {by}"),
+                plot,
             })
         }
         Analysis::Bursts { scales_ns } => {
             let (b, by) = analyses::bursts(session, scales_ns)?;
-            if let Some(p) = plot {
-                crate::plot::bursts(&b, session.span_ns(), p)?;
-            }
             Ok(Answer {
                 tables: analyses::burst_tables(&b, opts.for_json)?,
                 how: format!("answered by {by}"),
+                plot: plot.then(|| Plot::Bursts {
+                    scales: b,
+                    span: session.span_ns(),
+                }),
             })
         }
         Analysis::Rpc { handles } => {
-            let r = crate::rpc::rpc(session, *handles, plot.is_some())?;
-            if let Some(p) = plot {
-                crate::plot::rpc(&r.samples, session.span_ns(), p)?;
-            }
+            let r = crate::rpc::rpc(session, *handles, plot)?;
             Ok(Answer {
                 tables: vec![r.procedures, r.latency, r.clients, r.handles],
                 how: "answered from the rpc and nfs tables".into(),
+                plot: plot.then(|| Plot::Rpc {
+                    samples: r.samples,
+                    span: session.span_ns(),
+                }),
             })
         }
         Analysis::App { kind, limit } => Ok(Answer {
             tables: crate::app::app(session, kind, *limit)?,
             how: format!("answered from the {kind} table"),
+            plot: None,
         }),
         Analysis::Stack => {
             let s = crate::stack::stack(session, 6)?;
-            if let Some(p) = plot {
-                crate::plot::stack(&s, session.span_ns(), p)?;
-            }
+            let how = s.form.describe();
             let mut tables = vec![s.sockets, s.delays];
+            let plot = plot.then(|| Plot::Stack {
+                tcp: s.tcp.clone(),
+                delay_samples: s.delay_samples,
+                span: session.span_ns(),
+            });
             if opts.for_json {
                 tables.push(s.tcp);
             }
-            Ok(Answer {
-                tables,
-                how: s.form.describe(),
-            })
+            Ok(Answer { tables, how, plot })
         }
     }
 }
@@ -414,5 +463,9 @@ fn from_flows(
         }
         _ => unreachable!("only flows, top and summary come here"),
     };
-    Ok(Answer { tables, how })
+    Ok(Answer {
+        tables,
+        how,
+        plot: None,
+    })
 }

@@ -3,9 +3,10 @@
 //! The SQL is in `sql/{dns,tls,http}_*.sql`, portable to Spark like the
 //! others.
 
-use crate::analyses::{Table, fill, sql_limit};
 use crate::error::AnalyzeError;
 use crate::session::Session;
+use crate::sql::{fill, sql_limit};
+use crate::table::Table;
 
 pub const DNS_NAMES_SQL: &str = include_str!("sql/dns_names.sql");
 pub const DNS_RCODES_SQL: &str = include_str!("sql/dns_rcodes.sql");

@@ -13,8 +13,8 @@ use store::decode::scan::TableScan;
 use store::manifest::Manifest;
 use util::storage::Root;
 
-use crate::analyses::Table;
 use crate::error::AnalyzeError;
+use crate::table::Table;
 
 /// A Parquet file of one of a dataset's tables, wherever the dataset is.
 #[derive(Clone, Debug)]

@@ -20,10 +20,11 @@ use datafusion::parquet::file::metadata::ParquetMetaData;
 use datafusion::parquet::file::statistics::Statistics;
 use store::decode::scan::{self as decode, ScanFile};
 
-use crate::analyses::RateGrid;
 use crate::columns::{engine, par_fold, parquet_files};
 use crate::error::AnalyzeError;
-use crate::session::{Session, TimeWindow};
+use crate::grid::RateGrid;
+use crate::session::Session;
+use crate::window::TimeWindow;
 
 const TS: &str = "ts";
 const WIRE_LEN: &str = "wire_len";

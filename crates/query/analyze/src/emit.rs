@@ -8,9 +8,11 @@
 
 use std::fmt::Write;
 
-use crate::analyses::{self, By, fill, strip_comments};
+use crate::analyses::{self, By};
 use crate::error::AnalyzeError;
-use crate::session::{Session, TimeWindow};
+use crate::session::Session;
+use crate::sql::{fill, strip_comments};
+use crate::window::TimeWindow;
 
 /// One statement of the script: its result's name, what the result is,
 /// and the SQL.

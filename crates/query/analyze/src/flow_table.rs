@@ -24,11 +24,14 @@ use datafusion::arrow::datatypes::{DataType, Int64Type, SchemaRef};
 use store::flows::{FlowKey, FlowSlice, SeqRanges, Side, read_flow_file_in, slices_from_packets};
 use util::storage::Root;
 
-use crate::analyses::{By, Table, flows_query, sql_limit, top_query};
+use crate::analyses::{By, flows_query, top_query};
 use crate::columns::par_map;
 use crate::error::AnalyzeError;
-use crate::session::{Session, TimeWindow};
+use crate::session::Session;
+use crate::sql::sql_limit;
+use crate::table::Table;
 use crate::udf::write_ip;
+use crate::window::TimeWindow;
 
 /// The flows table of a session's datasets, restricted to its window.
 pub struct FlowTable {
@@ -307,7 +310,7 @@ impl FlowTable {
     /// `summary`'s totals and protocol mix (its loss table comes from the
     /// stats, as before).
     pub fn summary(&self, session: &Session) -> Result<Vec<Table>, AnalyzeError> {
-        use crate::analyses::{SUMMARY_LOSS_SQL, SUMMARY_PROTOCOLS_SQL, SUMMARY_TOTALS_SQL};
+        use crate::sql::{SUMMARY_LOSS_SQL, SUMMARY_PROTOCOLS_SQL, SUMMARY_TOTALS_SQL};
         let mut all = Side::default();
         let mut protocols: HashMap<String, [u64; 4]> = HashMap::new();
         for s in &self.slices {

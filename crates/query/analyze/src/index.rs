@@ -16,9 +16,9 @@ use std::path::{Path, PathBuf};
 use store::flows::{FlowRow, FlowSlice, flows_path_for};
 use store::index::{PacketIndex, holds};
 
-use crate::AnalyzeError;
-use crate::TimeWindow;
+use crate::error::AnalyzeError;
 use crate::filter::{FlowIp, FlowPacket, Parsed, Reading, Scope, Truth};
+use crate::window::TimeWindow;
 
 /// The columns a read of candidate frames needs, `flow_hash` first: those
 /// whose pages end together.

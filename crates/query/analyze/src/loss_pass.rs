@@ -11,7 +11,8 @@ use datafusion::arrow::array::{ArrayRef, Int64Array, UInt64Array};
 
 use crate::columns::{DataFile, engine, par_map, parquet_files};
 use crate::error::AnalyzeError;
-use crate::session::{Session, TimeWindow};
+use crate::session::Session;
+use crate::window::TimeWindow;
 
 /// Summed per second, in the order of the SQL's sums.
 const SUMMED: [&str; 9] = [

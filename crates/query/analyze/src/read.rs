@@ -22,8 +22,10 @@ use wire::LinkType;
 
 use util::storage::Root;
 
+use crate::error::AnalyzeError;
 use crate::filter::{Scope, split_scope};
-use crate::{AnalyzeError, ScanReport, Session, TimeWindow};
+use crate::session::{ScanReport, Session};
+use crate::window::TimeWindow;
 
 /// The snap length of the pcap written, and of the filters compiled.
 const SNAPLEN: u32 = 262_144;

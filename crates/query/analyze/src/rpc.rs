@@ -7,10 +7,11 @@ use std::collections::BTreeMap;
 use datafusion::arrow::array::{Array, AsArray};
 use datafusion::arrow::datatypes::Int64Type;
 
-use crate::analyses::{Table, fill, sql_limit};
 use crate::error::AnalyzeError;
 use crate::rpc_pass::{self, DatasetFiles};
 use crate::session::Session;
+use crate::sql::{fill, sql_limit};
+use crate::table::Table;
 
 pub const RPC_PROCEDURES_SQL: &str = include_str!("sql/rpc_procedures.sql");
 pub const RPC_LATENCY_SQL: &str = include_str!("sql/rpc_latency.sql");

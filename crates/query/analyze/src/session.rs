@@ -18,35 +18,7 @@ use util::storage::Root;
 
 use crate::error::AnalyzeError;
 use crate::udf;
-
-/// The part of time an analysis looks at; `None` is unbounded.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct TimeWindow {
-    /// Inclusive, ns since the epoch.
-    pub from_ns: Option<i64>,
-    /// Exclusive, ns since the epoch.
-    pub to_ns: Option<i64>,
-}
-
-impl TimeWindow {
-    /// The SQL condition on `ts` (a timestamp column), `TRUE` when unbounded.
-    /// Written on the column itself so that DataFusion prunes files and row
-    /// groups by their `ts` statistics.
-    pub fn condition(&self) -> String {
-        let mut parts = Vec::new();
-        if let Some(f) = self.from_ns {
-            parts.push(format!("ts >= TIMESTAMP '{}'", store::time::format_ns(f)));
-        }
-        if let Some(t) = self.to_ns {
-            parts.push(format!("ts < TIMESTAMP '{}'", store::time::format_ns(t)));
-        }
-        if parts.is_empty() {
-            "TRUE".into()
-        } else {
-            parts.join(" AND ")
-        }
-    }
-}
+pub use crate::window::TimeWindow;
 
 /// What a query's Parquet scans read.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -469,10 +441,7 @@ impl Session {
                  FROM {t}_files WHERE {cond}"
             ))?;
         }
-        self.execute(&format!(
-            "CREATE VIEW flows AS {}",
-            crate::analyses::flows_sql()
-        ))?;
+        self.execute(&format!("CREATE VIEW flows AS {}", crate::sql::flows_sql()))?;
         // The flows table as written (slices, not merged flows), with its
         // times (stored as offsets from each slice's first frame) absolute.
         self.register_files(

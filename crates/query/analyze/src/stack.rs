@@ -17,9 +17,10 @@ use datafusion::arrow::array::{
 };
 use datafusion::arrow::datatypes::{DataType, Field, Int64Type, Schema, UInt32Type, UInt64Type};
 
-use crate::analyses::{Table, fill};
 use crate::error::AnalyzeError;
 use crate::session::Session;
+use crate::sql::fill;
+use crate::table::Table;
 
 pub const STACK_SOCKETS_SQL: &str = include_str!("sql/stack_sockets.sql");
 pub const STACK_DELAYS_SQL: &str = include_str!("sql/stack_delays.sql");

@@ -52,10 +52,7 @@ pub fn write_mac(b: &[u8], out: &mut String) {
 }
 
 /// Each value of `bin` as `write` writes it (a null stays null).
-pub(crate) fn text_column(
-    bin: &FixedSizeBinaryArray,
-    write: impl Fn(&[u8], &mut String),
-) -> StringArray {
+pub fn text_column(bin: &FixedSizeBinaryArray, write: impl Fn(&[u8], &mut String)) -> StringArray {
     let mut out = StringBuilder::with_capacity(bin.len(), bin.len() * 16);
     let mut s = String::new();
     for i in 0..bin.len() {

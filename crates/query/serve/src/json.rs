@@ -6,7 +6,7 @@ use analyze::Table;
 use analyze::arrow::array::{Array, ArrayRef, AsArray, RecordBatch};
 use analyze::arrow::compute::cast;
 use analyze::arrow::datatypes::{DataType, Int64Type};
-use analyze::render::{rank, unit_of};
+use present::render::{rank, unit_of};
 use serde_json::{Value, json};
 
 use crate::routes::{ApiError, api_err};
@@ -119,7 +119,7 @@ pub(crate) fn table_json(t: &Table, skip: usize, max: usize) -> Result<Value, Ap
     let mut rows: Value = if part.rows() == 0 {
         json!([])
     } else {
-        let text = analyze::render::render(&[part], analyze::render::Format::Json)?;
+        let text = present::render::render(&[part], present::render::Format::Json)?;
         serde_json::from_str(&text).map_err(|e| api_err(500, "dataset", e.to_string()))?
     };
     exact_in_javascript(&mut rows);

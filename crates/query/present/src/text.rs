@@ -6,15 +6,15 @@
 
 use std::sync::Arc;
 
-use datafusion::arrow::array::{Array, ArrayRef, AsArray, GenericListArray, OffsetSizeTrait};
-use datafusion::arrow::array::{RecordBatch, StringBuilder};
-use datafusion::arrow::datatypes::{DataType, Field, FieldRef, Schema, SchemaRef};
-use datafusion::arrow::util::display::{ArrayFormatter, FormatOptions};
+use analyze::arrow::array::{Array, ArrayRef, AsArray, GenericListArray, OffsetSizeTrait};
+use analyze::arrow::array::{RecordBatch, StringBuilder};
+use analyze::arrow::datatypes::{DataType, Field, FieldRef, Schema, SchemaRef};
+use analyze::arrow::util::display::{ArrayFormatter, FormatOptions};
 use store::identify::{Identifies, address_type};
 
-use crate::analyses::Table;
-use crate::error::AnalyzeError;
-use crate::udf::{text_column, write_ip, write_mac};
+use analyze::AnalyzeError;
+use analyze::Table;
+use analyze::udf::{text_column, write_ip, write_mac};
 
 /// `tables` with their address columns as text.
 pub(crate) fn addresses_as_text(tables: &[Table]) -> Result<Vec<Table>, AnalyzeError> {
@@ -164,7 +164,7 @@ fn display_text(a: &dyn Array) -> Result<ArrayRef, AnalyzeError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use datafusion::arrow::array::{FixedSizeBinaryBuilder, ListBuilder};
+    use analyze::arrow::array::{FixedSizeBinaryBuilder, ListBuilder};
 
     fn mapped(ip: [u8; 4]) -> [u8; 16] {
         let mut a = [0u8; 16];

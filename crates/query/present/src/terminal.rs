@@ -6,18 +6,18 @@
 //! table shows its first and last rows and says how many it left out.
 //! Every analysis gets this by its column names, as the plain tables do.
 
-use datafusion::arrow::array::{Array, AsArray};
-use datafusion::arrow::datatypes::{
+use analyze::arrow::array::{Array, AsArray};
+use analyze::arrow::datatypes::{
     DataType, Decimal128Type, Int8Type, Int16Type, Int32Type, Int64Type, UInt8Type, UInt16Type,
     UInt32Type, UInt64Type,
 };
-use datafusion::arrow::util::display::{ArrayFormatter, FormatOptions};
+use analyze::arrow::util::display::{ArrayFormatter, FormatOptions};
 
 use util::fmt::{group_digits, human_bytes, short_duration};
 
-use crate::analyses::Table;
-use crate::error::AnalyzeError;
-use crate::render::{Kind, float_at, int_at, kind_of, tcp_flags_text};
+use crate::cells::{Kind, float_at, int_at, kind_of, tcp_flags_text};
+use analyze::AnalyzeError;
+use analyze::Table;
 
 /// The terminal a table is laid out for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
