@@ -22,7 +22,8 @@ pub const TUNNEL_BIT: u16 = 1 << 15;
 /// `col!(name, type, presence, doc)`: a column of the packet table, null
 /// where its presence bit (the record's [`Has`] bit, or one of the bits
 /// above) is clear; `None` for columns that are never null. The bits are
-/// the writer's (`packets.rs`); here they say which columns may be null.
+/// the writer's (`packets/columns.rs`); here they say which columns may
+/// be null.
 macro_rules! col {
     ($name:literal, $ty:ident, $presence:expr, $doc:literal) => {
         crate::columns::col!($name, $ty, Option::<u16>::is_some(&$presence), $doc)

@@ -10,7 +10,7 @@
 //! - [`EncodedTable`]: rows straight into weir's column encoders
 //!   (`pqcodec::encode`, a [`ColumnSet`]), for tables written at the
 //!   packet rate's order (rpc, nfs): through Arrow builders a call cost
-//!   about 1.4 µs. (The packet table has its own writer, `packets.rs`, for
+//!   about 1.4 µs. (The packet table has its own writer, `packets/`, for
 //!   its sort, flow slicing and page index.)
 //!
 //! Files are `DIR/PREFIX-NNNNN.parquet`, hidden `.part` names until
