@@ -186,11 +186,13 @@ fn fill_records(
     for (r, v) in rows.iter_mut().zip(ts.values()) {
         r.ts_ns = *v;
     }
-    macro_rules! prim {
-        ($name:literal, $ty:ty, $bit:expr, |$r:ident, $v:ident| $set:expr) => {{
+    // One column's valid values into the rows, its Has bit set; a column
+    // a projection left out is skipped.
+    macro_rules! column {
+        ($name:literal, $cast:ident $(::<$ty:ty>)?, $bit:expr, |$r:ident, $v:ident| $set:expr) => {{
             if let Some(a) = opt_col($name)? {
                 let a = a
-                    .as_primitive_opt::<$ty>()
+                    .$cast$(::<$ty>)?()
                     .ok_or(concat!($name, " has the wrong type"))?;
                 for (i, $r) in rows.iter_mut().enumerate() {
                     if a.is_valid(i) {
@@ -202,21 +204,15 @@ fn fill_records(
             }
         }};
     }
+    macro_rules! prim {
+        ($name:literal, $ty:ty, $bit:expr, |$r:ident, $v:ident| $set:expr) => {
+            column!($name, as_primitive_opt::<$ty>, $bit, |$r, $v| $set)
+        };
+    }
     macro_rules! fixed {
-        ($name:literal, $bit:expr, |$r:ident, $v:ident| $set:expr) => {{
-            if let Some(a) = opt_col($name)? {
-                let a = a
-                    .as_fixed_size_binary_opt()
-                    .ok_or(concat!($name, " has the wrong type"))?;
-                for (i, $r) in rows.iter_mut().enumerate() {
-                    if a.is_valid(i) {
-                        let $v = a.value(i);
-                        $set;
-                        $r.has |= $bit;
-                    }
-                }
-            }
-        }};
+        ($name:literal, $bit:expr, |$r:ident, $v:ident| $set:expr) => {
+            column!($name, as_fixed_size_binary_opt, $bit, |$r, $v| $set)
+        };
     }
     prim!("wire_len", UInt32Type, 0, |r, v| r.wire_len = v);
     prim!("cap_len", UInt32Type, 0, |r, v| r.cap_len = v);
