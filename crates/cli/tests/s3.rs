@@ -615,8 +615,9 @@ fn a_capture_uploads_through_a_server_stopped_and_started_again() {
         .iter()
         .map(|f| f["path"].as_str().unwrap().to_string())
         .collect();
-    // The oldest went (files sealed while the store was away, or after
-    // retention's last pass, are kept past the limit until they are up).
+    // The oldest went (files sealed while the store was away are kept
+    // past the limit until they are up; each manifest that reaches the
+    // bucket runs the limits again, the capture's last one too).
     let here = local_files(&ds, "pcap");
     assert!(here.len() < listed.len(), "{here:?}");
     assert!(here.iter().all(|f| listed.contains(f)));

@@ -369,6 +369,14 @@ fn api_answers_and_refuses() {
             body.len()
         )
         .unwrap();
+        // The client stays until the server has read its request and a
+        // handler runs it: one that leaves sooner is gone before its
+        // query starts, and nothing runs to be stopped.
+        assert!(
+            handler_running(srv.pid(), Duration::from_secs(60)),
+            "no handler thread: {:?}",
+            srv.lines_seen()
+        );
     }
     assert!(
         srv.wait_for_line("the client went away", Duration::from_secs(60)),
@@ -626,6 +634,24 @@ fn readable_at_1280(b: &Browser) {
 }
 
 /// The page's selection from its address.
+/// Whether the server `pid` runs a request's handler (a thread of its
+/// named weir-serve) within `limit`.
+fn handler_running(pid: i32, limit: Duration) -> bool {
+    let deadline = std::time::Instant::now() + limit;
+    while std::time::Instant::now() < deadline {
+        let threads = std::fs::read_dir(format!("/proc/{pid}/task"))
+            .into_iter()
+            .flatten();
+        if threads.flatten().any(|t| {
+            std::fs::read_to_string(t.path().join("comm")).is_ok_and(|c| c.trim() == "weir-serve")
+        }) {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    false
+}
+
 fn serve_params(search: &str) -> std::collections::HashMap<String, String> {
     serve::parse_query(search.trim_start_matches('?'))
         .expect("a query")

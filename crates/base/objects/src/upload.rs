@@ -29,7 +29,7 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use object_store::path::Path as ObjectPath;
 use object_store::{ObjectStoreExt, PutPayload};
-use util::storage::{Listed, Publisher, Sealed, UploadFigures};
+use util::storage::{CommitHook, Listed, Publisher, Sealed, UploadFigures};
 
 use crate::error::ObjectError;
 use crate::{Prefix, config};
@@ -99,6 +99,7 @@ struct Shared {
     state: Mutex<State>,
     wake: Condvar,
     notice: Notice,
+    on_commit: Mutex<Vec<CommitHook>>,
 }
 
 /// Uploads one dataset's files as they are sealed.
@@ -136,6 +137,7 @@ impl Uploader {
             state: Mutex::new(State::default()),
             wake: Condvar::new(),
             notice,
+            on_commit: Mutex::new(Vec::new()),
         });
         shared.lock().figures.destination = util::storage::Storage::name(&shared.dest);
         let s = shared.clone();
@@ -258,6 +260,12 @@ impl Publisher for Uploader {
             s.elsewhere.insert(rel.to_string(), bytes);
         }
         true
+    }
+
+    fn on_commit(&self, hook: CommitHook) {
+        (self.shared.on_commit.lock())
+            .unwrap_or_else(|e| e.into_inner())
+            .push(hook);
     }
 
     fn figures(&self) -> UploadFigures {
@@ -584,6 +592,17 @@ impl Shared {
                     Err(e) => s.figures.last_error = Some(format!("{}: {e}", p.display())),
                 }
             }
+        }
+        drop(s);
+        // Before a writer waiting in drain hears of it: what the hooks
+        // delete is gone when the writer ends.
+        for hook in self
+            .on_commit
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .iter()
+        {
+            hook();
         }
         Ok(())
     }

@@ -352,6 +352,9 @@ pub struct UploadFigures {
     pub last_error: Option<String>,
 }
 
+/// Called each time a manifest reaches the destination.
+pub type CommitHook = Box<dyn Fn() + Send + Sync>;
+
 /// Told of every manifest a writer puts in place, to copy the dataset
 /// elsewhere as its files are sealed (an upload to an object store).
 pub trait Publisher: Send + Sync + fmt::Debug {
@@ -373,6 +376,10 @@ pub trait Publisher: Send + Sync + fmt::Debug {
     /// space): yes once the file and a manifest naming it are elsewhere,
     /// and from then on it is held there ([`Publisher::held_elsewhere`]).
     fn let_go(&self, rel: &str) -> bool;
+    /// Calls `hook` each time a manifest reaches the destination, after
+    /// the files it names may be let go (retention, waiting for them to
+    /// be up, deletes then rather than at its next file).
+    fn on_commit(&self, hook: CommitHook);
     /// What it has done so far.
     fn figures(&self) -> UploadFigures;
     /// Waits until everything published is elsewhere, or `limit` passes;

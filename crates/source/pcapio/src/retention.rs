@@ -18,6 +18,13 @@ use std::sync::{Arc, Mutex};
 
 use util::storage::Publisher;
 
+/// The wall clock, in ns since the epoch (what `enforce` takes).
+pub(crate) fn wall_clock_ns() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as i64)
+}
+
 /// A file retention deleted.
 #[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct RemovedFile {
@@ -78,10 +85,20 @@ impl Retention {
 
     /// Retention of the local copies of an uploaded dataset: a file goes
     /// only once `uploader` lets it go (it is in the bucket); `dir` is
-    /// the files' directory in the dataset.
-    pub fn uploaded_first(mut self, uploader: Arc<dyn Publisher>, dir: &str) -> Retention {
-        self.uploaded_first = Some((uploader, dir.to_string()));
-        self
+    /// the files' directory in the dataset. Each manifest the uploader
+    /// gets up runs the limits again, so that files sealed before their
+    /// upload was confirmed go then, not at the next file's close (there
+    /// may be none: the capture ended).
+    pub fn uploaded_first(mut self, uploader: Arc<dyn Publisher>, dir: &str) -> Arc<Retention> {
+        self.uploaded_first = Some((uploader.clone(), dir.to_string()));
+        let r = Arc::new(self);
+        let weak = Arc::downgrade(&r);
+        uploader.on_commit(Box::new(move || {
+            if let Some(r) = weak.upgrade() {
+                r.enforce(wall_clock_ns());
+            }
+        }));
+        r
     }
 
     /// A writer's open file grew (or shrank, when it closed) by `delta`.
@@ -247,9 +264,28 @@ mod tests {
         let _ = std::fs::remove_dir_all(&dir);
     }
 
-    /// An uploader that has the files it is given in its bucket.
-    #[derive(Debug)]
-    struct InBucket(Mutex<Vec<String>>);
+    /// An uploader that has the files it is given in its bucket; `commit`
+    /// calls the hooks as a manifest reaching the bucket would.
+    #[derive(Default)]
+    struct InBucket(Mutex<Vec<String>>, Mutex<Vec<util::storage::CommitHook>>);
+
+    impl std::fmt::Debug for InBucket {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            write!(f, "InBucket({:?})", self.0)
+        }
+    }
+
+    impl InBucket {
+        fn commit(&self, up: &[&str]) {
+            self.0
+                .lock()
+                .unwrap()
+                .extend(up.iter().map(|p| p.to_string()));
+            for hook in self.1.lock().unwrap().iter() {
+                hook();
+            }
+        }
+    }
 
     impl Publisher for InBucket {
         fn published(&self, _: &[util::storage::Sealed], _: &[u8], _: Option<&[u8]>, _: &[String]) {
@@ -259,6 +295,9 @@ mod tests {
         }
         fn let_go(&self, rel: &str) -> bool {
             self.0.lock().unwrap().iter().any(|p| p == rel)
+        }
+        fn on_commit(&self, hook: util::storage::CommitHook) {
+            self.1.lock().unwrap().push(hook);
         }
         fn figures(&self) -> util::storage::UploadFigures {
             Default::default()
@@ -272,7 +311,8 @@ mod tests {
     fn an_uploaded_dataset_loses_only_local_copies_of_files_in_the_bucket() {
         let dir = std::env::temp_dir().join(format!("weir-retention-up-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
-        let bucket = Arc::new(InBucket(Mutex::new(vec!["pcap/f2".to_string()])));
+        let bucket = Arc::new(InBucket::default());
+        bucket.0.lock().unwrap().push("pcap/f2".to_string());
         let r = Retention::new(Some(150), None).uploaded_first(bucket.clone(), "pcap");
         for id in 1..=3u32 {
             let path = dir.join(format!("f{id}"));
@@ -295,13 +335,10 @@ mod tests {
         assert!(dir.join("f1").exists() && !dir.join("f2").exists() && dir.join("f3").exists());
         assert_eq!((r.removed().0.len(), r.let_go()), (0, 1));
         assert!(r.take_for_reuse(100, "f4").is_none());
-        // Once up, the oldest go first until the rest fit.
-        bucket
-            .0
-            .lock()
-            .unwrap()
-            .extend(["pcap/f1".into(), "pcap/f3".into()]);
-        r.enforce(10);
+        // Once up (a manifest naming them reached the bucket), the oldest
+        // go first until the rest fit, with no file closed to run the
+        // limits.
+        bucket.commit(&["pcap/f1", "pcap/f3"]);
         assert!(!dir.join("f1").exists() && dir.join("f3").exists());
         assert_eq!((r.removed().0.len(), r.let_go()), (0, 2));
         let _ = std::fs::remove_dir_all(&dir);

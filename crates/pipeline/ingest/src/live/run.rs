@@ -113,10 +113,10 @@ fn retention_of(
         .filter(|p| p.max_disk.is_some() || p.max_age.is_some())
         .map(|p| {
             let r = Retention::new(p.max_disk, p.max_age.map(|d| d.as_nanos() as i64));
-            Arc::new(match uploader {
+            match uploader {
                 Some(u) => r.uploaded_first(u, store::dataset::PCAP_DIR),
-                None => r,
-            })
+                None => Arc::new(r),
+            }
         })
 }
 

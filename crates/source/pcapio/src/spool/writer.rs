@@ -197,7 +197,7 @@ impl FileWriter {
                     self.fail(e);
                 }
                 if let Some(r) = &self.retention {
-                    r.enforce(now_ns());
+                    r.enforce(crate::retention::wall_clock_ns());
                 }
             }
         }
@@ -625,7 +625,7 @@ impl FileWriter {
                     overwritten_by: None,
                 },
             );
-            r.enforce(now_ns());
+            r.enforce(crate::retention::wall_clock_ns());
         }
         self.shared.file_finished(info.clone());
         self.report.files.push(info);
@@ -642,12 +642,6 @@ fn advice(e: &io::Error) -> &'static str {
     } else {
         ""
     }
-}
-
-fn now_ns() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos() as i64)
 }
 
 fn header_bytes(link: LinkType, snaplen: u32) -> [u8; 24] {
