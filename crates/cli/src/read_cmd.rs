@@ -132,9 +132,11 @@ fn summary(
     if ix.files_indexed > 0 {
         let share = 100.0 * ix.rows_read as f64 / ix.rows_total.max(1) as f64;
         s += &format!(
-            "  by the index: {} of {} flow slices, {} of {} record pages ({share:.1} % of rows)",
+            "  by the index: {} of {} flow slices ({} read), {} of {} record pages \
+             ({share:.1} % of rows)",
             group_digits(ix.slices_matched),
             group_digits(ix.slices),
+            group_digits(ix.slices_read),
             group_digits(ix.pages_read),
             group_digits(ix.pages_total),
         );

@@ -84,7 +84,7 @@ fn slice(data: &[u8], offset: Option<i64>, length: Option<i32>) -> Option<&[u8]>
 }
 
 /// The leaf number of column `name`.
-fn leaf(meta: &ParquetMetaData, name: &str) -> Option<usize> {
+pub(crate) fn leaf(meta: &ParquetMetaData, name: &str) -> Option<usize> {
     let schema = meta.file_metadata().schema_descr();
     (0..schema.num_columns()).find(|&i| schema.column(i).path().parts() == [name.to_string()])
 }
@@ -98,6 +98,62 @@ fn locations(
     let c = rg.column(leaf);
     let raw = slice(data, c.offset_index_offset(), c.offset_index_length())?;
     Some(thrift::offset_index(&mut Bytes::new(raw)).map_err(|e| e.to_string()))
+}
+
+/// One page of a column chunk, as its page index tells it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PageBounds {
+    pub first_row: u64,
+    pub rows: u64,
+    /// The page's least and greatest value, as Parquet's statistics hold
+    /// them (plain-encoded); None when it holds only nulls.
+    pub bounds: Option<(Vec<u8>, Vec<u8>)>,
+    /// Whether it may hold nulls.
+    pub nulls: bool,
+}
+
+/// The pages of column `leaf` in row group `rg` of the file `data`, from
+/// its page index: None when the chunk has none, an error when it is
+/// damaged.
+pub fn page_bounds(
+    data: &[u8],
+    rg: &RowGroupMetaData,
+    leaf: usize,
+) -> Result<Option<Vec<PageBounds>>, String> {
+    let c = rg.column(leaf);
+    let Some(raw) = slice(data, c.column_index_offset(), c.column_index_length()) else {
+        return Ok(None);
+    };
+    let index = thrift::column_index(&mut Bytes::new(raw)).map_err(|e| e.to_string())?;
+    let locs = match locations(data, rg, leaf) {
+        Some(l) => l?,
+        None => return Ok(None),
+    };
+    if locs.len() != index.null_pages.len()
+        || index.min.len() != locs.len()
+        || index.max.len() != locs.len()
+    {
+        return Err("the page index's ColumnIndex and OffsetIndex count different pages".into());
+    }
+    let total = rg.num_rows().max(0) as u64;
+    let mut pages = Vec::with_capacity(locs.len());
+    for (i, loc) in locs.iter().enumerate() {
+        let first = loc.first_row.max(0) as u64;
+        let end = locs.get(i + 1).map_or(total, |n| n.first_row.max(0) as u64);
+        let bounds = (!index.null_pages[i]).then(|| (index.min[i].clone(), index.max[i].clone()));
+        let nulls = match &index.null_counts {
+            Some(n) => n.get(i).is_none_or(|&n| n > 0),
+            // Unknown: a page that may hold nulls.
+            None => true,
+        };
+        pages.push(PageBounds {
+            first_row: first,
+            rows: end.saturating_sub(first),
+            nulls: nulls || bounds.is_none(),
+            bounds,
+        });
+    }
+    Ok(Some(pages))
 }
 
 impl PacketIndex {
@@ -126,22 +182,16 @@ impl PacketIndex {
         };
         let mut groups = Vec::with_capacity(meta.num_row_groups());
         for rg in meta.row_groups() {
-            let c = rg.column(flow);
-            let Some(raw) = slice(&data, c.column_index_offset(), c.column_index_length()) else {
-                return Ok(None);
+            let pages = match page_bounds(&data, rg, flow) {
+                Ok(Some(p)) => p,
+                Ok(None) => return Ok(None),
+                Err(e) => {
+                    return Err(invalid(
+                        path,
+                        format!("the page index of {INDEXED_COLUMN}: {e}"),
+                    ));
+                }
             };
-            let index = thrift::column_index(&mut Bytes::new(raw))
-                .map_err(|e| invalid(path, format!("the page index of {INDEXED_COLUMN}: {e}")))?;
-            let locs = match locations(&data, rg, flow) {
-                Some(l) => l.map_err(|e| invalid(path, format!("the page index: {e}")))?,
-                None => return Ok(None),
-            };
-            if locs.len() != index.null_pages.len() {
-                return Err(invalid(
-                    path,
-                    "the page index's ColumnIndex and OffsetIndex count different pages",
-                ));
-            }
             // The columns read with flow_hash end their pages with it (a
             // file another writer made may not).
             for name in &INDEX_COLUMNS[1..] {
@@ -150,24 +200,20 @@ impl PacketIndex {
                 };
                 match locations(&data, rg, l) {
                     Some(Ok(other))
-                        if other.len() == locs.len()
+                        if other.len() == pages.len()
                             && other
                                 .iter()
-                                .zip(&locs)
-                                .all(|(a, b)| a.first_row == b.first_row) => {}
+                                .zip(&pages)
+                                .all(|(a, b)| a.first_row.max(0) as u64 == b.first_row) => {}
                     _ => return Ok(None),
                 }
             }
-            let total = rg.num_rows().max(0) as u64;
-            let mut pages = Vec::with_capacity(locs.len());
-            for (i, loc) in locs.iter().enumerate() {
-                let first = loc.first_row.max(0) as u64;
-                let end = locs.get(i + 1).map_or(total, |n| n.first_row.max(0) as u64);
-                let hash = |b: &[u8]| b.try_into().ok().map(u32::from_le_bytes);
-                let bounds = if index.null_pages[i] {
-                    None
-                } else {
-                    match (hash(&index.min[i]), hash(&index.max[i])) {
+            let hash = |b: &[u8]| b.try_into().ok().map(u32::from_le_bytes);
+            let mut hashes = Vec::with_capacity(pages.len());
+            for p in pages {
+                let bounds = match &p.bounds {
+                    None => None,
+                    Some((lo, hi)) => match (hash(lo), hash(hi)) {
                         (Some(a), Some(b)) => Some((a, b)),
                         _ => {
                             return Err(invalid(
@@ -175,21 +221,16 @@ impl PacketIndex {
                                 "a flow_hash page bound that is not 4 bytes",
                             ));
                         }
-                    }
+                    },
                 };
-                let nulls = match &index.null_counts {
-                    Some(n) => n[i] > 0,
-                    // Unknown: a page that may hold nulls.
-                    None => true,
-                };
-                pages.push(HashPage {
-                    first_row: first,
-                    rows: end.saturating_sub(first),
+                hashes.push(HashPage {
+                    first_row: p.first_row,
+                    rows: p.rows,
                     bounds,
-                    nulls: nulls || bounds.is_none(),
+                    nulls: p.nulls,
                 });
             }
-            groups.push(pages);
+            groups.push(hashes);
         }
         Ok(Some(PacketIndex {
             path: path.to_path_buf(),

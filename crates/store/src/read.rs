@@ -23,7 +23,7 @@ pub fn file_schema(path: &Path) -> Result<arrow_schema::SchemaRef, StoreError> {
 }
 
 /// Rows per batch of [`read_batches`].
-const BATCH_ROWS: usize = 64 * 1024;
+pub(crate) const BATCH_ROWS: usize = 64 * 1024;
 
 /// Every table's reader through arrow-rs: the batches of the Parquet
 /// file `file` (`path` names it in errors), 64 Ki rows each, of the

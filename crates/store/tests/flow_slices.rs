@@ -6,7 +6,9 @@
 
 use std::path::PathBuf;
 
-use store::flows::{FlowSlicer, read_flow_file, slices_from_packets};
+use store::flows::{
+    FlowLookup, FlowRow, FlowSlicer, read_flow_file, read_flow_rows, slices_from_packets,
+};
 use store::{PacketWriter, PacketWriterOptions};
 use util::storage::Directory;
 use wire::{Has, PacketRecord, ParseError};
@@ -101,7 +103,82 @@ fn slices_built_again_from_the_records_are_the_written_ones() {
     let (again, read) =
         slices_from_packets(&dir, "packets/w000-00000.parquet", None, None).unwrap();
     assert_eq!(read, recs.len() as u64);
+    // The file holds its slices in flow order, the slicer in its own.
+    let mut again = again;
+    again.sort_by_key(|s| (s.key, s.first_ns()));
     assert_eq!(again, written);
+}
+
+/// A lookup of addresses reads the pages of the flows file that may hold
+/// them (the writer sorts slices by flow, pages of 4 Ki rows), and every
+/// row that has them is among what it reads.
+#[test]
+fn a_lookup_reads_the_pages_of_its_addresses_and_misses_no_row() {
+    let recs = records(60_000, 10_000, 5);
+    let root = write(&recs, "lookup");
+    let path = root.join("flows/w000-00000.parquet");
+    let mut all = Vec::new();
+    let whole = read_flow_rows(&path, None, |r| all.push(*r)).unwrap();
+    assert_eq!(whole.read, whole.rows);
+    assert_eq!(whole.rows, all.len() as u64);
+    assert!(whole.rows > 3 * 4096, "{} slices", whole.rows);
+    let has = |r: &FlowRow, ip: u128| {
+        r.key.is_ip()
+            && (u128::from_be_bytes(r.key.a_ip) == ip || u128::from_be_bytes(r.key.b_ip) == ip)
+    };
+    let look = |lookup: &FlowLookup| {
+        let mut got = Vec::new();
+        let n = read_flow_rows(&path, Some(lookup), |r| got.push(*r)).unwrap();
+        assert_eq!((n.rows, n.read), (whole.rows, got.len() as u64));
+        got
+    };
+    let ip = |a: [u8; 4]| u128::from_be_bytes(wire::ip::v4_mapped(a));
+    // One client: a page or two of the file, its rows all there.
+    let client = ip([10, 0, 5, 7]);
+    let lookup = FlowLookup {
+        ranges: vec![(client, client)],
+        ..Default::default()
+    };
+    let got = look(&lookup);
+    assert!(
+        got.len() <= 2 * 4096,
+        "{} of {} read",
+        got.len(),
+        whole.rows
+    );
+    let want: Vec<_> = all.iter().filter(|r| has(r, client)).collect();
+    assert!(!want.is_empty());
+    assert_eq!(
+        got.iter().filter(|r| has(r, client)).collect::<Vec<_>>(),
+        want
+    );
+    // An address no flow has: nothing read; with the frames that have no
+    // IP layer (ARP), their rows.
+    let absent = ip([10, 9, 9, 9]);
+    let mut lookup = FlowLookup {
+        ranges: vec![(absent, absent)],
+        ..Default::default()
+    };
+    assert!(look(&lookup).is_empty());
+    lookup.non_ip = true;
+    let got = look(&lookup);
+    let non_ip = all.iter().filter(|r| !r.key.is_ip()).count();
+    assert!(non_ip > 0);
+    assert_eq!(got.iter().filter(|r| !r.key.is_ip()).count(), non_ip);
+    // With the rows of frames weir could not parse whole: every one.
+    lookup.non_ip = false;
+    lookup.parse_errors = true;
+    let got = look(&lookup);
+    let errors = |v: &[FlowRow]| v.iter().filter(|r| r.parse_errors > 0).count();
+    assert!(errors(&all) > 0);
+    assert_eq!(errors(&got), errors(&all));
+    // The server every flow has: every page.
+    let server = ip([10, 200, 0, 1]);
+    let got = look(&FlowLookup {
+        ranges: vec![(server, server)],
+        ..Default::default()
+    });
+    assert_eq!(got.len() as u64, whole.rows);
 }
 
 #[test]

@@ -243,6 +243,41 @@ impl FlowTest {
         }
     }
 
+    /// The addresses a flow must have on one side or the other for the
+    /// test to hold (ranges, IPv4 mapped into IPv6), and whether a flow
+    /// without an IP layer may hold it too (libpcap's `host` looks into
+    /// ARP); None when it asks for no address. What a lookup in the flows
+    /// files' page index seeks (`store::flows::FlowLookup`).
+    pub fn addresses(&self) -> Option<(Vec<(u128, u128)>, bool)> {
+        let span = |r: &[(u128, u128)]| {
+            r.iter().fold(0u128, |n, &(lo, hi)| {
+                n.saturating_add(hi.saturating_sub(lo))
+            })
+        };
+        match self {
+            FlowTest::Addr { lo, hi, arp, .. } => Some((vec![(*lo, *hi)], *arp)),
+            // Each must hold: the narrowest one's addresses will do.
+            FlowTest::All(v) => v
+                .iter()
+                .filter_map(FlowTest::addresses)
+                .min_by_key(|(r, arp)| (*arp, span(r))),
+            // One must hold: any one's addresses.
+            FlowTest::Any(v) => {
+                let (mut ranges, mut non_ip) = (Vec::new(), false);
+                for t in v {
+                    let (r, arp) = t.addresses()?;
+                    ranges.extend(r);
+                    non_ip |= arp;
+                }
+                // `host` is `src host or dst host`: one range.
+                ranges.sort_unstable();
+                ranges.dedup();
+                Some((ranges, non_ip))
+            }
+            _ => None,
+        }
+    }
+
     /// Whether the packets of `p` match, as `how` reads the filter.
     pub fn eval(&self, p: &FlowPacket, how: Reading) -> Truth {
         let (libpcap, inner, vlan, ipv6_ext) = match how {
@@ -555,6 +590,40 @@ mod tests {
         // An outer address of tunnelled records is no flow's.
         assert!(!parse("host 10.0.0.5", true).unwrap().flow.decides());
         assert!(parse("inner host 10.0.0.5", true).unwrap().flow.decides());
+    }
+
+    /// What a lookup in the flows files seeks: addresses every matching
+    /// flow has on one side, or None.
+    #[test]
+    fn the_addresses_a_filter_asks_for() {
+        let ip = |a: [u8; 4]| u128::from_be_bytes(wire::ip::v4_mapped(a));
+        let (five, six) = (ip([10, 0, 0, 5]), ip([10, 0, 0, 6]));
+        let addrs = |f: &str| parse(f, false).unwrap().flow.addresses();
+        // libpcap's `host` without a protocol also reads ARP.
+        assert_eq!(
+            addrs("host 10.0.0.5 and port 1028"),
+            Some((vec![(five, five)], true))
+        );
+        assert_eq!(addrs("ip host 10.0.0.5"), Some((vec![(five, five)], false)));
+        assert_eq!(
+            addrs("src host 10.0.0.5 or dst host 10.0.0.6"),
+            Some((vec![(five, five), (six, six)], true))
+        );
+        // Of two that must both hold, the narrower.
+        assert_eq!(
+            addrs("ip net 10.0.0.0/8 and ip host 10.0.0.6"),
+            Some((vec![(six, six)], false))
+        );
+        let net = addrs("net 10.0.0.0/24").unwrap().0;
+        assert_eq!(net, [(ip([10, 0, 0, 0]), ip([10, 0, 0, 255]))]);
+        for none in [
+            "not host 10.0.0.5",
+            "host 10.0.0.5 or port 80",
+            "udp",
+            "greater 100",
+        ] {
+            assert_eq!(addrs(none), None, "{none}");
+        }
     }
 
     #[test]

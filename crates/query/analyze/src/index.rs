@@ -13,7 +13,7 @@
 
 use std::path::{Path, PathBuf};
 
-use store::flows::{FlowRow, FlowSlice, flows_path_for};
+use store::flows::{FlowLookup, FlowRow, FlowSlice, flows_path_for};
 use store::index::{PacketIndex, holds};
 
 use crate::error::AnalyzeError;
@@ -41,8 +41,10 @@ pub struct Wanted {
     pub hashes: Vec<u32>,
     /// Rows without a flow hash may match too.
     pub nulls: bool,
-    /// Slices of the flows file, and those the filter may match.
+    /// Slices of the flows file, those read (the rest in pages its page
+    /// index ruled out), and those the filter may match.
     pub slices: u64,
+    pub read: u64,
     pub matched: u64,
 }
 
@@ -95,7 +97,6 @@ fn row_sides(row: &FlowRow) -> impl Iterator<Item = FlowPacket> + '_ {
 impl Wanted {
     /// Adds `row` if `parsed`, read as `how` says, may match its frames.
     pub fn consider(&mut self, row: &FlowRow, parsed: &Parsed, how: Reading, window: &TimeWindow) {
-        self.slices += 1;
         let in_window = window.from_ns.is_none_or(|f| row.last_ns >= f)
             && window.to_ns.is_none_or(|t| row.first_ns < t);
         if !in_window {
@@ -125,13 +126,27 @@ pub fn wanted_in_file(
     window: &TimeWindow,
 ) -> Result<Wanted, AnalyzeError> {
     let mut w = Wanted::default();
-    store::flows::read_flow_rows(path, |row| w.consider(row, parsed, how, window))?;
+    let lookup = parsed.flow.addresses().map(|(ranges, arp)| FlowLookup {
+        ranges,
+        non_ip: arp,
+        // libpcap may read a frame weir could not parse whole otherwise.
+        parse_errors: matches!(how, Reading::Libpcap { .. }),
+    });
+    let rows = store::flows::read_flow_rows(path, lookup.as_ref(), |row| {
+        w.consider(row, parsed, how, window)
+    })?;
+    (w.slices, w.read) = (rows.rows, rows.read);
     Ok(w.finish())
 }
 
 /// The flows of `slices` that `parsed` may match, read as `how` says.
 pub fn wanted(slices: &[FlowSlice], parsed: &Parsed, how: Reading, window: &TimeWindow) -> Wanted {
-    let mut w = Wanted::default();
+    let n = slices.len() as u64;
+    let mut w = Wanted {
+        slices: n,
+        read: n,
+        ..Default::default()
+    };
     for s in slices {
         w.consider(&FlowRow::of_slice(s), parsed, how, window);
     }
@@ -148,6 +163,7 @@ pub struct IndexReport {
     /// Flow slices in the flows files of the files indexed, and those the
     /// filter may match.
     pub slices: u64,
+    pub slices_read: u64,
     pub slices_matched: u64,
     /// Pages of the records read, and in the row groups of the window (a
     /// file without a page index counts a page per row group).
@@ -284,6 +300,7 @@ pub fn frame_refs(
                 let chosen = index.choose(&w.hashes, w.nulls, keep);
                 report.files_indexed += 1;
                 report.slices += w.slices;
+                report.slices_read += w.read;
                 report.slices_matched += w.matched;
                 report.pages_read += chosen.pages() as u64;
                 report.pages_total += groups

@@ -60,7 +60,7 @@ pub fn flows_schema() -> SchemaRef {
 }
 
 /// The slices as one Arrow batch of [`flows_schema`].
-pub fn slices_to_batch(slices: &[FlowSlice]) -> RecordBatch {
+pub fn slices_to_batch(slices: &[&FlowSlice]) -> RecordBatch {
     let n = slices.len();
     let mut ipv = UInt8Builder::with_capacity(n);
     let mut eth = UInt16Builder::with_capacity(n);
@@ -298,6 +298,11 @@ pub fn batch_to_slices(b: &RecordBatch, out: &mut Vec<FlowSlice>) -> Result<(), 
     Ok(())
 }
 
+/// Rows per page of a flows file: what a lookup of one address reads of
+/// each file, at least (a page header and index entry per column cost
+/// about 60 bytes).
+pub const FLOW_PAGE_ROWS: usize = 4096;
+
 /// What a finished flows file holds.
 #[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct FlowFileSummary {
@@ -325,13 +330,19 @@ pub fn write_flow_file(
     let written = create_file(&part).and_then(|file| {
         // Dictionaries do not pay here: times are offsets from the slice's
         // first frame, counts are spread wide, and keys are few per file.
+        // Pages of FLOW_PAGE_ROWS rows, all columns alike, and the slices
+        // in flow order: the page index then says which pages hold an
+        // address (`read_flow_rows`' lookup).
         let props = crate::table::writer_properties("flows", FLOWS_SCHEMA_VERSION, &[])
             .into_builder()
             .set_dictionary_enabled(false)
+            .set_data_page_row_count_limit(FLOW_PAGE_ROWS)
             .build();
         let mut w = ArrowWriter::try_new(file, flows_schema(), Some(props))
             .map_err(|e| StoreError::parquet(&part, e))?;
-        w.write(&slices_to_batch(slices))
+        let mut in_order: Vec<&FlowSlice> = slices.iter().collect();
+        in_order.sort_by_key(|s| (s.key, s.first_ns()));
+        w.write(&slices_to_batch(&in_order))
             .map_err(|e| StoreError::parquet(&part, e))?;
         let file = w.into_inner().map_err(|e| StoreError::parquet(&part, e))?;
         file.sync_data().map_err(|e| StoreError::io(&part, e))?;

@@ -25,7 +25,7 @@ mod slice;
 mod slicer;
 
 pub use file::{FlowFileSummary, batch_to_slices, flows_schema, slices_to_batch, write_flow_file};
-pub use read::{FlowRow, read_flow_file, read_flow_file_in, read_flow_rows};
+pub use read::{FlowLookup, FlowRow, RowsRead, read_flow_file, read_flow_file_in, read_flow_rows};
 pub use slice::{FlowKey, FlowSlice, SeqRanges, Side, flow_of};
 pub use slicer::{FlowSlicer, slices_from_packets};
 
@@ -102,7 +102,11 @@ mod tests {
         assert_eq!(ours[0].a.ack_ns, Some(3));
         // Round trip through Arrow.
         let mut back = Vec::new();
-        batch_to_slices(&slices_to_batch(&slices), &mut back).unwrap();
+        batch_to_slices(
+            &slices_to_batch(&slices.iter().collect::<Vec<_>>()),
+            &mut back,
+        )
+        .unwrap();
         assert_eq!(back, slices);
     }
 

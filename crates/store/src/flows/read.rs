@@ -7,6 +7,12 @@ use arrow_array::{
     UInt64Array,
 };
 
+use parquet::arrow::ProjectionMask;
+use parquet::arrow::arrow_reader::{
+    ArrowReaderMetadata, ArrowReaderOptions, ParquetRecordBatchReaderBuilder, RowSelection,
+};
+use parquet::file::metadata::PageIndexPolicy;
+
 use super::file::batch_to_slices;
 use super::slice::{FlowKey, FlowSlice};
 use crate::error::StoreError;
@@ -74,9 +80,118 @@ impl FlowRow {
     }
 }
 
+/// The rows of a flows file a reader looks up: those whose flow has an
+/// address (either side) in one of `ranges` (IPv4 mapped into IPv6),
+/// and those without an IP layer when `non_ip`, and those with frames
+/// weir could not parse whole when `parse_errors`.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct FlowLookup {
+    pub ranges: Vec<(u128, u128)>,
+    pub non_ip: bool,
+    pub parse_errors: bool,
+}
+
+/// What a read of flow rows took of its file.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RowsRead {
+    /// The file's rows, and those read (the rest are in pages the lookup
+    /// ruled out).
+    pub rows: u64,
+    pub read: u64,
+}
+
+/// The columns of a flows file whose page index a lookup consults.
+const LOOKUP_COLUMNS: [&str; 5] = [
+    "a_ip",
+    "b_ip",
+    "ip_version",
+    "a_parse_errors",
+    "b_parse_errors",
+];
+
+/// The rows of a flows file, as ranges per file, that may hold rows
+/// `lookup` wants, from the page index (the writer sorts a file's slices
+/// by flow, so an address's rows share a page or two); None when the file
+/// has no page index for it (it is read whole).
+fn looked_up(
+    path: &Path,
+    data: &[u8],
+    meta: &parquet::file::metadata::ParquetMetaData,
+    lookup: &FlowLookup,
+) -> Result<Option<Vec<std::ops::Range<usize>>>, StoreError> {
+    let mut leaves = [0usize; LOOKUP_COLUMNS.len()];
+    for (l, name) in leaves.iter_mut().zip(LOOKUP_COLUMNS) {
+        match crate::index::leaf(meta, name) {
+            Some(i) => *l = i,
+            None => return Ok(None),
+        }
+    }
+    let ip = |b: &[u8]| -> Option<u128> { Some(u128::from_be_bytes(b.try_into().ok()?)) };
+    let mut out: Vec<std::ops::Range<usize>> = Vec::new();
+    let mut base = 0usize;
+    for rg in meta.row_groups() {
+        let mut wanted = Vec::new();
+        for (k, &leaf) in leaves.iter().enumerate() {
+            let pages = match crate::index::page_bounds(data, rg, leaf) {
+                Ok(Some(p)) => p,
+                Ok(None) => return Ok(None),
+                Err(e) => {
+                    return Err(StoreError::Invalid {
+                        path: path.to_path_buf(),
+                        message: format!("the page index of {}: {e}", LOOKUP_COLUMNS[k]),
+                    });
+                }
+            };
+            for p in pages {
+                let keep = match k {
+                    // An address column: a range meets the page's bounds
+                    // (bounds that are not 16 bytes: kept, unread).
+                    0 | 1 => p
+                        .bounds
+                        .as_ref()
+                        .is_some_and(|(lo, hi)| match (ip(lo), ip(hi)) {
+                            (Some(lo), Some(hi)) => {
+                                lookup.ranges.iter().any(|&(a, b)| a <= hi && b >= lo)
+                            }
+                            _ => true,
+                        }),
+                    // ip_version is null for rows without an IP layer.
+                    2 => lookup.non_ip && p.nulls,
+                    // A page whose greatest count is not zero.
+                    _ => {
+                        lookup.parse_errors
+                            && p.bounds
+                                .as_ref()
+                                .is_none_or(|(_, hi)| hi.iter().any(|&b| b != 0))
+                    }
+                };
+                if keep {
+                    wanted
+                        .push(base + p.first_row as usize..base + (p.first_row + p.rows) as usize);
+                }
+            }
+        }
+        wanted.sort_by_key(|r| r.start);
+        for r in wanted {
+            match out.last_mut() {
+                Some(last) if r.start <= last.end => last.end = last.end.max(r.end),
+                _ => out.push(r),
+            }
+        }
+        base += rg.num_rows().max(0) as usize;
+    }
+    Ok(Some(out))
+}
+
 /// Hands `each` the [`FlowRow`] of every row of a flows file, reading only
-/// the columns it needs (a third of the file), from memory.
-pub fn read_flow_rows(path: &Path, mut each: impl FnMut(&FlowRow)) -> Result<(), StoreError> {
+/// the columns it needs (a third of the file), from memory; with a
+/// `lookup`, only the rows of the pages that may hold the rows it wants
+/// (and maybe others: `each` decides).
+pub fn read_flow_rows(
+    path: &Path,
+    lookup: Option<&FlowLookup>,
+    mut each: impl FnMut(&FlowRow),
+) -> Result<RowsRead, StoreError> {
     const COLUMNS: [&str; 14] = [
         "ip_version",
         "ethertype",
@@ -94,7 +209,33 @@ pub fn read_flow_rows(path: &Path, mut each: impl FnMut(&FlowRow)) -> Result<(),
         "b_parse_errors",
     ];
     let bytes = bytes::Bytes::from(std::fs::read(path).map_err(|e| StoreError::io(path, e))?);
-    let (reader, _) = read_batches(path, bytes, &COLUMNS, None)?;
+    let parquet = |e| StoreError::parquet(path, e);
+    let options = ArrowReaderOptions::new()
+        .with_column_index_policy(PageIndexPolicy::Skip)
+        .with_offset_index_policy(PageIndexPolicy::Optional);
+    let meta = ArrowReaderMetadata::load(&bytes, options).map_err(parquet)?;
+    let rows = meta.metadata().file_metadata().num_rows().max(0) as u64;
+    let ranges = match lookup {
+        Some(l) => looked_up(path, &bytes, meta.metadata(), l)?,
+        None => None,
+    };
+    let read = ranges
+        .as_ref()
+        .map_or(rows, |r| r.iter().map(|r| r.len() as u64).sum());
+    let mut b = ParquetRecordBatchReaderBuilder::new_with_metadata(bytes.clone(), meta);
+    let mask = ProjectionMask::columns(b.parquet_schema(), COLUMNS);
+    b = b.with_projection(mask);
+    if let Some(r) = ranges {
+        // Pages without a selected row are skipped, not decoded.
+        b = b.with_row_selection(RowSelection::from_consecutive_ranges(
+            r.into_iter(),
+            rows as usize,
+        ));
+    }
+    let reader = b
+        .with_batch_size(crate::read::BATCH_ROWS)
+        .build()
+        .map_err(parquet)?;
     let invalid = |message: String| StoreError::Invalid {
         path: path.to_path_buf(),
         message,
@@ -156,5 +297,5 @@ pub fn read_flow_rows(path: &Path, mut each: impl FnMut(&FlowRow)) -> Result<(),
             });
         }
     }
-    Ok(())
+    Ok(RowsRead { rows, read })
 }
