@@ -7,7 +7,8 @@
 use std::path::PathBuf;
 
 use store::flows::{
-    FlowLookup, FlowRow, FlowSlicer, read_flow_file, read_flow_rows, slices_from_packets,
+    FLOW_PAGE_ROWS, FlowLookup, FlowRow, FlowSlicer, read_flow_file, read_flow_rows,
+    slices_from_packets,
 };
 use store::{PacketWriter, PacketWriterOptions};
 use util::storage::Directory;
@@ -110,7 +111,7 @@ fn slices_built_again_from_the_records_are_the_written_ones() {
 }
 
 /// A lookup of addresses reads the pages of the flows file that may hold
-/// them (the writer sorts slices by flow, pages of 4 Ki rows), and every
+/// them (the writer sorts slices by flow, pages of FLOW_PAGE_ROWS), and every
 /// row that has them is among what it reads.
 #[test]
 fn a_lookup_reads_the_pages_of_its_addresses_and_misses_no_row() {
@@ -121,7 +122,11 @@ fn a_lookup_reads_the_pages_of_its_addresses_and_misses_no_row() {
     let whole = read_flow_rows(&path, None, |r| all.push(*r)).unwrap();
     assert_eq!(whole.read, whole.rows);
     assert_eq!(whole.rows, all.len() as u64);
-    assert!(whole.rows > 3 * 4096, "{} slices", whole.rows);
+    assert!(
+        whole.rows > 3 * FLOW_PAGE_ROWS as u64,
+        "{} slices",
+        whole.rows
+    );
     let has = |r: &FlowRow, ip: u128| {
         r.key.is_ip()
             && (u128::from_be_bytes(r.key.a_ip) == ip || u128::from_be_bytes(r.key.b_ip) == ip)
@@ -141,7 +146,7 @@ fn a_lookup_reads_the_pages_of_its_addresses_and_misses_no_row() {
     };
     let got = look(&lookup);
     assert!(
-        got.len() <= 2 * 4096,
+        got.len() <= 2 * FLOW_PAGE_ROWS,
         "{} of {} read",
         got.len(),
         whole.rows

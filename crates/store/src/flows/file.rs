@@ -300,8 +300,8 @@ pub fn batch_to_slices(b: &RecordBatch, out: &mut Vec<FlowSlice>) -> Result<(), 
 
 /// Rows per page of a flows file: what a lookup of one address reads of
 /// each file, at least (a page header and index entry per column cost
-/// about 60 bytes).
-pub const FLOW_PAGE_ROWS: usize = 4096;
+/// about 60 bytes a column).
+pub const FLOW_PAGE_ROWS: usize = 2048;
 
 /// What a finished flows file holds.
 #[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]

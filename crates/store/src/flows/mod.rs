@@ -24,7 +24,10 @@ mod read;
 mod slice;
 mod slicer;
 
-pub use file::{FlowFileSummary, batch_to_slices, flows_schema, slices_to_batch, write_flow_file};
+pub use file::{
+    FLOW_PAGE_ROWS, FlowFileSummary, batch_to_slices, flows_schema, slices_to_batch,
+    write_flow_file,
+};
 pub use read::{FlowLookup, FlowRow, RowsRead, read_flow_file, read_flow_file_in, read_flow_rows};
 pub use slice::{FlowKey, FlowSlice, SeqRanges, Side, flow_of};
 pub use slicer::{FlowSlicer, slices_from_packets};

@@ -184,7 +184,7 @@ fn looked_up(
 }
 
 /// Hands `each` the [`FlowRow`] of every row of a flows file, reading only
-/// the columns it needs (a third of the file), from memory; with a
+/// the columns it needs (a third of the file), mapped; with a
 /// `lookup`, only the rows of the pages that may hold the rows it wants
 /// (and maybe others: `each` decides).
 pub fn read_flow_rows(
@@ -208,7 +208,8 @@ pub fn read_flow_rows(
         "a_parse_errors",
         "b_parse_errors",
     ];
-    let bytes = bytes::Bytes::from(std::fs::read(path).map_err(|e| StoreError::io(path, e))?);
+    // Mapped: a lookup touches the footer and a page or two of each file.
+    let bytes = crate::decode::scan::map_file(path)?;
     let parquet = |e| StoreError::parquet(path, e);
     let options = ArrowReaderOptions::new()
         .with_column_index_policy(PageIndexPolicy::Skip)
