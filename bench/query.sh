@@ -172,7 +172,7 @@ compare() {
   ok_s=$(frame_bytes "$dir/steno-$name.pcap" | cmp -s - "$dir/truth-$name.txt" && echo same || echo DIFFERENT)
   echo "  answers: tcpdump $truth frames; weir $(frame_bytes "$dir/weir-$name.pcap" | wc -l) ($ok_w);" \
     "Stenographer $(frame_bytes "$dir/steno-$name.pcap" | wc -l) ($ok_s)"
-  sed -n 's/^  by the/  weir: by the/p' "$dir/weir-read-$name.txt"
+  sed -n -e 's/^  by the/  weir: by the/p' -e 's/^    (the flows/  weir:   (the flows/p' "$dir/weir-read-$name.txt"
   for _ in $(seq "$reps"); do
     local t
     # Warm: each answered once untimed first (the last repetition's

@@ -128,15 +128,13 @@ fn summary(
             s += &format!("  ({n})\n");
         }
     }
-    // Which way the records were found: one line.
+    // Which way the records were found: a line (and one for the lookup).
     if ix.files_indexed > 0 {
         let share = 100.0 * ix.rows_read as f64 / ix.rows_total.max(1) as f64;
         s += &format!(
-            "  by the index: {} of {} flow slices ({} read), {} of {} record pages \
-             ({share:.1} % of rows)",
+            "  by the index: {} of {} flow slices, {} of {} record pages ({share:.1} % of rows)",
             group_digits(ix.slices_matched),
             group_digits(ix.slices),
-            group_digits(ix.slices_read),
             group_digits(ix.pages_read),
             group_digits(ix.pages_total),
         );
@@ -149,6 +147,13 @@ fn summary(
             );
         }
         s += "\n";
+        if ix.slices_read < ix.slices {
+            // The flows files looked the filter's addresses up.
+            s += &format!(
+                "    (the flows files' lookup of its addresses decoded {} of the slices)\n",
+                group_digits(ix.slices_read)
+            );
+        }
     } else if ix.files_whole > 0 {
         s += &format!(
             "  by the records: read all {} in the window ({})\n",

@@ -146,9 +146,26 @@ fn capture_to_kafka_to_two_collectors_loses_and_doubles_nothing_across_a_kill() 
         want.len()
     );
 
-    // Wait until the collectors have written everything (or a limit).
+    // The capture's per-second stats rows, in a dataset's stats files.
+    let stats_rows = |ds: &Path| {
+        let mut rows = Vec::new();
+        let Ok(text) = std::fs::read_to_string(ds.join("manifest.json")) else {
+            return rows;
+        };
+        let m: serde_json::Value = serde_json::from_str(&text).unwrap();
+        for f in m["files"]["stats"].as_array().into_iter().flatten() {
+            rows.extend(store::stats::read_stats_file(&ds.join(f.as_str().unwrap())).unwrap());
+        }
+        rows
+    };
+    let mut want_stats = stats_rows(&direct);
+
+    // Wait until the collectors have written everything, records and
+    // stats rows (the last seconds' rows may come after the records), or
+    // a limit.
     let deadline = Instant::now() + Duration::from_secs(90);
-    while records_written(&c1) + records_written(&c2) < want.len() as u64
+    while (records_written(&c1) + records_written(&c2) < want.len() as u64
+        || stats_rows(&c1).len() + stats_rows(&c2).len() < want_stats.len())
         && Instant::now() < deadline
     {
         std::thread::sleep(Duration::from_millis(300));
@@ -229,16 +246,7 @@ fn capture_to_kafka_to_two_collectors_loses_and_doubles_nothing_across_a_kill() 
         );
     }
     // The capture's per-second stats rows came along too, once each.
-    let stats_rows = |ds: &Path| {
-        let m = manifest(ds);
-        let mut rows = Vec::new();
-        for f in m["files"]["stats"].as_array().unwrap() {
-            rows.extend(store::stats::read_stats_file(&ds.join(f.as_str().unwrap())).unwrap());
-        }
-        rows
-    };
     let key = |r: &store::stats::StatsRow| (r.ts_ns, r.worker, r.iface);
-    let mut want_stats = stats_rows(&direct);
     let mut got_stats = [stats_rows(&c1), stats_rows(&c2)].concat();
     want_stats.sort_by_key(key);
     got_stats.sort_by_key(key);

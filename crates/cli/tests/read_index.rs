@@ -74,8 +74,8 @@ fn pages_read(said: &str) -> Option<(u64, u64)> {
         .split(|c: char| !c.is_ascii_digit() && c != ',')
         .filter_map(|w| w.replace(',', "").parse().ok())
         .collect();
-    // "... N of M flow slices (K read), P of Q record pages ..."
-    Some((nums[3], nums[4]))
+    // "... N of M flow slices, P of Q record pages ..."
+    Some((nums[2], nums[3]))
 }
 
 /// A TCP and a UDP address and port of the records, and a host that
