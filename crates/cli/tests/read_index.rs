@@ -243,6 +243,38 @@ fn read_falls_back_where_the_index_cannot_answer() {
     }
     // (pyarrow compresses with snappy: the query engine reads them.)
     check(&old, &["without a page index", "decoder does not read"]);
+
+    // The second packet file of two written so: the engine reads the
+    // dataset, and what the index found in the first file (flows of both,
+    // DNS's many) is not kept twice.
+    let mixed = convert("mixed", &["-j", "2"]);
+    let mut files: Vec<PathBuf> = std::fs::read_dir(mixed.join("packets"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    files.sort();
+    assert_eq!(files.len(), 2);
+    let mut cmd = python();
+    cmd.arg("-c")
+        .arg(
+            "import sys, pyarrow.parquet as pq; \
+             t = pq.read_table(sys.argv[1]); \
+             pq.write_table(t, sys.argv[1], write_page_index=False, row_group_size=8192)",
+        )
+        .arg(&files[1]);
+    let r = run_bounded(cmd, Duration::from_secs(60));
+    assert_eq!(r.code(), 0, "{}", r.stderr());
+    let dns = "udp port 53";
+    let want = tcpdump_select(std::slice::from_ref(&pcap), dns, &s.0);
+    let (got, said) = weir_read(&mixed, dns, &s.join("got.pcap"));
+    assert!(
+        got == want,
+        "{} frames, want {}: {said}",
+        got.len(),
+        want.len()
+    );
+    assert!(said.contains("decoder does not read"), "{said}");
+    assert!(!said.contains("by the index"), "{said}");
 }
 
 /// `weir merge` writes the index into its packet files: a page index and

@@ -6,7 +6,7 @@
 //! page's range in the page index: the `flow_hash` column's ColumnIndex
 //! (each page's least and greatest hash and its nulls), and every column's
 //! OffsetIndex (where each page lies and its first row; the columns of
-//! [`INDEX_COLUMNS`] end their pages at the same rows, every 8 Ki, the
+//! [`INDEX_COLUMNS`] end their pages at the same rows, every 2 Ki, the
 //! others every 128 Ki). It is the standard Parquet page index, which
 //! arrow-rs, DataFusion and DuckDB read too, written with the footer, so it
 //! is in the file's digest and is whole whenever the file is.
@@ -137,10 +137,11 @@ pub fn page_bounds(
     }
     let total = rg.num_rows().max(0) as u64;
     let mut pages = Vec::with_capacity(locs.len());
-    for (i, loc) in locs.iter().enumerate() {
+    let bounds = index.min.into_iter().zip(index.max);
+    for (i, (loc, (min, max))) in locs.iter().zip(bounds).enumerate() {
         let first = loc.first_row.max(0) as u64;
         let end = locs.get(i + 1).map_or(total, |n| n.first_row.max(0) as u64);
-        let bounds = (!index.null_pages[i]).then(|| (index.min[i].clone(), index.max[i].clone()));
+        let bounds = (!index.null_pages[i]).then_some((min, max));
         let nulls = match &index.null_counts {
             Some(n) => n.get(i).is_none_or(|&n| n > 0),
             // Unknown: a page that may hold nulls.
@@ -181,7 +182,7 @@ impl PacketIndex {
             return Ok(None);
         };
         let mut groups = Vec::with_capacity(meta.num_row_groups());
-        for rg in meta.row_groups() {
+        for (g, rg) in meta.row_groups().iter().enumerate() {
             let pages = match page_bounds(&data, rg, flow) {
                 Ok(Some(p)) => p,
                 Ok(None) => return Ok(None),
@@ -193,8 +194,10 @@ impl PacketIndex {
                 }
             };
             // The columns read with flow_hash end their pages with it (a
-            // file another writer made may not).
-            for name in &INDEX_COLUMNS[1..] {
+            // file another writer made may not). One writer wrote every row
+            // group: the first tells (a scan checks the row groups it reads
+            // again, and says so if another does not).
+            for name in INDEX_COLUMNS[1..].iter().filter(|_| g == 0) {
                 let Some(l) = leaf(&meta, name) else {
                     return Ok(None);
                 };

@@ -16,6 +16,7 @@ use std::path::{Path, PathBuf};
 use store::flows::{FlowLookup, FlowRow, FlowSlice, flows_path_for};
 use store::index::{PacketIndex, holds};
 
+use crate::columns::par_map;
 use crate::error::AnalyzeError;
 use crate::filter::{FlowIp, FlowPacket, Parsed, Reading, Scope, Truth};
 use crate::window::TimeWindow;
@@ -176,6 +177,23 @@ pub struct IndexReport {
     pub whole_because: Option<&'static str>,
 }
 
+impl IndexReport {
+    /// Adds another file's figures (the reason a file was read whole is
+    /// the last one met).
+    fn add(&mut self, o: &IndexReport) {
+        self.files_indexed += o.files_indexed;
+        self.files_whole += o.files_whole;
+        self.slices += o.slices;
+        self.slices_read += o.slices_read;
+        self.slices_matched += o.slices_matched;
+        self.pages_read += o.pages_read;
+        self.pages_total += o.pages_total;
+        self.rows_read += o.rows_read;
+        self.rows_total += o.rows_total;
+        self.whole_because = o.whole_because.or(self.whole_because);
+    }
+}
+
 /// A record that points at a frame.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct FrameRef {
@@ -244,7 +262,13 @@ fn group_in_window(
 /// Every record of the dataset at `root` in `window` that may point at a
 /// frame `parsed` matches (as libpcap reads it), with what it pointed at;
 /// `sink` gets them file by file. None when a packet file is not one
-/// weir's decoder reads (the caller then asks the query engine).
+/// weir's decoder reads (the caller then asks the query engine, and drops
+/// what `sink` was given).
+///
+/// Files are read a core each, as many at once as there are cores (their
+/// footers, page indexes and pages are each file's own work); what they
+/// found goes to `sink` in file order, a round of files at a time, so
+/// that no more than a round's records wait in memory.
 pub fn frame_refs(
     root: &Path,
     parsed: Option<&Parsed>,
@@ -253,103 +277,138 @@ pub fn frame_refs(
     mut sink: impl FnMut(FrameRef, bool),
 ) -> Result<Option<()>, AnalyzeError> {
     let files = packet_files(root)?;
-    for path in &files {
-        let data = store::decode::scan::map_file(path)?;
-        let meta = std::sync::Arc::new(store::decode::scan::metadata(path, &data)?);
-        if !store::decode::scan::supports(&meta, &COLUMNS) {
-            report.whole_because = Some(
-                "packet files weir's decoder does not read: arrival order, or another writer's",
-            );
-            return Ok(None);
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+    // Counted into `report` once every file is read: a file met later
+    // that the decoder cannot read sends the whole dataset to the engine.
+    let mut mine = IndexReport::default();
+    for round in files.chunks(threads) {
+        let found = par_map(threads, round, |path| file_refs(root, path, parsed, window))?;
+        for file in found {
+            let Some(file) = file else {
+                report.whole_because = Some(
+                    "packet files weir's decoder does not read: arrival order, or another \
+                     writer's",
+                );
+                return Ok(None);
+            };
+            mine.add(&file.report);
+            for (r, pointed) in file.refs {
+                sink(r, pointed);
+            }
         }
-        let schema = meta.file_metadata().schema_descr();
-        let ts_leaf = (0..schema.num_columns()).find(|&i| schema.column(i).name() == "ts");
-        let keep = |rg: &datafusion::parquet::file::metadata::RowGroupMetaData| {
-            group_in_window(rg, ts_leaf, window)
-        };
-        // The records of packet schema 1 describe a tunnelled frame's outer
-        // packet, not the innermost one an inner filter reads.
-        let inner_ok = parsed.is_none_or(|p| p.scope == Scope::Outer)
-            || (0..schema.num_columns()).any(|i| schema.column(i).name() == "tunnel_depth");
-        let index = match parsed {
-            Some(p) if p.flow.decides() && inner_ok => {
-                PacketIndex::of_parsed(path, data.clone(), meta.clone())?
-            }
-            _ => None,
-        };
-        let flows = index.as_ref().and_then(|_| flows_file(root, path));
-        let found = holds(&meta, keep);
-        // An outer filter on tunnelled frames: the records' addresses are
-        // the innermost packet's, not those libpcap reads.
-        let usable = !(found.tunnels && parsed.is_some_and(|p| p.scope == Scope::Outer));
-        let groups: Vec<usize> = (0..meta.num_row_groups())
-            .filter(|&g| keep(meta.row_group(g)))
-            .collect();
-        report.rows_total += groups
-            .iter()
-            .map(|&g| meta.row_group(g).num_rows().max(0) as u64)
-            .sum::<u64>();
-        let mut scan = match (index, flows, parsed) {
-            (Some(index), Some(flows), Some(parsed)) if usable => {
-                let how = Reading::Libpcap {
-                    inner: parsed.scope == Scope::Inner,
-                    vlan: found.vlan,
-                    ipv6_ext: found.long_ip_headers,
-                };
-                let w = wanted_in_file(&flows, parsed, how, window)?;
-                let chosen = index.choose(&w.hashes, w.nulls, keep);
-                report.files_indexed += 1;
-                report.slices += w.slices;
-                report.slices_read += w.read;
-                report.slices_matched += w.matched;
-                report.pages_read += chosen.pages() as u64;
-                report.pages_total += groups
-                    .iter()
-                    .map(|&g| index.hash_pages(g).len() as u64)
-                    .sum::<u64>();
-                report.rows_read += (chosen.groups.iter())
-                    .flat_map(|(g, pages)| pages.iter().map(|&p| index.hash_pages(*g)[p].rows))
-                    .sum::<u64>();
-                let scan = index.scan(&chosen, &COLUMNS)?;
-                Scan {
-                    scan,
-                    hashes: Some(w),
-                }
-            }
-            (index, flows, _) => {
-                report.whole_because = Some(match (parsed, index.is_some(), flows.is_some()) {
-                    (None, ..) => "no filter the flows table can answer",
-                    (Some(p), ..) if !p.flow.decides() => {
-                        "the filter looks at more than addresses, ports and protocols"
-                    }
-                    _ if !inner_ok => "records written before tunnels were followed",
-                    _ if !usable => "an outer filter on tunnelled frames",
-                    (_, false, _) => "a packet file without a page index (arrival order, or older)",
-                    (_, true, false) => {
-                        "a packet file without its flows file (weir recover rebuilds it)"
-                    }
-                    _ => "",
-                });
-                report.files_whole += 1;
-                report.pages_read += groups.len() as u64;
-                report.pages_total += groups.len() as u64;
-                report.rows_read += groups
-                    .iter()
-                    .map(|&g| meta.row_group(g).num_rows().max(0) as u64)
-                    .sum::<u64>();
-                let scan = store::decode::scan::TableScan::of_parsed(
-                    path,
-                    data.clone(),
-                    meta.clone(),
-                    &COLUMNS,
-                    |_, rg| keep(rg),
-                )?;
-                Scan { scan, hashes: None }
-            }
-        };
-        scan.each(window, &mut sink)?;
     }
+    report.add(&mine);
     Ok(Some(()))
+}
+
+/// What one packet file gave [`frame_refs`].
+struct FileRefs {
+    report: IndexReport,
+    refs: Vec<(FrameRef, bool)>,
+}
+
+/// The candidate records of the packet file at `path` (see
+/// [`frame_refs`]); None when weir's decoder does not read it.
+fn file_refs(
+    root: &Path,
+    path: &Path,
+    parsed: Option<&Parsed>,
+    window: &TimeWindow,
+) -> Result<Option<FileRefs>, AnalyzeError> {
+    let mut report = IndexReport::default();
+    let data = store::decode::scan::map_file(path)?;
+    let meta = std::sync::Arc::new(store::decode::scan::metadata(path, &data)?);
+    if !store::decode::scan::supports(&meta, &COLUMNS) {
+        return Ok(None);
+    }
+    let schema = meta.file_metadata().schema_descr();
+    let ts_leaf = (0..schema.num_columns()).find(|&i| schema.column(i).name() == "ts");
+    let keep = |rg: &datafusion::parquet::file::metadata::RowGroupMetaData| {
+        group_in_window(rg, ts_leaf, window)
+    };
+    // The records of packet schema 1 describe a tunnelled frame's outer
+    // packet, not the innermost one an inner filter reads.
+    let inner_ok = parsed.is_none_or(|p| p.scope == Scope::Outer)
+        || (0..schema.num_columns()).any(|i| schema.column(i).name() == "tunnel_depth");
+    let index = match parsed {
+        Some(p) if p.flow.decides() && inner_ok => {
+            PacketIndex::of_parsed(path, data.clone(), meta.clone())?
+        }
+        _ => None,
+    };
+    let flows = index.as_ref().and_then(|_| flows_file(root, path));
+    let found = holds(&meta, keep);
+    // An outer filter on tunnelled frames: the records' addresses are
+    // the innermost packet's, not those libpcap reads.
+    let usable = !(found.tunnels && parsed.is_some_and(|p| p.scope == Scope::Outer));
+    let groups: Vec<usize> = (0..meta.num_row_groups())
+        .filter(|&g| keep(meta.row_group(g)))
+        .collect();
+    report.rows_total += groups
+        .iter()
+        .map(|&g| meta.row_group(g).num_rows().max(0) as u64)
+        .sum::<u64>();
+    let mut scan = match (index, flows, parsed) {
+        (Some(index), Some(flows), Some(parsed)) if usable => {
+            let how = Reading::Libpcap {
+                inner: parsed.scope == Scope::Inner,
+                vlan: found.vlan,
+                ipv6_ext: found.long_ip_headers,
+            };
+            let w = wanted_in_file(&flows, parsed, how, window)?;
+            let chosen = index.choose(&w.hashes, w.nulls, keep);
+            report.files_indexed += 1;
+            report.slices += w.slices;
+            report.slices_read += w.read;
+            report.slices_matched += w.matched;
+            report.pages_read += chosen.pages() as u64;
+            report.pages_total += groups
+                .iter()
+                .map(|&g| index.hash_pages(g).len() as u64)
+                .sum::<u64>();
+            report.rows_read += (chosen.groups.iter())
+                .flat_map(|(g, pages)| pages.iter().map(|&p| index.hash_pages(*g)[p].rows))
+                .sum::<u64>();
+            let scan = index.scan(&chosen, &COLUMNS)?;
+            Scan {
+                scan,
+                hashes: Some(w),
+            }
+        }
+        (index, flows, _) => {
+            report.whole_because = Some(match (parsed, index.is_some(), flows.is_some()) {
+                (None, ..) => "no filter the flows table can answer",
+                (Some(p), ..) if !p.flow.decides() => {
+                    "the filter looks at more than addresses, ports and protocols"
+                }
+                _ if !inner_ok => "records written before tunnels were followed",
+                _ if !usable => "an outer filter on tunnelled frames",
+                (_, false, _) => "a packet file without a page index (arrival order, or older)",
+                (_, true, false) => {
+                    "a packet file without its flows file (weir recover rebuilds it)"
+                }
+                _ => "",
+            });
+            report.files_whole += 1;
+            report.pages_read += groups.len() as u64;
+            report.pages_total += groups.len() as u64;
+            report.rows_read += groups
+                .iter()
+                .map(|&g| meta.row_group(g).num_rows().max(0) as u64)
+                .sum::<u64>();
+            let scan = store::decode::scan::TableScan::of_parsed(
+                path,
+                data.clone(),
+                meta.clone(),
+                &COLUMNS,
+                |_, rg| keep(rg),
+            )?;
+            Scan { scan, hashes: None }
+        }
+    };
+    let mut refs = Vec::new();
+    scan.each(window, &mut |r, pointed| refs.push((r, pointed)))?;
+    Ok(Some(FileRefs { report, refs }))
 }
 
 /// A scan of the candidate rows of one file; with the hashes wanted, rows

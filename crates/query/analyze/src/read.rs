@@ -95,6 +95,16 @@ struct Candidate {
     offset: u64,
 }
 
+/// The records of one dataset that point at frames, as they are taken:
+/// those found, and those that point past the end of a file cut short (a
+/// full disk) or at none.
+#[derive(Default)]
+struct Taken {
+    found: Vec<Candidate>,
+    cut: u64,
+    missing: u64,
+}
+
 /// A frame read in a pass over a file that cannot be read by offset.
 struct LoadedFrame {
     ts_ns: i64,
@@ -273,31 +283,29 @@ fn find_candidates(
         // A pcap write that failed (a full disk) cut its file back to its
         // last whole block: records of the frames after it point past the
         // end the manifest lists.
-        let mut cut = 0u64;
-        let mut missing = 0u64;
-        let mut found = Vec::new();
-        let mut take = |ts_ns: i64, pointer: Option<(u32, u64)>| {
+        let take = |t: &mut Taken, ts_ns: i64, pointer: Option<(u32, u64)>| {
             let Some((id, offset)) = pointer else {
-                missing += 1;
+                t.missing += 1;
                 return;
             };
             let at = match paths.get(&id) {
                 Some((_, Some(end))) if offset >= *end => {
-                    cut += 1;
+                    t.cut += 1;
                     None
                 }
                 Some(_) => index.get(&id).copied(),
                 None => None,
             };
             match at {
-                Some(file) => found.push(Candidate {
+                Some(file) => t.found.push(Candidate {
                     ts_ns,
                     file,
                     offset,
                 }),
-                None => missing += 1,
+                None => t.missing += 1,
             }
         };
+        let mut taken = Taken::default();
         // An inner filter the flows cannot tell apart (a length, TCP flags)
         // still narrows the records through the query engine.
         let by_engine = parsed
@@ -311,11 +319,13 @@ fn find_candidates(
                 parsed.as_ref().filter(|p| p.sql != "TRUE"),
                 &opts.window,
                 &mut report.index,
-                |r, pointed| take(r.ts_ns, pointed.then_some((r.file, r.offset))),
+                |r, pointed| take(&mut taken, r.ts_ns, pointed.then_some((r.file, r.offset))),
             )?,
             _ => None,
         };
         if read_by_index.is_none() {
+            // What the index gave before it met a file it cannot read.
+            taken = Taken::default();
             let session = Session::open(std::slice::from_ref(root), opts.window, None, 0)?;
             let cond = inner_condition(&session, &opts.filter)?;
             report.pushed_down &= cond.is_some();
@@ -327,11 +337,16 @@ fn find_candidates(
             report.scan.row_groups_pruned += scan.row_groups_pruned;
             report.scan.row_groups_read += scan.row_groups_read;
             report.engine_datasets += 1;
-            each_pointer(&batches, &mut take)
+            each_pointer(&batches, &mut |ts, p| take(&mut taken, ts, p))
                 .map_err(|e| usage(format!("{}: {e}", root.name())))?;
         } else {
             report.pushed_down = false;
         }
+        let Taken {
+            found,
+            cut,
+            missing,
+        } = taken;
         if cut > 0 {
             report.lost_note = Some(format!(
                 "{cut} of them point at frames lost when the disk of {} was full (counted in \
