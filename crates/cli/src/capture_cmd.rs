@@ -7,7 +7,8 @@ use std::time::Duration;
 
 use clap::Args;
 use ingest::capture_run::{
-    CaptureEvent, CaptureOptions, CaptureReport, PcapPolicy, RecordStream, Target, capture,
+    CaptureEvent, CaptureOptions, CaptureReport, CaptureScope, PcapKeeping, PcapPolicy,
+    RecordStream, Target, capture,
 };
 use ingest::live::{Ended, Second};
 use pcapio::spool::OnFull;
@@ -221,27 +222,31 @@ pub fn run(a: CaptureArgs) -> Result<ExitCode, String> {
         workers: a.workers,
         ring_bytes: a.buffer_kib.map(|kib| (kib as usize) << 10),
         ring_block: a.ring_block as usize,
-        snaplen: a.snaplen,
-        filter,
-        shard: a.shard,
-        fanout: a.fanout,
-        promiscuous: !a.no_promisc,
-        count: a.count,
-        duration: a.duration,
+        scope: CaptureScope {
+            snaplen: a.snaplen,
+            filter,
+            shard: a.shard,
+            fanout: a.fanout,
+            promiscuous: !a.no_promisc,
+            count: a.count,
+            duration: a.duration,
+        },
         pcap: PcapPolicy {
             rotate_size: a.rotate_size,
             rotate_time: a.rotate_time,
             staging_bytes: a.buffer,
             records_lag: a.records_lag,
-            codec: a.compress,
-            direct: !a.no_direct,
             on_full: if a.on_full == "drop" {
                 OnFull::Drop
             } else {
                 OnFull::Stop
             },
-            max_disk: a.max_disk,
-            max_age: a.max_age,
+            keep: PcapKeeping {
+                codec: a.compress,
+                direct: !a.no_direct,
+                max_disk: a.max_disk,
+                max_age: a.max_age,
+            },
         },
         records_every: a.records_every,
         rpc: a.rpc.options(),

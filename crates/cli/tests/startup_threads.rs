@@ -14,7 +14,7 @@ use common::Scratch;
 use common::kafka::{Broker, PORT};
 use common::netns::{IFACE, VethPair};
 use ingest::WorkerOptions;
-use ingest::capture_run::{CaptureOptions, PcapPolicy, Target, capture};
+use ingest::capture_run::{CaptureOptions, CaptureScope, PcapKeeping, PcapPolicy, Target, capture};
 use ingest::live::{self, LiveOptions, PcapOut};
 use pcapio::seekable::Codec;
 use pcapio::spool::OnFull;
@@ -81,6 +81,29 @@ fn ip(ns: &str, args: &[&str]) {
     );
 }
 
+/// Every frame, no end but the test's: both captures' scope.
+fn scope() -> CaptureScope {
+    CaptureScope {
+        snaplen: 65535,
+        filter: None,
+        shard: None,
+        fanout: capture::FanoutBy::Flow,
+        promiscuous: true,
+        count: None,
+        duration: None,
+    }
+}
+
+/// Pcap files as they are written, kept.
+fn keeping() -> PcapKeeping {
+    PcapKeeping {
+        codec: Codec::None,
+        direct: false,
+        max_disk: None,
+        max_age: None,
+    }
+}
+
 #[test]
 fn a_capture_that_fails_to_start_leaves_no_thread_behind() {
     // The test runs again as a child inside namespace b (`ip netns exec`
@@ -129,11 +152,7 @@ fn in_namespace(ns: &str) {
         ],
         workers_per_iface: 2,
         ring: RingOptions::with_total(4 << 20, 1 << 20),
-        snaplen: 65535,
-        filter: None,
-        shard: None,
-        fanout: capture::FanoutBy::Flow,
-        promiscuous: true,
+        scope: scope(),
         pcap: Some(PcapOut {
             dir: dir.join(store::dataset::PCAP_DIR),
             single_name: None,
@@ -143,16 +162,10 @@ fn in_namespace(ns: &str) {
             // thread growing its staging.
             staging_bytes: pcapio::spool::READY_STAGING_BYTES + (8 << 20),
             records_lag: None,
-            codec: Codec::None,
-            direct: false,
-            on_full: OnFull::Stop,
-            max_disk: None,
-            max_age: None,
+            keep: keeping(),
         }),
         records: true,
         on_full: OnFull::Stop,
-        count: None,
-        duration: None,
         worker: WorkerOptions {
             file_every: Some(Duration::from_secs(10)),
             ..Default::default()
@@ -214,23 +227,14 @@ fn in_namespace(ns: &str) {
             workers: Some(1),
             ring_bytes: Some(4 << 20),
             ring_block: 1 << 20,
-            snaplen: 65535,
-            filter: None,
-            shard: None,
-            fanout: capture::FanoutBy::Flow,
-            promiscuous: true,
-            count: None,
-            duration: None,
+            scope: scope(),
             pcap: PcapPolicy {
                 rotate_size: None,
                 rotate_time: None,
                 staging_bytes: Some(8 << 20),
                 records_lag: None,
-                codec: Codec::None,
-                direct: false,
                 on_full: OnFull::Stop,
-                max_disk: None,
-                max_age: None,
+                keep: keeping(),
             },
             records_every: Duration::from_secs(10),
             rpc: Default::default(),

@@ -7,13 +7,13 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
-use capture::{Interface, RingOptions, Shard};
-use pcapio::seekable::Codec;
+use capture::{Interface, RingOptions};
 use pcapio::spool::OnFull;
 use store::Dataset;
 use store::manifest::KafkaInfo;
 
 use crate::live::{self, LiveOptions, LiveReport, PcapOut, Second};
+pub use crate::live::{CaptureScope, PcapKeeping};
 use crate::rpc::{RpcMode, RpcOptions};
 use crate::worker::{Taps, WorkerOptions};
 
@@ -43,13 +43,10 @@ pub struct PcapPolicy {
     /// How far the records may fall behind pcap, all workers together
     /// (`--records-lag`; default from the staging).
     pub records_lag: Option<u64>,
-    pub codec: Codec,
-    /// O_DIRECT where the filesystem takes it.
-    pub direct: bool,
+    /// What every writer does when the disk is full (`--on-full`).
     pub on_full: OnFull,
-    /// A ring of files under this many bytes.
-    pub max_disk: Option<u64>,
-    pub max_age: Option<Duration>,
+    /// `max_disk`: a ring of files under this many bytes.
+    pub keep: PcapKeeping,
 }
 
 /// Everything a capture is asked to do.
@@ -65,15 +62,7 @@ pub struct CaptureOptions {
     pub ring_bytes: Option<usize>,
     /// Bytes of one ring block: a power of two from 64 KiB to 64 MiB.
     pub ring_block: usize,
-    pub snaplen: u32,
-    /// tcpdump filter syntax.
-    pub filter: Option<String>,
-    pub shard: Option<Shard>,
-    /// How an interface's rings share its frames (`--fanout`).
-    pub fanout: capture::FanoutBy,
-    pub promiscuous: bool,
-    pub count: Option<u64>,
-    pub duration: Option<Duration>,
+    pub scope: CaptureScope,
     pub pcap: PcapPolicy,
     /// Records (and, unless sized otherwise, pcap) files close at least
     /// this often, so that queries see a running capture.
@@ -247,7 +236,7 @@ pub(crate) fn live_options(
     }
     let pcap = pcap_on.then(|| pcap_out(opts, rings)).transpose()?;
     let mut rpc = opts.rpc;
-    if rpc.mode == RpcMode::Auto && filter_asks_for_rpc(opts.filter.as_deref()) {
+    if rpc.mode == RpcMode::Auto && filter_asks_for_rpc(opts.scope.filter.as_deref()) {
         // The filter keeps RPC traffic: decode it from the first frame.
         rpc.mode = RpcMode::On;
     }
@@ -261,16 +250,10 @@ pub(crate) fn live_options(
         interfaces,
         workers_per_iface: workers,
         ring,
-        snaplen: opts.snaplen,
-        filter: opts.filter.clone(),
-        shard: opts.shard,
-        fanout: opts.fanout,
-        promiscuous: opts.promiscuous,
+        scope: opts.scope.clone(),
         pcap,
         records: records_on,
         on_full: opts.pcap.on_full,
-        count: opts.count,
-        duration: opts.duration,
         worker,
         taps: None,
         command: opts.command.clone(),
@@ -283,10 +266,10 @@ pub(crate) fn live_options(
 
 /// What the options alone can be told to be wrong.
 fn check(opts: &CaptureOptions) -> Result<(), String> {
-    if opts.snaplen < 64 {
+    if opts.scope.snaplen < 64 {
         return Err(format!(
             "-s {} is too short to hold the headers weir parses (at least 64)",
-            opts.snaplen
+            opts.scope.snaplen
         ));
     }
     let block = opts.ring_block;
@@ -329,20 +312,16 @@ fn pcap_out(opts: &CaptureOptions, rings: usize) -> Result<PcapOut, String> {
     Ok(PcapOut {
         dir,
         single_name,
-        rotate_bytes: p.rotate_size.or(p.max_disk.map(ring_file_bytes)),
+        rotate_bytes: p.rotate_size.or(p.keep.max_disk.map(ring_file_bytes)),
         rotate: p.rotate_time.or_else(|| {
             // A dataset's pcap files publish with its records, unless
             // sized otherwise.
-            (is_dataset && p.rotate_size.is_none() && p.max_disk.is_none())
+            (is_dataset && p.rotate_size.is_none() && p.keep.max_disk.is_none())
                 .then_some(opts.records_every)
         }),
         staging_bytes: (staging / rings as u64).max(1 << 20) as usize,
         records_lag: p.records_lag.map(|b| (b / rings as u64) as usize),
-        codec: p.codec,
-        direct: p.direct,
-        on_full: p.on_full,
-        max_disk: p.max_disk,
-        max_age: p.max_age,
+        keep: p.keep,
     })
 }
 

@@ -59,10 +59,34 @@ pub struct PcapOut {
     /// by before further records are built from the files (default: from
     /// the staging).
     pub records_lag: Option<usize>,
+    pub keep: PcapKeeping,
+}
+
+/// The frames a capture takes and when it ends: what a user asks
+/// (`capture_run::CaptureOptions`) and what the rings open with
+/// ([`LiveOptions`]) alike.
+#[derive(Clone, Debug)]
+pub struct CaptureScope {
+    pub snaplen: u32,
+    /// tcpdump filter syntax.
+    pub filter: Option<String>,
+    /// Keep only this share of the flows (`--shard K/N`).
+    pub shard: Option<Shard>,
+    /// How an interface's rings share its frames, when it has several
+    /// (`--fanout`).
+    pub fanout: FanoutBy,
+    pub promiscuous: bool,
+    pub count: Option<u64>,
+    pub duration: Option<Duration>,
+}
+
+/// How pcap files are kept: what a user asks (`capture_run::PcapPolicy`)
+/// and what each worker's writer is given ([`PcapOut`]) alike.
+#[derive(Clone, Copy, Debug)]
+pub struct PcapKeeping {
     pub codec: Codec,
     /// O_DIRECT writes where the filesystem takes them.
     pub direct: bool,
-    pub on_full: OnFull,
     /// Retention: delete the oldest files past this many bytes of pcap on
     /// disk, or once their newest frame is this old.
     pub max_disk: Option<u64>,
@@ -75,19 +99,11 @@ pub struct LiveOptions {
     pub interfaces: Vec<Interface>,
     pub workers_per_iface: usize,
     pub ring: RingOptions,
-    pub snaplen: u32,
-    pub filter: Option<String>,
-    /// Keep only this share of the flows (`--shard K/N`).
-    pub shard: Option<Shard>,
-    /// How an interface's rings share its frames, when it has several.
-    pub fanout: FanoutBy,
-    pub promiscuous: bool,
+    pub scope: CaptureScope,
     pub pcap: Option<PcapOut>,
     pub records: bool,
     /// What every writer does when the disk is full (`--on-full`).
     pub on_full: OnFull,
-    pub count: Option<u64>,
-    pub duration: Option<Duration>,
     pub worker: WorkerOptions,
     /// A copy of every record to each worker's tap (`--kafka`).
     pub taps: Option<crate::worker::Taps>,

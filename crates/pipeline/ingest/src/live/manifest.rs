@@ -103,7 +103,7 @@ pub(super) fn base_manifest(opts: &LiveOptions, libpcap: &str, workers: u32) -> 
                     link_name: link.name().to_string(),
                     name: Some(i.name.clone()),
                     description: None,
-                    snaplen: opts.snaplen,
+                    snaplen: opts.scope.snaplen,
                     ts_units_per_sec: 1_000_000_000,
                     dropped: None,
                     received: None,
@@ -118,10 +118,10 @@ pub(super) fn base_manifest(opts: &LiveOptions, libpcap: &str, workers: u32) -> 
         }),
         capture: Some(CaptureInfo {
             workers_per_interface: opts.workers_per_iface as u32,
-            snaplen: opts.snaplen,
-            filter: opts.filter.clone(),
+            snaplen: opts.scope.snaplen,
+            filter: opts.scope.filter.clone(),
             ring_bytes: opts.ring.total() as u64,
-            promiscuous: opts.promiscuous,
+            promiscuous: opts.scope.promiscuous,
             libpcap: libpcap.to_string(),
             sinks: [
                 opts.pcap.as_ref().map(|_| "pcap"),
@@ -139,11 +139,11 @@ pub(super) fn base_manifest(opts: &LiveOptions, libpcap: &str, workers: u32) -> 
                 .and_then(|p| p.rotate)
                 .map(|d| d.as_secs_f64()),
             ended_by: "running".to_string(),
-            compress: opts.pcap.as_ref().map(|p| p.codec.to_string()),
+            compress: opts.pcap.as_ref().map(|p| p.keep.codec.to_string()),
             direct_io: false,
-            max_disk_bytes: opts.pcap.as_ref().and_then(|p| p.max_disk),
-            fanout: (opts.workers_per_iface > 1).then(|| opts.fanout.describe().to_string()),
-            shard: opts.shard.map(|s| ShardInfo {
+            max_disk_bytes: opts.pcap.as_ref().and_then(|p| p.keep.max_disk),
+            fanout: (opts.workers_per_iface > 1).then(|| opts.scope.fanout.describe().to_string()),
+            shard: opts.scope.shard.map(|s| ShardInfo {
                 index: s.index,
                 count: s.count,
                 hash: "weir flow hash v1 (wire::flow); share = flow_hash % count, frames \
@@ -153,7 +153,7 @@ pub(super) fn base_manifest(opts: &LiveOptions, libpcap: &str, workers: u32) -> 
             max_age_seconds: opts
                 .pcap
                 .as_ref()
-                .and_then(|p| p.max_age)
+                .and_then(|p| p.keep.max_age)
                 .map(|d| d.as_secs_f64()),
         }),
         ..Manifest::new("capture", "kernel", opts.worker.writer.order)

@@ -62,8 +62,8 @@ pub fn open(mut opts: LiveOptions) -> Result<Opened, LiveError> {
     for (k, (iface, plan)) in opts.interfaces.iter().zip(plans).enumerate() {
         growths.extend(open_rings(&opts, k, iface, plan, first, &mut slots)?);
     }
-    if opts.fanout == FanoutBy::Auto {
-        opts.fanout = FanoutBy::Flow;
+    if opts.scope.fanout == FanoutBy::Auto {
+        opts.scope.fanout = FanoutBy::Flow;
     }
     Ok(Opened {
         opts,
@@ -93,7 +93,7 @@ struct IfacePlan {
 type FanoutPrograms = (Arc<SocketProgram>, Option<Arc<SocketProgram>>);
 
 /// Every interface's filter and programs. With `--fanout auto`, weir's
-/// fanout program refused on one interface sets `opts.fanout` to the
+/// fanout program refused on one interface sets `opts.scope.fanout` to the
 /// kernel's hash for all of them (and says so in `notes`).
 fn plan_interfaces(
     opts: &mut LiveOptions,
@@ -110,23 +110,23 @@ fn plan_interfaces(
                 iface.name, iface.arphrd
             ))
         })?;
-        let filter: Option<Filter> = match &opts.filter {
-            Some(expr) => Some(capture::compile_filter(expr, link, opts.snaplen)?),
+        let filter: Option<Filter> = match &opts.scope.filter {
+            Some(expr) => Some(capture::compile_filter(expr, link, opts.scope.snaplen)?),
             None => None,
         };
-        let program = shard_program(opts.shard, iface, link, filter.as_ref())?;
-        let fanout = match opts.fanout {
+        let program = shard_program(opts.scope.shard, iface, link, filter.as_ref())?;
+        let fanout = match opts.scope.fanout {
             FanoutBy::Flow | FanoutBy::Auto if workers > 1 => {
                 match fanout_programs(link, workers as u32, first, opts.keeps_privileges) {
                     Ok(p) => Some(p),
-                    Err(message) if opts.fanout == FanoutBy::Auto => {
+                    Err(message) if opts.scope.fanout == FanoutBy::Auto => {
                         notes.push(format!(
                             "{}: the workers share frames by the kernel's flow hash, not weir's: \
                              {message} (weir's needs root or CAP_BPF; with the kernel's, a flow \
                              inside a UDP tunnel may reach two workers)",
                             iface.name
                         ));
-                        opts.fanout = FanoutBy::Kernel;
+                        opts.scope.fanout = FanoutBy::Kernel;
                         for plan in &mut plans {
                             plan.fanout = None;
                         }
@@ -254,11 +254,11 @@ fn open_rings(
     };
     let mut sockets = Vec::new();
     for _ in 0..workers {
-        let r = RxRing::open(iface, ring, socket_filter, opts.promiscuous)?;
+        let r = RxRing::open(iface, ring, socket_filter, opts.scope.promiscuous)?;
         let handover = match deal_to {
             Some(_) => {
                 let h = Arc::new(Handover::new());
-                sockets.push((RingSocket::new(iface, opts.promiscuous)?, h.clone()));
+                sockets.push((RingSocket::new(iface, opts.scope.promiscuous)?, h.clone()));
                 Some(h)
             }
             None => None,

@@ -110,9 +110,9 @@ fn retention_of(
 ) -> Option<Arc<Retention>> {
     opts.pcap
         .as_ref()
-        .filter(|p| p.max_disk.is_some() || p.max_age.is_some())
+        .filter(|p| p.keep.max_disk.is_some() || p.keep.max_age.is_some())
         .map(|p| {
-            let r = Retention::new(p.max_disk, p.max_age.map(|d| d.as_nanos() as i64));
+            let r = Retention::new(p.keep.max_disk, p.keep.max_age.map(|d| d.as_nanos() as i64));
             match uploader {
                 Some(u) => r.uploaded_first(u, store::dataset::PCAP_DIR),
                 None => Arc::new(r),
@@ -228,9 +228,10 @@ impl Live<'_> {
     fn should_end(&self, stop: &AtomicBool, sampler: &Sampler) -> Option<Ended> {
         if stop.load(Ordering::Relaxed) {
             Some(Ended::Signal)
-        } else if (self.opts.duration).is_some_and(|d| sampler.started.elapsed() >= d) {
+        } else if (self.opts.scope.duration).is_some_and(|d| sampler.started.elapsed() >= d) {
             Some(Ended::Duration)
-        } else if (self.opts.count).is_some_and(|c| self.claimed.load(Ordering::Relaxed) >= c) {
+        } else if (self.opts.scope.count).is_some_and(|c| self.claimed.load(Ordering::Relaxed) >= c)
+        {
             Some(Ended::Count)
         } else if sampler.watched.iter().any(|w| {
             (w.counters.spool.get()).is_some_and(|s| s.stop_wanted.load(Ordering::Relaxed))

@@ -190,7 +190,7 @@ impl Live<'_> {
             disk: self.disk.clone(),
             stop: self.stop_flag.clone(),
             claimed: self.claimed.clone(),
-            limit: self.opts.count,
+            limit: self.opts.scope.count,
         }
     }
 
@@ -211,15 +211,15 @@ impl Live<'_> {
             },
             single_name: single,
             link: slot.link,
-            snaplen: self.opts.snaplen,
+            snaplen: self.opts.scope.snaplen,
             rotate_bytes: p.rotate_bytes,
             rotate_ns: p.rotate.map(|d| d.as_nanos() as i64),
             block_bytes: STAGING_BLOCK,
             blocks: (p.staging_bytes / STAGING_BLOCK).max(4),
             first_file_id: (slot.worker as u32) << 20,
-            codec: p.codec,
-            direct: p.direct,
-            on_full: p.on_full,
+            codec: p.keep.codec,
+            direct: p.keep.direct,
+            on_full: self.opts.on_full,
             retention: self.retention.clone(),
             hand_on,
         };

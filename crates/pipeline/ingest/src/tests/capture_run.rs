@@ -10,7 +10,8 @@ use store::manifest::KafkaInfo;
 
 use super::Scratch;
 use crate::capture_run::{
-    CaptureOptions, PcapPolicy, RecordStream, Target, capture, filter_asks_for_rpc, live_options,
+    CaptureOptions, CaptureScope, PcapKeeping, PcapPolicy, RecordStream, Target, capture,
+    filter_asks_for_rpc, live_options,
 };
 use crate::rpc::{RpcMode, RpcOptions};
 
@@ -21,23 +22,27 @@ fn options(target: Target) -> CaptureOptions {
         workers: None,
         ring_bytes: None,
         ring_block: 4 << 20,
-        snaplen: 262_144,
-        filter: None,
-        shard: None,
-        fanout: Default::default(),
-        promiscuous: true,
-        count: None,
-        duration: None,
+        scope: CaptureScope {
+            snaplen: 262_144,
+            filter: None,
+            shard: None,
+            fanout: Default::default(),
+            promiscuous: true,
+            count: None,
+            duration: None,
+        },
         pcap: PcapPolicy {
             rotate_size: None,
             rotate_time: None,
             staging_bytes: None,
             records_lag: None,
-            codec: pcapio::seekable::Codec::None,
-            direct: true,
             on_full: Default::default(),
-            max_disk: None,
-            max_age: None,
+            keep: PcapKeeping {
+                codec: pcapio::seekable::Codec::None,
+                direct: true,
+                max_disk: None,
+                max_age: None,
+            },
         },
         records_every: Duration::from_secs(10),
         rpc: RpcOptions::default(),
@@ -91,7 +96,7 @@ fn options_that_cannot_work_are_refused_before_anything_is_opened() {
     type Change = Box<dyn Fn(&mut CaptureOptions)>;
     let cases: [(Change, &[&str]); 5] = [
         (
-            Box::new(|o: &mut CaptureOptions| o.snaplen = 10),
+            Box::new(|o: &mut CaptureOptions| o.scope.snaplen = 10),
             &["-s 10 is too short", "at least 64"],
         ),
         (
@@ -202,7 +207,7 @@ fn a_dataset_capture_is_planned_with_the_machines_defaults() {
 
     o.workers = Some(0);
     o.user = Some("nobody".into());
-    o.pcap.max_disk = Some(1 << 30);
+    o.pcap.keep.max_disk = Some(1 << 30);
     let live = live_options(&o, vec![iface("a0")]).unwrap();
     assert_eq!(live.workers_per_iface, 1, "at least one worker");
     assert!(!live.keeps_privileges, "-Z gives the privileges up");
@@ -211,7 +216,7 @@ fn a_dataset_capture_is_planned_with_the_machines_defaults() {
     assert_eq!((pcap.rotate_bytes, pcap.rotate), (Some(64 << 20), None));
 
     o.pcap.rotate_size = Some(5 << 20);
-    o.pcap.max_disk = Some(1 << 20);
+    o.pcap.keep.max_disk = Some(1 << 20);
     let live = live_options(&o, vec![iface("a0")]).unwrap();
     assert_eq!(live.pcap.as_ref().unwrap().rotate_bytes, Some(5 << 20));
 
@@ -265,13 +270,13 @@ fn a_filter_for_rpc_traffic_starts_the_rpc_stage_at_once() {
     ] {
         let mut o = options(dataset(&s.join("ds")));
         o.rpc.mode = mode;
-        o.filter = filter.map(String::from);
+        o.scope.filter = filter.map(String::from);
         let live = live_options(&o, vec![iface("a0")]).unwrap();
         assert_eq!(
             live.worker.rpc.map(|r| r.mode),
             Some(want),
             "{mode:?} {filter:?}"
         );
-        assert_eq!(live.filter.as_deref(), filter);
+        assert_eq!(live.scope.filter.as_deref(), filter);
     }
 }
