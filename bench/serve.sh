@@ -8,13 +8,19 @@
 # same window to a file, interleaved, medians (the server at --nice 0 for
 # this run, as weir read runs: by default it runs at 10); then its CPU while
 # idle and while a live page polls it every second (its /proc/PID/stat
-# ticks over SECS seconds).
+# ticks over SECS seconds). Each part is also timed with a one-host
+# filter (HOST, default 10.0.0.5) over the whole span.
 #
 #   bench/serve.sh [FRAMES] [REPS] [SECS]      (defaults 2M, 5, 20)
+#
+# GEN gives weir gen's model (default "--model app"); issue 61's 200 M
+# packets fit this machine's disk as 64-byte frames:
+#   GEN="--model fixed --size 64 --flows 100000" bench/serve.sh 200M 3 5
 set -euo pipefail
 W=${WEIR:-$(cd "$(dirname "$0")/.." && pwd)/target/release/weir}
 [ -x "$W" ] || { echo "no weir binary at $W (set WEIR=)" >&2; exit 1; }
 FRAMES=${1:-2M} REPS=${2:-5} SECS=${3:-20}
+GEN=${GEN:---model app} HOST=${HOST:-10.0.0.5}
 work=$(mktemp -d /tmp/weir-bench-serve.XXXXXX)
 srv=
 cleanup() {
@@ -23,10 +29,11 @@ cleanup() {
 }
 trap cleanup EXIT
 
-echo "# weir serve benchmark: $FRAMES frames of --model app, $REPS reps, $(nproc) cores"
+echo "# weir serve benchmark: $FRAMES frames of $GEN, $REPS reps, $(nproc) cores"
 echo "# binary: $W ($($W --version))"
 echo "# load before: $(uptime)"
-"$W" gen --model app -c "$FRAMES" --rate 200k --seed 7 -w "$work/trace.pcap" >/dev/null
+# shellcheck disable=SC2086  # GEN is words
+"$W" gen $GEN -c "$FRAMES" --rate 200k --seed 7 -w "$work/trace.pcap" >/dev/null
 "$W" convert -q --index-sources "$work/trace.pcap" -o "$work/ds"
 "$W" info "$work/ds" | sed -n '1,6p' | sed 's/^/# /'
 "$W" serve "$work/ds" --listen 127.0.0.1:0 --nice 0 2>"$work/serve.log" &
@@ -61,12 +68,14 @@ parts=(
   "loss|/api/analysis?name=loss&"
   "summary|/api/analysis?name=summary&"
 )
-printf '%-26s %12s %12s\n' "part" "whole (s)" "1-s window (s)"
+host_filter=$(python3 -c "import urllib.parse; print(urllib.parse.quote('host $HOST'))")
+printf '%-26s %12s %14s %14s\n' "part" "whole (s)" "1-s window (s)" "host $HOST (s)"
 for p in "${parts[@]}"; do
   name=${p%%|*} path=${p#*|}
   whole=$(timed "$base${path}")
   zoom=$(timed "$base${path}from=$zf&to=$zt")
-  printf '%-26s %12s %12s\n' "$name" "$whole" "$zoom"
+  host=$(timed "$base${path}filter=$host_filter")
+  printf '%-26s %12s %14s %14s\n' "$name" "$whole" "$zoom" "$host"
 done
 
 echo "# pcap of the 1-s window: download (to a file) vs weir read -w, interleaved"
