@@ -172,6 +172,21 @@ fn read_through_the_index_gets_libpcaps_frames() {
     assert_eq!(pages_read(&said).map(|p| p.0), Some(0), "{said}");
 }
 
+/// Rewrites the packet file at `path` as another writer would: pyarrow,
+/// no page index, row groups of 8 Ki rows, weir's metadata kept.
+fn rewrite_without_page_index(path: &Path) {
+    let mut cmd = python();
+    cmd.arg("-c")
+        .arg(
+            "import sys, pyarrow.parquet as pq; \
+             t = pq.read_table(sys.argv[1]); \
+             pq.write_table(t, sys.argv[1], write_page_index=False, row_group_size=8192)",
+        )
+        .arg(path);
+    let r = run_bounded(cmd, Duration::from_secs(60));
+    assert_eq!(r.code(), 0, "{}", r.stderr());
+}
+
 /// Where the index cannot answer, the records are read whole and the
 /// frames are still libpcap's: rows in arrival order, a packet file
 /// whose flows file is gone, packet files written without a page index.
@@ -229,17 +244,7 @@ fn read_falls_back_where_the_index_cannot_answer() {
     // were before it wrote one), their metadata kept.
     let old = convert("old", &[]);
     for e in std::fs::read_dir(old.join("packets")).unwrap() {
-        let p = e.unwrap().path();
-        let mut cmd = python();
-        cmd.arg("-c")
-            .arg(
-                "import sys, pyarrow.parquet as pq; \
-                 t = pq.read_table(sys.argv[1]); \
-                 pq.write_table(t, sys.argv[1], write_page_index=False, row_group_size=8192)",
-            )
-            .arg(&p);
-        let r = run_bounded(cmd, Duration::from_secs(60));
-        assert_eq!(r.code(), 0, "{}", r.stderr());
+        rewrite_without_page_index(&e.unwrap().path());
     }
     // (pyarrow compresses with snappy: the query engine reads them.)
     check(&old, &["without a page index", "decoder does not read"]);
@@ -254,16 +259,7 @@ fn read_falls_back_where_the_index_cannot_answer() {
         .collect();
     files.sort();
     assert_eq!(files.len(), 2);
-    let mut cmd = python();
-    cmd.arg("-c")
-        .arg(
-            "import sys, pyarrow.parquet as pq; \
-             t = pq.read_table(sys.argv[1]); \
-             pq.write_table(t, sys.argv[1], write_page_index=False, row_group_size=8192)",
-        )
-        .arg(&files[1]);
-    let r = run_bounded(cmd, Duration::from_secs(60));
-    assert_eq!(r.code(), 0, "{}", r.stderr());
+    rewrite_without_page_index(&files[1]);
     let dns = "udp port 53";
     let want = tcpdump_select(std::slice::from_ref(&pcap), dns, &s.0);
     let (got, said) = weir_read(&mixed, dns, &s.join("got.pcap"));
