@@ -11,7 +11,8 @@
 # command's CPU time (user + system, /usr/bin/time) and wall time,
 # medians, and B's CPU over A's. CPU time does not depend on what else the
 # machine runs; wall time does. With CAPTURE=1 (root), also
-# bench/capture_quick.sh with 64-B frames, the two alternately.
+# bench/capture_quick.sh with 64-B frames, the two alternately, with the
+# capture options in CAPTURE_ARGS too (e.g. "--pcap --compress zstd").
 #
 #   bench/build_profile.sh WEIR_A WEIR_B [FRAMES] [REPS]   (defaults 2M, 5)
 set -euo pipefail
@@ -91,11 +92,12 @@ for c in "${cases[@]}"; do
 done
 
 if [ "${CAPTURE:-0}" = 1 ]; then
-  echo "# capture: bench/capture_quick.sh 64 -o /dev/shm/cq/ds -j 1, A and B alternately"
+  echo "# capture: bench/capture_quick.sh 64 -o /dev/shm/cq/ds -j 1 ${CAPTURE_ARGS:-}, A and B alternately"
   for i in $(seq "$REPS"); do
     for w in A B; do
       bin=$A; [ $w = B ] && bin=$B
-      echo "$w: $(WEIR=$bin "$here/capture_quick.sh" 64 -o /dev/shm/cq/ds -j 1 | tail -1)"
+      # shellcheck disable=SC2086 # the options' words
+      echo "$w: $(WEIR=$bin "$here/capture_quick.sh" 64 -o /dev/shm/cq/ds -j 1 ${CAPTURE_ARGS:-} | tail -1)"
     done
   done
 fi
