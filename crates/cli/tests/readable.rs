@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use common::live::{capture, send as send_frames};
 use common::netns::VethPair;
-use common::stack::{Server, send, start_stack, stop_stack};
+use common::stack::{Server, send, start_stack, stop_stack, walk_refused_here};
 use common::*;
 use serde_json::Value;
 
@@ -66,8 +66,10 @@ fn datasets(s: &Scratch) -> Vec<PathBuf> {
     let net = VethPair::new("readable");
     let live = s.join("live");
     let cap = capture(&net.b, &["-o", &p(&live), "-j", "1", "--duration", "60s"]);
+    // (Without the stack tables where the kernel refuses weir stack's
+    // socket walk: said on stderr.)
     let stack = s.join("stack");
-    let rec = start_stack(&stack, &["--port", &PORT.to_string()]);
+    let rec = (!walk_refused_here()).then(|| start_stack(&stack, &["--port", &PORT.to_string()]));
     let server = Server::start(&net.b, PORT);
     send(
         VethPair::exec(&net.a, "python3"),
@@ -82,11 +84,14 @@ fn datasets(s: &Scratch) -> Vec<PathBuf> {
             "--count", "1500", "--rate", "1000", "--size", "200", "--flows", "3",
         ],
     );
-    stop_stack(rec);
+    let stack = rec.map(|rec| {
+        stop_stack(rec);
+        stack
+    });
     cap.signal(libc::SIGINT);
     let r = cap.wait(Duration::from_secs(30));
     assert_eq!(r.code(), 0, "{}", r.stderr());
-    vec![app, nfs, live, stack]
+    [app, nfs, live].into_iter().chain(stack).collect()
 }
 
 /// The records of CSV `text` (Python's csv module reads it): the number
@@ -179,12 +184,19 @@ fn every_table_prints_addresses_as_text() {
     .iter()
     .map(|r| r["table_name"].as_str().unwrap().to_string())
     .collect();
+    let stack_here = !walk_refused_here();
     for t in ["packets", "flows", "dns", "rpc", "stack"] {
+        if t == "stack" && !stack_here {
+            continue;
+        }
         assert!(with_addresses.contains(t), "{t}: {with_addresses:?}");
     }
     // Hex by nature: TLS fingerprints and NFS file handles (opaque bytes).
     let hashes = ["ja3", "ja4", "fh", "res_fh"];
     for t in &tables {
+        if !stack_here && t.starts_with("stack") {
+            continue;
+        }
         let q = format!("SELECT * FROM {t}");
         let json: Value = serde_json::from_str(&sql(&q, &["--json"]))
             .unwrap_or_else(|e| panic!("{t}: --json: {e}"));
@@ -261,6 +273,9 @@ fn every_table_prints_addresses_as_text() {
     }
     assert!(lists > 0, "no DNS answer with two addresses");
     // IPv6 in RFC 5952 form: weir stack's sockets over fd99::/64.
+    if !stack_here {
+        return;
+    }
     let v6 = sql(
         "SELECT DISTINCT local_addr FROM stack_intervals ORDER BY 1",
         &["--csv"],

@@ -16,6 +16,30 @@ pub const TRANSFER: &str = concat!(
     "/../../tests/traffic/tcp_transfer.py"
 );
 
+/// Whether this machine's kernel refuses the socket walk's program (weir
+/// stack says so and names it): the tests of the interval levels have
+/// nothing to run there, and say that they skipped. Asked once a test
+/// binary, by a one-second `weir stack` on a port nothing uses.
+pub fn walk_refused_here() -> bool {
+    static REFUSED: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    let refused = *REFUSED.get_or_init(|| {
+        let dir = std::env::temp_dir().join(format!("weir-test-walk-{}", std::process::id()));
+        let mut cmd = Command::new(WEIR);
+        cmd.args(["stack", "--force", "--duration", "1s", "--port", "9", "-o"])
+            .arg(&dir);
+        let r = run_bounded(cmd, Duration::from_secs(60));
+        let _ = std::fs::remove_dir_all(&dir);
+        r.stderr().contains(stack::WALK_REFUSED)
+    });
+    if refused {
+        eprintln!(
+            "skipped: {} (iter/bpf_sk_storage_map); the interval levels cannot run here",
+            stack::WALK_REFUSED
+        );
+    }
+    refused
+}
+
 /// `weir stack ARGS -o DS`, recording once it says so.
 pub fn start_stack(ds: &Path, args: &[&str]) -> Background {
     let mut cmd = Command::new(WEIR);

@@ -29,7 +29,7 @@ use crate::StackError;
 use crate::event::{EVENT_SIZE, append_record, kind};
 use crate::interval::SockAgg;
 use crate::setup::{self, Prepared};
-use crate::skel::{StackSkel, StackSkelBuilder};
+use crate::skel::{OpenStackSkel, StackSkel, StackSkelBuilder};
 use crate::walk::{SockWalk, WALK_SIZE};
 
 /// The most ports `--port` takes (the programs' filter table).
@@ -175,15 +175,62 @@ impl Probe {
         object: &'obj mut MaybeUninit<OpenObject>,
     ) -> Result<Loaded<'obj>, StackError> {
         let opts = &self.opts;
-        let mut open = StackSkelBuilder::default()
-            .open(object)
-            .map_err(|e| load_error("opening the eBPF object", e))?;
         // One ring per possible CPU (the programs index by CPU number).
         let cpus = libbpf_rs::num_possible_cpus()
             .map_err(|e| load_error("counting the possible CPUs", e))?;
         let rings = (0..cpus)
             .map(|cpu| ring_buffer(cpu, opts.ring_bytes))
             .collect::<Result<Vec<_>, _>>()?;
+        let open = self.open(object, cpus, opts.walk)?;
+        let skel = match open.load() {
+            Ok(skel) => skel,
+            Err(e) if opts.walk && is_eperm(&e) && self.loads_without_walk(cpus) => {
+                return Err(StackError::Setup(format!(
+                    "loading the eBPF programs: {e}: {WALK_REFUSED} (an iterator over socket \
+                     storage, iter/bpf_sk_storage_map), which \
+                     the interval levels read each socket with; the other programs load. Run \
+                     `weir stack --events all` (every event, no socket walk), or on a kernel \
+                     that allows the iterator"
+                )));
+            }
+            Err(e) => return Err(load_error("loading the eBPF programs", e)),
+        };
+        for (cpu, ring) in rings.iter().enumerate() {
+            use std::os::fd::{AsFd, AsRawFd};
+            skel.maps
+                .rings
+                .update(
+                    &(cpu as u32).to_ne_bytes(),
+                    &ring.as_fd().as_raw_fd().to_ne_bytes(),
+                    MapFlags::ANY,
+                )
+                .map_err(|e| load_error(&format!("installing CPU {cpu}'s ring buffer"), e))?;
+        }
+        let stats_on = if opts.program_stats {
+            Some(enable_stats()?)
+        } else {
+            None
+        };
+        Ok(Loaded {
+            probe: self,
+            skel,
+            rings,
+            _stats_on: stats_on,
+        })
+    }
+
+    /// Opens the eBPF object into `object` and configures it as the
+    /// options say, with or without the socket walk's programs.
+    fn open<'obj>(
+        &self,
+        object: &'obj mut MaybeUninit<OpenObject>,
+        cpus: usize,
+        walk: bool,
+    ) -> Result<OpenStackSkel<'obj>, StackError> {
+        let opts = &self.opts;
+        let mut open = StackSkelBuilder::default()
+            .open(object)
+            .map_err(|e| load_error("opening the eBPF object", e))?;
         open.maps
             .rings
             .set_max_entries(cpus as u32)
@@ -194,7 +241,7 @@ impl Probe {
                 .set_max_entries(opts.sockets)
                 .map_err(|e| load_error("sizing the per-socket map", e))?;
         }
-        if opts.walk {
+        if walk {
             open.maps
                 .finals
                 .set_max_entries(opts.sockets)
@@ -221,16 +268,16 @@ impl Probe {
             ro.want_dev_acks = opts.device_acks as u8;
             ro.aggregate = opts.aggregate as u8;
             ro.want_delay = opts.delay as u8;
-            ro.walk = opts.walk as u8;
+            ro.walk = walk as u8;
         }
         open.progs.on_sockops.set_autoload(self.cgroup.is_some());
         open.progs
             .dump_tcp
             .set_autoload(opts.snapshot_every.is_some());
-        open.progs.walk_tcp.set_autoload(opts.walk);
-        open.progs.enroll_tcp.set_autoload(opts.walk);
+        open.progs.walk_tcp.set_autoload(walk);
+        open.progs.enroll_tcp.set_autoload(walk);
         // The walk level alone: nothing on the packet path.
-        let per_packet = !opts.walk || opts.aggregate;
+        let per_packet = !walk || opts.aggregate;
         open.progs.on_send.set_autoload(per_packet);
         open.progs.on_recv.set_autoload(per_packet);
         open.progs.on_tcp_probe.set_autoload(per_packet);
@@ -238,31 +285,15 @@ impl Probe {
             open.progs.on_dev_xmit.set_autoload(false);
             open.progs.on_dev_recv.set_autoload(false);
         }
-        let skel = open
-            .load()
-            .map_err(|e| load_error("loading the eBPF programs", e))?;
-        for (cpu, ring) in rings.iter().enumerate() {
-            use std::os::fd::{AsFd, AsRawFd};
-            skel.maps
-                .rings
-                .update(
-                    &(cpu as u32).to_ne_bytes(),
-                    &ring.as_fd().as_raw_fd().to_ne_bytes(),
-                    MapFlags::ANY,
-                )
-                .map_err(|e| load_error(&format!("installing CPU {cpu}'s ring buffer"), e))?;
-        }
-        let stats_on = if opts.program_stats {
-            Some(enable_stats()?)
-        } else {
-            None
-        };
-        Ok(Loaded {
-            probe: self,
-            skel,
-            rings,
-            _stats_on: stats_on,
-        })
+        Ok(open)
+    }
+
+    /// Whether the programs load without the socket walk's: told apart
+    /// from a missing privilege when the whole set is refused.
+    fn loads_without_walk(&self, cpus: usize) -> bool {
+        let mut object = MaybeUninit::uninit();
+        self.open(&mut object, cpus, false)
+            .is_ok_and(|open| open.load().is_ok())
     }
 }
 
@@ -716,6 +747,18 @@ fn iterate(link: &Link, what: &str) -> Result<Vec<u8>, StackError> {
         }
     }
     Ok(all)
+}
+
+/// What the error says where the kernel refuses the socket walk's program
+/// and loads the others (the interval levels cannot run there; `--events
+/// all` can).
+pub const WALK_REFUSED: &str = "this kernel refuses the socket walk's program";
+
+/// Whether libbpf's error is EPERM: the kernel's refusal before it looks
+/// at a program (the verifier's own refusals are EACCES or EINVAL, with its
+/// log). libbpf-rs keeps the errno only in the message.
+fn is_eperm(e: &libbpf_rs::Error) -> bool {
+    e.kind() == libbpf_rs::ErrorKind::PermissionDenied && e.to_string().contains("(os error 1)")
 }
 
 pub(crate) fn load_error(what: &str, e: libbpf_rs::Error) -> StackError {
