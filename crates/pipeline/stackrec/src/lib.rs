@@ -116,8 +116,8 @@ pub fn record(
     } else {
         None
     };
-    let mut object = MaybeUninit::uninit();
-    let loaded = probe.load(&mut object)?;
+    let mut objects = [MaybeUninit::uninit(), MaybeUninit::uninit()];
+    let loaded = probe.load(&mut objects)?;
     let mut attached = loaded.attach()?;
     if let Some(a) = aggs.as_mut() {
         // The sockets already open: the baseline the first interval is
@@ -127,7 +127,16 @@ pub fn record(
     let (writer, to_writer) = WriterThread::start(&out, opts)?;
     let reader = Reader::new(&loaded, to_writer.chunks, to_writer.free)?;
     let started = Instant::now();
-    on_ready(probe.prepared());
+    let mut prepared = probe.prepared().clone();
+    if loaded.walk_by() == Some(stack::WalkBy::Scan) {
+        prepared.warnings.push(
+            "this kernel refuses the iterator over socket storage (iter/bpf_sk_storage_map): \
+             the socket walk scans the TCP sockets of its own network namespace and of \
+             those under /run/netns instead (iter/tcp); sockets elsewhere are not walked"
+                .to_string(),
+        );
+    }
+    on_ready(&prepared);
     let mut seconds = Seconds::new(&out.stats_dir, opts.publisher.clone());
     let run = Running {
         started,

@@ -29,7 +29,7 @@ pub mod walk;
 
 pub use probe::{
     Attached, CHUNK_BYTES, Chunk, Collected, Loaded, MAX_PORTS, Probe, ProbeOptions, ProgramRuns,
-    Reader, WALK_REFUSED,
+    Reader, WALK_REFUSED, WalkBy,
 };
 pub use setup::{Prepared, clock_offset_ns};
 

@@ -168,12 +168,15 @@ impl Probe {
         &self.prepared
     }
 
-    /// Opens, configures and loads the programs into `object`, with a ring
-    /// buffer per possible CPU.
+    /// Opens, configures and loads the programs into the first of
+    /// `objects`, with a ring buffer per possible CPU; into the second with
+    /// the socket walk of [`WalkBy::Scan`] where the kernel refuses the
+    /// iterator over socket storage.
     pub fn load<'obj>(
         &'obj self,
-        object: &'obj mut MaybeUninit<OpenObject>,
+        objects: &'obj mut [MaybeUninit<OpenObject>; 2],
     ) -> Result<Loaded<'obj>, StackError> {
+        let [object, spare] = objects;
         let opts = &self.opts;
         // One ring per possible CPU (the programs index by CPU number).
         let cpus = libbpf_rs::num_possible_cpus()
@@ -181,17 +184,15 @@ impl Probe {
         let rings = (0..cpus)
             .map(|cpu| ring_buffer(cpu, opts.ring_bytes))
             .collect::<Result<Vec<_>, _>>()?;
-        let open = self.open(object, cpus, opts.walk)?;
-        let skel = match open.load() {
-            Ok(skel) => skel,
-            Err(e) if opts.walk && is_eperm(&e) && self.loads_without_walk(cpus) => {
-                return Err(StackError::Setup(format!(
-                    "loading the eBPF programs: {e}: {WALK_REFUSED} (an iterator over socket \
-                     storage, iter/bpf_sk_storage_map), which \
-                     the interval levels read each socket with; the other programs load. Run \
-                     `weir stack --events all` (every event, no socket walk), or on a kernel \
-                     that allows the iterator"
-                )));
+        let walk = opts.walk.then_some(WalkBy::Storage);
+        let (skel, walk) = match self.open(object, cpus, walk)?.load() {
+            Ok(skel) => (skel, walk),
+            Err(e) if opts.walk && is_eperm(&e) => {
+                match self.open(spare, cpus, Some(WalkBy::Scan))?.load() {
+                    Ok(skel) => (skel, Some(WalkBy::Scan)),
+                    Err(_) if self.loads_without_walk(cpus) => return Err(walk_refused(&e)),
+                    Err(_) => return Err(load_error("loading the eBPF programs", e)),
+                }
             }
             Err(e) => return Err(load_error("loading the eBPF programs", e)),
         };
@@ -214,18 +215,19 @@ impl Probe {
         Ok(Loaded {
             probe: self,
             skel,
+            walk,
             rings,
             _stats_on: stats_on,
         })
     }
 
     /// Opens the eBPF object into `object` and configures it as the
-    /// options say, with or without the socket walk's programs.
+    /// options say, with the socket walk's programs of `walk` or none.
     fn open<'obj>(
         &self,
         object: &'obj mut MaybeUninit<OpenObject>,
         cpus: usize,
-        walk: bool,
+        walk: Option<WalkBy>,
     ) -> Result<OpenStackSkel<'obj>, StackError> {
         let opts = &self.opts;
         let mut open = StackSkelBuilder::default()
@@ -241,7 +243,7 @@ impl Probe {
                 .set_max_entries(opts.sockets)
                 .map_err(|e| load_error("sizing the per-socket map", e))?;
         }
-        if walk {
+        if walk.is_some() {
             open.maps
                 .finals
                 .set_max_entries(opts.sockets)
@@ -268,16 +270,21 @@ impl Probe {
             ro.want_dev_acks = opts.device_acks as u8;
             ro.aggregate = opts.aggregate as u8;
             ro.want_delay = opts.delay as u8;
-            ro.walk = walk as u8;
+            ro.walk = walk.is_some() as u8;
         }
         open.progs.on_sockops.set_autoload(self.cgroup.is_some());
         open.progs
             .dump_tcp
             .set_autoload(opts.snapshot_every.is_some());
-        open.progs.walk_tcp.set_autoload(walk);
-        open.progs.enroll_tcp.set_autoload(walk);
+        open.progs
+            .walk_tcp
+            .set_autoload(walk == Some(WalkBy::Storage));
+        open.progs
+            .walk_tcp_scan
+            .set_autoload(walk == Some(WalkBy::Scan));
+        open.progs.enroll_tcp.set_autoload(walk.is_some());
         // The walk level alone: nothing on the packet path.
-        let per_packet = !walk || opts.aggregate;
+        let per_packet = walk.is_none() || opts.aggregate;
         open.progs.on_send.set_autoload(per_packet);
         open.progs.on_recv.set_autoload(per_packet);
         open.progs.on_tcp_probe.set_autoload(per_packet);
@@ -292,7 +299,7 @@ impl Probe {
     /// from a missing privilege when the whole set is refused.
     fn loads_without_walk(&self, cpus: usize) -> bool {
         let mut object = MaybeUninit::uninit();
-        self.open(&mut object, cpus, false)
+        self.open(&mut object, cpus, None)
             .is_ok_and(|open| open.load().is_ok())
     }
 }
@@ -332,10 +339,24 @@ fn enable_stats() -> Result<OwnedFd, StackError> {
     Ok(unsafe { <OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd) })
 }
 
+/// How the interval levels walk the sockets they follow.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WalkBy {
+    /// One iterator over the sockets' storage: only the sockets followed,
+    /// every namespace at once.
+    Storage,
+    /// Where the kernel refuses that iterator: iter/tcp in each network
+    /// namespace weir can enter, every TCP socket there looked at (the
+    /// socket table's buckets scanned, ~0.8 ms a namespace a walk).
+    Scan,
+}
+
 /// The programs, loaded, with their ring buffers.
 pub struct Loaded<'obj> {
     probe: &'obj Probe,
     skel: StackSkel<'obj>,
+    /// The socket walk's way, with [`ProbeOptions::walk`].
+    walk: Option<WalkBy>,
     rings: Vec<MapHandle>,
     /// Statistics are kept while this descriptor is open.
     _stats_on: Option<OwnedFd>,
@@ -361,6 +382,11 @@ impl Attached {
 }
 
 impl Loaded<'_> {
+    /// How the socket walk runs (none without [`ProbeOptions::walk`]).
+    pub fn walk_by(&self) -> Option<WalkBy> {
+        self.walk
+    }
+
     /// Attaches the programs: events flow from here on.
     pub fn attach(&self) -> Result<Attached, StackError> {
         let opts = &self.probe.opts;
@@ -403,12 +429,13 @@ impl Loaded<'_> {
             ),
             None => None,
         };
-        let (walk_link, enroll_link) = if opts.walk {
+        let (walk_link, enroll_link) = if let Some(by) = self.walk {
             use std::os::fd::AsFd;
-            let walk = progs
-                .walk_tcp
-                .attach_iter(self.skel.maps.starts.as_fd())
-                .map_err(|e| load_error("attaching the socket walk", e))?;
+            let walk = match by {
+                WalkBy::Storage => progs.walk_tcp.attach_iter(self.skel.maps.starts.as_fd()),
+                WalkBy::Scan => progs.walk_tcp_scan.attach(),
+            }
+            .map_err(|e| load_error("attaching the socket walk", e))?;
             let enroll = progs
                 .enroll_tcp
                 .attach()
@@ -445,6 +472,9 @@ impl Loaded<'_> {
         let Some(link) = &attached.walk_link else {
             return Ok(Vec::new());
         };
+        if self.walk == Some(WalkBy::Scan) {
+            return Ok(parse_walk(&iterate(link, "walking the TCP sockets")?));
+        }
         let mut it = Iter::new(link).map_err(|e| load_error("walking the TCP sockets", e))?;
         let mut buf = Vec::new();
         it.read_to_end(&mut buf)
@@ -528,7 +558,7 @@ impl Loaded<'_> {
     pub fn program_cost(&self) -> BTreeMap<String, ProgramRuns> {
         use std::os::fd::{AsFd, AsRawFd};
         let p = &self.skel.progs;
-        let progs: [(&str, &libbpf_rs::Program); 11] = [
+        let progs: [(&str, &libbpf_rs::Program); 12] = [
             ("send", &p.on_send),
             ("recv", &p.on_recv),
             ("tcp_probe", &p.on_tcp_probe),
@@ -539,6 +569,7 @@ impl Loaded<'_> {
             ("sockops", &p.on_sockops),
             // Iterators: one run per socket visited.
             ("walk", &p.walk_tcp),
+            ("walk_scan", &p.walk_tcp_scan),
             ("enroll", &p.enroll_tcp),
             ("snapshot", &p.dump_tcp),
         ];
@@ -753,6 +784,17 @@ fn iterate(link: &Link, what: &str) -> Result<Vec<u8>, StackError> {
 /// and loads the others (the interval levels cannot run there; `--events
 /// all` can).
 pub const WALK_REFUSED: &str = "this kernel refuses the socket walk's program";
+
+/// The error where the kernel refuses both ways of the socket walk and
+/// loads the other programs.
+fn walk_refused(e: &libbpf_rs::Error) -> StackError {
+    StackError::Setup(format!(
+        "loading the eBPF programs: {e}: {WALK_REFUSED} (iter/bpf_sk_storage_map, and iter/tcp \
+         with socket storage), which the interval levels read each socket with; the other \
+         programs load. Run `weir stack --events all` (every event, no socket walk), or on a \
+         kernel that allows the iterators"
+    ))
+}
 
 /// Whether libbpf's error is EPERM: the kernel's refusal before it looks
 /// at a program (the verifier's own refusals are EACCES or EINVAL, with its

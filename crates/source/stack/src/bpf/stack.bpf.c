@@ -1265,6 +1265,26 @@ int walk_tcp(struct bpf_iter__bpf_sk_storage_map *ctx)
 	return 0;
 }
 
+/* The same walk where the kernel refuses iterators over socket storage:
+ * every TCP socket of the namespace (run in each), those followed walked.
+ * Slower (every bucket of the socket table, once per namespace) and blind
+ * to namespaces user space cannot enter, so only a fallback. */
+SEC("iter/tcp")
+int walk_tcp_scan(struct bpf_iter__tcp *ctx)
+{
+	struct sock_common *skc = ctx->sk_common;
+	if (!skc)
+		return 0;
+	struct tcp_sock *tp = bpf_skc_to_tcp_sock(skc);
+	if (!tp)
+		return 0;
+	struct sock *sk = (struct sock *)tp;
+	struct walk_state *ws = bpf_sk_storage_get(&starts, sk, 0, 0);
+	if (ws)
+		walk_one(ctx->meta->seq, sk, ws);
+	return 0;
+}
+
 /* Once per namespace at the start: the TCP sockets already open join the
  * walk (their first records are the baselines). */
 SEC("iter/tcp")
