@@ -1265,6 +1265,16 @@ int walk_tcp(struct bpf_iter__bpf_sk_storage_map *ctx)
 	return 0;
 }
 
+/* The TCP iterator's socket, or NULL: time-wait and request sockets have
+ * no tcp_sock. */
+static __always_inline struct sock *iter_tcp_sock(struct bpf_iter__tcp *ctx)
+{
+	struct sock_common *skc = ctx->sk_common;
+	if (!skc)
+		return NULL;
+	return (struct sock *)bpf_skc_to_tcp_sock(skc);
+}
+
 /* The same walk where the kernel refuses iterators over socket storage:
  * every TCP socket of the namespace (run in each), those followed walked.
  * Slower (every bucket of the socket table, once per namespace) and blind
@@ -1272,13 +1282,9 @@ int walk_tcp(struct bpf_iter__bpf_sk_storage_map *ctx)
 SEC("iter/tcp")
 int walk_tcp_scan(struct bpf_iter__tcp *ctx)
 {
-	struct sock_common *skc = ctx->sk_common;
-	if (!skc)
+	struct sock *sk = iter_tcp_sock(ctx);
+	if (!sk)
 		return 0;
-	struct tcp_sock *tp = bpf_skc_to_tcp_sock(skc);
-	if (!tp)
-		return 0;
-	struct sock *sk = (struct sock *)tp;
 	struct walk_state *ws = bpf_sk_storage_get(&starts, sk, 0, 0);
 	if (ws)
 		walk_one(ctx->meta->seq, sk, ws);
@@ -1290,13 +1296,9 @@ int walk_tcp_scan(struct bpf_iter__tcp *ctx)
 SEC("iter/tcp")
 int enroll_tcp(struct bpf_iter__tcp *ctx)
 {
-	struct sock_common *skc = ctx->sk_common;
-	if (!skc)
+	struct sock *sk = iter_tcp_sock(ctx);
+	if (!sk)
 		return 0;
-	struct tcp_sock *tp = bpf_skc_to_tcp_sock(skc);
-	if (!tp)
-		return 0; /* time-wait and request sockets have no tcp_sock */
-	struct sock *sk = (struct sock *)tp;
 	if (sk->__sk_common.skc_state == 10 /* TCP_LISTEN */)
 		return 0;
 	if (!ports_pass(sk->__sk_common.skc_num, bpf_ntohs(sk->__sk_common.skc_dport)) ||
